@@ -1,0 +1,5 @@
+"""`python -m shardcat` runs the command line."""
+
+from .cluster.cli import main
+
+main()

@@ -1,0 +1,202 @@
+"""Turn a storage URL into one canonical form, so equal locations compare equal.
+
+Canonical form: ``scheme://authority/seg/seg`` with
+
+* scheme ``s3`` (for ``s3``/``s3a``/``s3n``), ``gs``, ``abfss``, ``abfs`` or ``file``;
+* the authority lower-cased (bucket, ``container@account-host``; empty for ``file``);
+* no empty, ``.`` or ``..`` segments and no trailing slash;
+* each segment percent-encoded one fixed way: bytes in ``_SAFE`` stay literal,
+  every other byte becomes upper-case ``%XX`` (so ``%7e`` -> ``~``, ``' '`` -> ``%20``,
+  ``é`` -> ``%C3%A9``, and a ``%2F`` inside a segment stays ``%2F``).
+
+The root of a bucket is ``s3://bucket``; the root of the local filesystem is ``file:///``.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "InvalidUrl", "normalize_url", "url_segments", "url_from_segments", "join_url", "is_within",
+]
+
+
+class InvalidUrl(ValueError):
+    """A string that is not a usable storage URL; the message names it and says why."""
+
+    def __init__(self, url: object, reason: str):
+        shown = repr(url) if len(repr(url)) <= 300 else repr(url)[:300] + "..."
+        super().__init__(f"invalid storage URL {shown}: {reason}")
+        self.url = url
+        self.reason = reason
+
+    def __reduce__(self):  # rebuild from (url, reason) so it survives pickling
+        return (type(self), (self.url, self.reason))
+
+
+# Scheme as written -> canonical scheme. s3a/s3n are Hadoop's names for the same S3 objects.
+_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "abfs": "abfs", "file": "file"}
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(.*)", re.DOTALL)
+# A bucket / container / host name: lower-case letters, digits, '.', '_', '-', starting and
+# ending with a letter or digit (rules out '..', ports, userinfo and percent-escapes).
+_NAME = r"[a-z0-9](?:[a-z0-9._\-]*[a-z0-9])?"
+_BUCKET_RE = re.compile(_NAME)
+_ABFS_RE = re.compile(f"{_NAME}@{_NAME}")
+
+# Bytes kept literal in a canonical segment: RFC 3986 unreserved characters plus the
+# sub-delimiters, ':' and '@' (all legal in a path, and '=' is common in Hive partition dirs).
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_control(ch: str) -> bool:
+    # C0 controls, DEL and C1 controls (Unicode category Cc).
+    return ch < " " or "\x7f" <= ch <= "\x9f"
+
+
+def _encode(raw: bytes) -> str:
+    return "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in raw)
+
+
+def _decode(url: str, segment: str) -> bytes:
+    """The bytes a path segment stands for: percent-escapes decoded, other characters as UTF-8."""
+    out = bytearray()
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "%":
+            hexpair = segment[i + 1:i + 3]
+            if len(hexpair) != 2 or not set(hexpair) <= _HEX:
+                raise InvalidUrl(url, f"malformed percent-escape {segment[i:i + 3]!r}")
+            out.append(int(hexpair, 16))
+            i += 3
+        else:
+            try:
+                out += ch.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate
+                raise InvalidUrl(url, "contains a character that is not valid Unicode") from None
+            i += 1
+    # An escaped control character is still a control character.
+    if any(_is_control(ch) for ch in out.decode("utf-8", errors="surrogateescape")):
+        raise InvalidUrl(url, "contains a percent-encoded control character")
+    return bytes(out)
+
+
+def _path_segments(url: str, path: str) -> list[str]:
+    """Canonical segments of an absolute path: empty and '.' dropped, '..' resolved."""
+    segments: list[str] = []
+    for raw in path.split("/"):
+        decoded = _decode(url, raw)
+        if decoded in (b"", b"."):
+            continue  # repeated slash, trailing slash or '.': no new level
+        if decoded == b"..":
+            if not segments:
+                raise InvalidUrl(url, "path uses '..' to escape above the root")
+            segments.pop()
+            continue
+        segments.append(_encode(decoded))
+    return segments
+
+
+def _split(url: str) -> tuple[str, ...]:
+    """Parse and validate ``url`` into ``(scheme://authority, seg, ...)``."""
+    if not isinstance(url, str):
+        raise TypeError(f"storage URL must be a str, not {type(url).__name__}")
+    if not url:
+        raise InvalidUrl(url, "empty")
+    if any(_is_control(ch) for ch in url):
+        raise InvalidUrl(url, "contains control characters")
+    # A raw '?' or '#' starts a query/fragment; storage keys containing them must be escaped.
+    if "?" in url:
+        raise InvalidUrl(url, "query strings are not allowed in a storage URL")
+    if "#" in url:
+        raise InvalidUrl(url, "fragments are not allowed in a storage URL")
+
+    match = _SCHEME_RE.fullmatch(url)
+    if match is None:
+        if url.startswith("//"):
+            # '//x/y' names host x to Hadoop, not directory x; too ambiguous to guess.
+            raise InvalidUrl(url, "no scheme, and a path starting with '//' is not a local path")
+        if not url.startswith("/"):
+            raise InvalidUrl(url, "no scheme and not an absolute path (relative paths are not allowed)")
+        scheme, rest = "file", url  # Spark users pass bare local paths
+    else:
+        written, rest = match.groups()
+        scheme = _SCHEMES.get(written.lower())
+        if scheme is None:
+            supported = ", ".join(sorted(_SCHEMES))
+            raise InvalidUrl(url, f"unsupported scheme {written!r} (supported: {supported})")
+
+    if scheme == "file":
+        if rest.startswith("//"):
+            authority, slash, path = rest[2:].partition("/")
+            if authority.lower() not in ("", "localhost"):
+                raise InvalidUrl(url, f"file URL names host {authority!r}; only local files are allowed")
+            path = slash + path
+        elif rest.startswith("/"):
+            path = rest  # file:/a/b
+        else:
+            raise InvalidUrl(url, "file URL must have an absolute path")
+        return ("file://", *_path_segments(url, path))
+
+    if not rest.startswith("//"):
+        raise InvalidUrl(url, f"must be of the form {scheme}://<authority>/<path>")
+    authority, _, path = rest[2:].partition("/")
+    if not authority:
+        what = "container@account host" if scheme.startswith("abfs") else "bucket"
+        raise InvalidUrl(url, f"missing {what}")
+    authority = authority.lower()
+    if scheme.startswith("abfs"):
+        if not _ABFS_RE.fullmatch(authority):
+            raise InvalidUrl(url, f"authority {authority!r} is not of the form container@account-host")
+    elif not _BUCKET_RE.fullmatch(authority):
+        raise InvalidUrl(url, f"invalid bucket name {authority!r}")
+    return (f"{scheme}://{authority}", *_path_segments(url, path))
+
+
+def url_from_segments(segments: Iterable[str]) -> str:
+    """The canonical URL for segments as returned by ``url_segments`` (its inverse)."""
+    head, *path = segments
+    if not path:
+        return "file:///" if head == "file://" else head
+    return head + "/" + "/".join(path)
+
+
+def normalize_url(url: str) -> str:
+    """The canonical form of a storage URL; raises ``InvalidUrl`` if it is not one."""
+    return url_from_segments(_split(url))
+
+
+def url_segments(url: str) -> tuple[str, ...]:
+    """The canonical URL as a key path: ``("s3://bucket", "a", "b")``, ``("file://", "tmp")``."""
+    return _split(url)
+
+
+def join_url(base: str, *segments: str) -> str:
+    """The canonical URL of ``base`` extended by ``segments``.
+
+    Each segment is one literal name (not percent-decoded: ``"50%"`` becomes ``50%25``);
+    ``/``, empty, ``.`` and ``..`` are refused so a join can never leave ``base``.
+    """
+    parts = list(_split(base))
+    for name in segments:
+        if not isinstance(name, str):
+            raise TypeError(f"path segment must be a str, not {type(name).__name__}")
+        if name in ("", ".", "..") or "/" in name:
+            raise InvalidUrl(base, f"cannot join segment {name!r}: must be one non-empty name")
+        if any(_is_control(ch) for ch in name):
+            raise InvalidUrl(base, f"cannot join segment {name!r}: contains control characters")
+        try:
+            parts.append(_encode(name.encode("utf-8")))
+        except UnicodeEncodeError:
+            raise InvalidUrl(base, f"cannot join segment {name!r}: not valid Unicode") from None
+    return url_from_segments(parts)
+
+
+def is_within(child: str, parent: str) -> bool:
+    """True if ``child`` is ``parent`` or below it, comparing whole segments."""
+    c, p = _split(child), _split(parent)
+    return c[:len(p)] == p

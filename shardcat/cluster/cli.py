@@ -1,0 +1,31 @@
+"""The `shardcat` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from .server import ServeConfig, serve_forever
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="shardcat", description="A sharded Unity Catalog server.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the catalog server")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks a free one)")
+    serve.add_argument("--data-dir", type=Path, default=Path.home() / ".shardcat",
+                       help="where the admin token, embedded database and managed storage live (default ~/.shardcat)")
+    serve.add_argument("--db", default=None, help="PostgreSQL URL; without it an embedded server runs under the data dir")
+    serve.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        config = ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db)
+        asyncio.run(serve_forever(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Runs a catalog: database (embedded or --db), migrations, bootstrap, shard and HTTP front."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from ..router.app import make_app
+from ..shards.shard import Shard
+from ..store.db import Store
+from .bootstrap import ensure_admin_token, ensure_default_metastore
+from .embedded_db import start_embedded_postgres
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path.home() / ".shardcat"
+    db: str | None = None          # PostgreSQL URL; None starts the embedded server
+
+
+@dataclass
+class Running:
+    url: str
+    admin_token_path: Path
+    store: Store
+    runner: web.AppRunner
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+        await self.store.close()
+
+
+async def start(config: ServeConfig) -> Running:
+    data_dir = config.data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db_url = config.db or await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")
+    store = await Store.open(db_url)
+    await store.migrate()
+    token_path = await ensure_admin_token(store, data_dir)
+    await ensure_default_metastore(store, data_dir)
+    app = make_app(store, Shard(store))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1] if config.port == 0 else config.port
+    return Running(f"http://{config.host}:{port}", token_path, store, runner)
+
+
+async def serve_forever(config: ServeConfig) -> None:
+    running = await start(config)
+    print(f"shardcat listening on {running.url}/api/2.1/unity-catalog", flush=True)
+    print(f"admin token in {running.admin_token_path}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await running.stop()

@@ -1,0 +1,19 @@
+"""The one record shape every securable in a metastore is stored, cached and served as."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Asset:
+    id: str
+    metastore_id: str
+    type: str               # manifest name: "catalog", "schema", "table", ...
+    namespace: str          # name namespace: tables and views share "table"
+    parent_id: str          # the metastore id for top-level assets
+    name: str
+    full_name: str
+    storage_path: str | None
+    info: dict = field(hash=False, compare=False)  # the type's stored fields (JSON)
+    written_at: int = 0     # metastore version at which this state was written

@@ -1,0 +1,96 @@
+"""aiohttp middlewares of the front: Unity Catalog error JSON for every failure, and authentication."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from cachetools import TTLCache
+
+from ..auth import Caller, bearer, hash_token
+from ..errors import CatalogError
+from ..store.db import Store
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
+PUBLIC_PATHS = ("/healthz",)
+
+
+def error_response(code: str, message: str, status: int | None = None) -> web.Response:
+    error = CatalogError(code, message)
+    return web.json_response(error.to_json(), status=status or error.status)
+
+
+def error_middleware(max_body_bytes: int):
+    """Every failure as Unity Catalog error JSON with its HTTP status; never a bare 500 page."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler):
+        try:
+            return await handler(request)
+        except CatalogError as e:
+            return web.json_response(e.to_json(), status=e.status)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            return error_response(_HTTP_CODES.get(e.status, "BAD_REQUEST"), _http_message(request, e, max_body_bytes),
+                                  e.status)
+        except Exception:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return error_response("INTERNAL_ERROR", "The server failed to handle the request; it has been logged.")
+
+    return errors
+
+
+def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: int) -> str:
+    if e.status == 404:
+        return f"No API found for {request.method} {request.path}."
+    if e.status == 405:
+        allowed = ", ".join(sorted(getattr(e, "allowed_methods", ()) or ()))
+        return f"Method {request.method} is not allowed on {request.path}; allowed: {allowed}."
+    if e.status == 413:
+        return f"The request body is larger than the limit of {max_body_bytes} bytes."
+    return e.text or e.reason
+
+
+class Authenticator:
+    """Finds a request's caller from its bearer token; short TTL caches spare the database."""
+
+    def __init__(self, store: Store, ttl: float = 5.0):
+        self.store = store
+        self.tokens: TTLCache = TTLCache(maxsize=100_000, ttl=ttl)
+        self.assignments: TTLCache = TTLCache(maxsize=100_000, ttl=ttl)
+
+    def forget_workspace(self, workspace_id: int) -> None:
+        self.assignments.pop(workspace_id, None)
+
+    async def caller(self, token: str) -> Caller | None:
+        digest = hash_token(token)
+        found = self.tokens.get(digest)
+        if found is None:
+            found = await self.store.principal_for_token(digest)
+            if found is None:
+                return None
+            self.tokens[digest] = found
+        principal, workspace_id = found
+        metastore_id = self.assignments.get(workspace_id)
+        if metastore_id is None:
+            assignment = await self.store.assignment(workspace_id)
+            metastore_id = assignment[0] if assignment else ""
+            self.assignments[workspace_id] = metastore_id
+        return Caller(principal.name, principal.id, principal.is_account_admin, workspace_id, metastore_id or None)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler):
+        if request.path in PUBLIC_PATHS:
+            return await handler(request)
+        token = bearer(request.headers.get("Authorization"))
+        if token is None:
+            raise CatalogError("UNAUTHENTICATED", "Missing 'Authorization: Bearer <token>' header.")
+        caller = await self.caller(token)
+        if caller is None:
+            raise CatalogError("UNAUTHENTICATED", "The bearer token is not valid (unknown, revoked or expired).")
+        request["caller"] = caller
+        return await handler(request)
+

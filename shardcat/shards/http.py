@@ -1,0 +1,162 @@
+"""The Unity Catalog REST endpoints a shard serves, as aiohttp routes over its services.
+
+Handlers only translate HTTP to service calls: the caller (set by the auth
+middleware) and path, query and body in; JSON out. Errors are raised as
+CatalogError and rendered by the error middleware.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from aiohttp import web
+
+from ..errors import CatalogError, invalid
+from .metastores import MetastoreService
+from .service import CatalogService
+
+PREFIX = "/api/2.1/unity-catalog"
+
+
+async def json_body(request: web.Request) -> dict:
+    """The request's JSON object; a clear 400 for anything else."""
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as e:
+        raise CatalogError("MALFORMED_REQUEST", f"The request body is not valid JSON: {e}.") from None
+    if not isinstance(body, dict):
+        raise CatalogError("MALFORMED_REQUEST", f"The request body must be a JSON object, got {type(body).__name__}.")
+    return body
+
+
+def flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name)
+    if value is None:
+        return False
+    if value.lower() in ("true", "1"):
+        return True
+    if value.lower() in ("false", "0", ""):
+        return False
+    raise invalid(f"Query parameter '{name}' must be true or false, got '{value:.40}'.")
+
+
+def required_query(request: web.Request, name: str) -> str:
+    value = request.query.get(name)
+    if not value:
+        raise invalid(f"Missing required query parameter '{name}'.")
+    return value
+
+
+def ok(data: dict | None = None) -> web.Response:
+    return web.json_response(data if data is not None else {})
+
+
+class ShardApi:
+    """Routes for metastores, catalogs, schemas, tables, staging tables and table summaries."""
+
+    def __init__(self, catalogs: CatalogService, metastores: MetastoreService,
+                 on_workspace_change: Callable[[int], None] = lambda workspace_id: None):
+        self.catalogs = catalogs
+        self.metastores = metastores
+        self.on_workspace_change = on_workspace_change   # e.g. drop cached workspace->metastore entries
+
+    def routes(self) -> list[web.RouteDef]:
+        p = PREFIX
+        r = [
+            web.get(f"{p}/metastores", self.list_metastores),
+            web.post(f"{p}/metastores", self.create_metastore),
+            web.get(f"{p}/metastores/{{id}}", self.get_metastore),
+            web.patch(f"{p}/metastores/{{id}}", self.update_metastore),
+            web.delete(f"{p}/metastores/{{id}}", self.delete_metastore),
+            web.get(f"{p}/metastore_summary", self.metastore_summary),
+            web.put(f"{p}/workspaces/{{workspace_id}}/metastore", self.put_assignment),
+            web.patch(f"{p}/workspaces/{{workspace_id}}/metastore", self.patch_assignment),
+            web.delete(f"{p}/workspaces/{{workspace_id}}/metastore", self.delete_assignment),
+            web.post(f"{p}/staging-tables", self.create_staging_table),
+            web.post(f"{p}/table-summaries", self.table_summaries),
+        ]
+        for type_name, path, key, parents in (
+            ("catalog", "catalogs", "name", ()),
+            ("schema", "schemas", "full_name", ("catalog_name",)),
+            ("table", "tables", "full_name", ("catalog_name", "schema_name")),
+        ):
+            r += self._crud(type_name, f"{p}/{path}", key, parents)
+        return r
+
+    def _crud(self, type_name: str, base: str, key: str, parents: tuple[str, ...]) -> list[web.RouteDef]:
+        catalogs = self.catalogs
+
+        async def create(request):
+            return ok(await catalogs.create(request["caller"], type_name, await json_body(request)))
+
+        async def list_(request):
+            parent = ".".join(required_query(request, q) for q in parents) if parents else None
+            return ok(await catalogs.list(request["caller"], type_name, parent,
+                                          request.query.get("max_results"), request.query.get("page_token")))
+
+        async def get(request):
+            return ok(await catalogs.get(request["caller"], type_name, request.match_info[key]))
+
+        async def update(request):
+            return ok(await catalogs.update(request["caller"], type_name, request.match_info[key],
+                                            await json_body(request)))
+
+        async def delete(request):
+            await catalogs.delete(request["caller"], type_name, request.match_info[key], flag(request, "force"))
+            return ok()
+
+        item = f"{base}/{{{key}}}"
+        return [web.post(base, create), web.get(base, list_), web.get(item, get),
+                web.patch(item, update), web.delete(item, delete)]
+
+    # ---- metastores ---------------------------------------------------------
+
+    async def list_metastores(self, request):
+        return ok(await self.metastores.list(request["caller"]))
+
+    async def create_metastore(self, request):
+        return ok(await self.metastores.create(request["caller"], await json_body(request)))
+
+    async def get_metastore(self, request):
+        return ok(await self.metastores.get(request["caller"], request.match_info["id"]))
+
+    async def update_metastore(self, request):
+        return ok(await self.metastores.update(request["caller"], request.match_info["id"], await json_body(request)))
+
+    async def delete_metastore(self, request):
+        await self.metastores.delete(request["caller"], request.match_info["id"], flag(request, "force"))
+        return ok()
+
+    async def metastore_summary(self, request):
+        return ok(await self.metastores.summary(request["caller"]))
+
+    async def put_assignment(self, request):
+        await self.metastores.assign(request["caller"], request.match_info["workspace_id"],
+                                     await json_body(request), replace=True)
+        self.on_workspace_change(int(request.match_info["workspace_id"]))
+        return ok()
+
+    async def patch_assignment(self, request):
+        await self.metastores.assign(request["caller"], request.match_info["workspace_id"],
+                                     await json_body(request), replace=False)
+        self.on_workspace_change(int(request.match_info["workspace_id"]))
+        return ok()
+
+    async def delete_assignment(self, request):
+        body = await json_body(request)
+        metastore_id = request.query.get("metastore_id") or body.get("metastore_id")
+        await self.metastores.unassign(request["caller"], request.match_info["workspace_id"], metastore_id)
+        self.on_workspace_change(int(request.match_info["workspace_id"]))
+        return ok()
+
+    # ---- tables ---------------------------------------------------------------
+
+    async def create_staging_table(self, request):
+        return ok(await self.catalogs.create_staging_table(request["caller"], await json_body(request)))
+
+    async def table_summaries(self, request):
+        return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))

@@ -1,0 +1,377 @@
+"""The Unity Catalog operations a shard serves on the metastores it owns.
+
+Generic create/get/list/update/delete driven by the asset-type manifests
+(entities/types.py), plus the type-specific rules: managed storage allocation,
+one asset per storage path, tables and views, staging tables, table summaries.
+Every operation is scoped to the caller's metastore; writes go through
+`Shard.write` and are validated inside the write's transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+from ..auth import Caller
+from ..cache.urls import InvalidUrl, join_url, normalize_url
+from ..entities.asset import Asset
+from ..entities.columns import check_columns
+from ..entities.manifest import AssetType
+from ..entities.names import check_name, split_full_name
+from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
+from ..errors import CatalogError, already_exists, invalid, not_found
+from ..store.db import WriteTx, now_ms
+from .shard import MetastoreState, Shard
+
+DEFAULT_PAGE = 1000
+MAX_PAGE = 10000
+VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
+PARENT_FIELDS = ("catalog_name", "schema_name")
+
+
+def encode_page_token(after: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode()
+
+
+def decode_page_token(token: str | None) -> str:
+    if not token:
+        return ""
+    try:
+        after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
+        if isinstance(after, str):
+            return after
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
+
+
+def page_size(max_results) -> int:
+    if max_results is None:
+        return DEFAULT_PAGE
+    if isinstance(max_results, str):
+        try:
+            max_results = int(max_results)
+        except ValueError:
+            raise invalid(f"max_results must be an integer, got '{max_results:.40}'.") from None
+    if not isinstance(max_results, int) or isinstance(max_results, bool) or max_results < 0:
+        raise invalid(f"max_results must be a non-negative integer, got {max_results!r:.40}.")
+    return min(max_results or DEFAULT_PAGE, MAX_PAGE)
+
+
+def render(asset: Asset) -> dict:
+    """An asset as the API returns it: stored fields plus names and ids derived from where it sits."""
+    t = TYPES[asset.type]
+    out = dict(asset.info)
+    out["name"] = asset.name
+    out[t.id_field] = asset.id
+    out["metastore_id"] = asset.metastore_id
+    parts = asset.full_name.split(".")
+    for field_name, part in zip(PARENT_FIELDS, parts[:-1]):
+        out[field_name] = part
+    if asset.type != "staging_table":
+        out["full_name"] = asset.full_name
+    return out
+
+
+def _storage_url(value: str, field_name: str) -> str:
+    try:
+        return normalize_url(value)
+    except InvalidUrl as e:
+        raise invalid(f"Invalid {field_name}: {e}") from None
+
+
+def _parent_of(t: AssetType):
+    return TYPES.get(t.parent)
+
+
+class CatalogService:
+    """Catalogs, schemas, tables and staging tables of the metastores a shard owns."""
+
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        self.store = shard.store
+
+    # ---- lookups ------------------------------------------------------------
+
+    async def _get(self, caller: Caller, t: AssetType, full_name: str) -> Asset:
+        names = split_full_name(full_name, t.name_parts, t.name)
+        asset = await self.shard.read(
+            caller.metastore(), self.store.get_asset(caller.metastore(), t.namespace, ".".join(names))
+        )
+        if asset is None:
+            raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+        return asset
+
+    async def _parent_in_tx(self, tx: WriteTx, t: AssetType, parent_full: str) -> Asset | None:
+        parent_type = _parent_of(t)
+        if parent_type is None:
+            return None
+        parent = await tx.get(parent_type.namespace, parent_full)
+        if parent is None:
+            raise not_found(f"{parent_type.name.capitalize()} '{parent_full}' does not exist.")
+        return parent
+
+    # ---- generic CRUD -------------------------------------------------------
+
+    async def get(self, caller: Caller, type_name: str, full_name: str) -> dict:
+        return render(await self._get(caller, TYPES[type_name], full_name))
+
+    async def list(self, caller: Caller, type_name: str, parent_full: str | None,
+                   max_results=None, page_token: str | None = None) -> dict:
+        t = TYPES[type_name]
+        limit = page_size(max_results)
+        after = decode_page_token(page_token)
+        ms = caller.metastore()
+        if _parent_of(t) is None:
+            parent_id = ms
+        else:
+            parent_id = (await self._get(caller, _parent_of(t), parent_full)).id
+        children = await self.shard.read(
+            ms, self.store.list_children(ms, parent_id, t.namespace, after=after, limit=limit + 1)
+        )
+        page = children[:limit]
+        out = {t.list_key: [render(a) for a in page]}
+        if len(children) > limit:
+            out["next_page_token"] = encode_page_token(page[-1].name)
+        return out
+
+    async def create(self, caller: Caller, type_name: str, body: dict) -> dict:
+        t = TYPES[type_name]
+        fields = t.check_create(body)
+        fields.pop("new_name", None)
+        name = check_name(fields.pop("name"), t.name)
+        parent_names = [check_name(fields.pop(f), f.removesuffix("_name")) for f in PARENT_FIELDS[: t.name_parts - 1]]
+        parent_full = ".".join(parent_names)
+        full_name = ".".join([*parent_names, name])
+        creating = _CREATE_RULES[t.name]
+        now = now_ms()
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            parent = await self._parent_in_tx(tx, t, parent_full)
+            if await tx.get(t.namespace, full_name):
+                raise already_exists(f"{t.name.capitalize()} '{full_name}' already exists.")
+            info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
+                    "updated_at": now, "updated_by": caller.name}
+            asset = Asset(
+                id=str(uuid.uuid4()), metastore_id=state.id, type=t.name, namespace=t.namespace,
+                parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
+                storage_path=None, info=info,
+            )
+            asset = await creating(self, tx, state, asset, parent)
+            try:
+                return render(await tx.put(asset))
+            except KeyError:
+                raise already_exists(f"{t.name.capitalize()} '{full_name}' already exists.") from None
+
+        return await self.shard.write(caller.metastore(), write)
+
+    async def update(self, caller: Caller, type_name: str, full_name: str, body: dict) -> dict:
+        t = TYPES[type_name]
+        names = split_full_name(full_name, t.name_parts, t.name)
+        fields = t.check_update(body)
+        new_name = fields.pop("new_name", None)
+        requested = fields.pop("name", None)
+        if new_name is None and requested is not None and requested.lower() != names[-1]:
+            new_name = requested   # the 2.1 API renames through `name`
+        if new_name is not None:
+            new_name = check_name(new_name, t.name)
+        now = now_ms()
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            asset = await tx.get(t.namespace, ".".join(names))
+            if asset is None:
+                raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+            info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
+            updated = Asset(**{**asset.__dict__, "info": info})
+            updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
+            if new_name is not None and new_name != asset.name:
+                return render(await self._rename(tx, t, updated, new_name))
+            return render(await tx.put(updated))
+
+        return await self.shard.write(caller.metastore(), write)
+
+    async def _rename(self, tx: WriteTx, t: AssetType, asset: Asset, new_name: str) -> Asset:
+        new_full = ".".join([*asset.full_name.split(".")[:-1], new_name])
+        if await tx.get(t.namespace, new_full):
+            raise already_exists(f"{t.name.capitalize()} '{new_full}' already exists.")
+        old_prefix = asset.full_name + "."
+        renamed = await tx.put(Asset(**{**asset.__dict__, "name": new_name, "full_name": new_full}))
+        for child in await tx.descendants(asset.id):   # children's full names carry the old name
+            child_full = new_full + "." + child.full_name.removeprefix(old_prefix)
+            await tx.put(Asset(**{**child.__dict__, "full_name": child_full}))
+        return renamed
+
+    async def delete(self, caller: Caller, type_name: str, full_name: str, force: bool = False) -> None:
+        t = TYPES[type_name]
+        names = split_full_name(full_name, t.name_parts, t.name)
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            asset = await tx.get(t.namespace, ".".join(names))
+            if asset is None:
+                raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+            below = await tx.descendants(asset.id)
+            visible = [a for a in below if a.type != "staging_table"]
+            if visible and not force:
+                raise CatalogError(
+                    "FAILED_PRECONDITION",
+                    f"{t.name.capitalize()} '{full_name}' is not empty: it contains {len(visible)} object(s), "
+                    f"e.g. {visible[0].type} '{visible[0].full_name}'. Delete them first or pass force=true.",
+                )
+            await tx.delete([asset, *below])
+
+        await self.shard.write(caller.metastore(), write)
+
+    # ---- tables -------------------------------------------------------------
+
+    async def create_staging_table(self, caller: Caller, body: dict) -> dict:
+        out = await self.create(caller, "staging_table", body)
+        out["staging_location"] = out.pop("storage_location")
+        return out
+
+    async def table_summaries(self, caller: Caller, body: dict) -> dict:
+        catalog_name = body.get("catalog_name")
+        if catalog_name is None:
+            raise invalid("Missing required field 'catalog_name'.")
+        for key in ("schema_name_pattern", "table_name_pattern", "page_token"):
+            if body.get(key) is not None and not isinstance(body[key], str):
+                raise invalid(f"Field '{key}' must be a string.")
+        catalog = await self._get(caller, CATALOG, check_name(catalog_name, "catalog"))
+        limit = page_size(body.get("max_results"))
+        after = decode_page_token(body.get("page_token"))
+        ms = caller.metastore()
+        tables = await self.shard.read(ms, self.store.table_summaries(
+            ms, catalog.id, (body.get("schema_name_pattern") or "%").lower(),
+            (body.get("table_name_pattern") or "%").lower(), after, limit + 1,
+        ))
+        page = tables[:limit]
+        out = {"tables": [{"full_name": a.full_name, "table_type": a.info.get("table_type")} for a in page]}
+        if len(tables) > limit:
+            out["next_page_token"] = encode_page_token(page[-1].full_name)
+        return out
+
+
+# ---- type-specific create and update rules ------------------------------------
+# Each takes the asset about to be written and returns it, possibly with a storage path.
+
+
+def _check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bool) -> None:
+    """One asset per path: refuse a url that overlaps another asset's (managed roots count unless inside_managed)."""
+    hit = state.trie.first_overlap(url, ignore=(lambda o: o.is_root) if inside_managed else None)
+    if hit is not None:
+        hit_url, owner = hit
+        raise invalid(f"The {what} '{url}' overlaps the storage of {owner.type} '{owner.full_name}' at '{hit_url}'.")
+
+
+async def _create_container(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, parent):
+    root = asset.info.get("storage_root")
+    if root is None:
+        return asset
+    root = _storage_url(root, "storage_root")
+    location = join_url(root, "__unitystorage", f"{asset.type}s", asset.id)
+    _check_free(state, location, "storage_root", inside_managed=True)
+    info = {**asset.info, "storage_root": root, "storage_location": location}
+    return Asset(**{**asset.__dict__, "info": info, "storage_path": location})
+
+
+async def _managed_root(tx: WriteTx, state: MetastoreState, schema: Asset) -> str:
+    if schema.info.get("storage_location"):
+        return schema.info["storage_location"]
+    catalog = await tx.get("catalog", schema.full_name.split(".")[0])
+    if catalog and catalog.info.get("storage_location"):
+        return catalog.info["storage_location"]
+    root = state.storage_root
+    if root is None:
+        raise CatalogError("FAILED_PRECONDITION", "No managed storage root is set on the schema, catalog or metastore.")
+    return root
+
+
+async def _create_staging(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
+    if await tx.get("table", asset.full_name):
+        raise already_exists(f"Table '{asset.full_name}' already exists.")
+    location = join_url(await _managed_root(tx, state, schema), "tables", asset.id)
+    _check_free(state, location, "staging location", inside_managed=True)
+    return Asset(**{**asset.__dict__, "storage_path": location, "info": {"storage_location": location}})
+
+
+async def _create_table(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
+    info = dict(asset.info)
+    table_type = info["table_type"]
+    if table_type not in TABLE_TYPES:
+        raise invalid(f"Unknown table_type '{table_type}'; expected one of {', '.join(TABLE_TYPES)}.")
+    fmt = info.get("data_source_format")
+    if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
+        raise invalid(f"Unknown data_source_format '{fmt}'; expected one of {', '.join(DATA_SOURCE_FORMATS)}.")
+    info["columns"] = check_columns(info.get("columns") or [])
+    location = info.pop("storage_location", None)
+    if table_type in VIEW_TYPES:
+        if not info.get("view_definition"):
+            raise invalid(f"A {table_type} needs a view_definition.")
+        if location:
+            raise invalid(f"A {table_type} has no storage_location.")
+        return Asset(**{**asset.__dict__, "info": info})
+    if "columns" not in asset.info:
+        raise invalid(f"Missing required field 'columns' to create a {table_type} table.")
+    if fmt is None:
+        raise invalid(f"Missing required field 'data_source_format' to create a {table_type} table.")
+    info.pop("view_definition", None)
+    table_id = asset.id
+    if table_type == "EXTERNAL":
+        if not location:
+            raise invalid("Missing required field 'storage_location' to create an EXTERNAL table.")
+        location = _storage_url(location, "storage_location")
+        _check_free(state, location, "storage_location", inside_managed=False)
+    elif location:
+        # A MANAGED table may name a location only if it is the one its staging table reserved.
+        location = _storage_url(location, "storage_location")
+        staging = await tx.get("staging_table", asset.full_name)
+        if staging is None or staging.storage_path != location:
+            raise invalid(f"storage_location '{location}' of a MANAGED table must be the staging location "
+                          f"that POST /staging-tables returned for '{asset.full_name}'.")
+        await tx.delete([staging])
+        table_id = staging.id
+    else:
+        location = join_url(await _managed_root(tx, state, schema), "tables", table_id)
+        _check_free(state, location, "storage_location", inside_managed=True)
+    info["storage_location"] = location
+    return Asset(**{**asset.__dict__, "id": table_id, "info": info, "storage_path": location})
+
+
+async def _update_table(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
+    info = dict(asset.info)
+    if "columns" in fields:
+        info["columns"] = check_columns(fields["columns"])
+    fmt = fields.get("data_source_format")
+    if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
+        raise invalid(f"Unknown data_source_format '{fmt}'.")
+    is_view = info["table_type"] in VIEW_TYPES
+    if "view_definition" in fields and not is_view:
+        raise invalid("Only a view has a view_definition.")
+    location = fields.get("storage_location")
+    path = asset.storage_path
+    if location is not None:
+        location = _storage_url(location, "storage_location")
+        if location != asset.storage_path:
+            if info["table_type"] != "EXTERNAL":
+                raise invalid(f"The storage_location of a {info['table_type']} table cannot change.")
+            state.forget(asset.id)
+            try:
+                _check_free(state, location, "storage_location", inside_managed=False)
+            finally:
+                state.remember(asset)
+            path = location
+        info["storage_location"] = location
+    return Asset(**{**asset.__dict__, "info": info, "storage_path": path})
+
+
+async def _no_rules(service, tx, state, asset, fields):
+    return asset
+
+
+_CREATE_RULES = {
+    "catalog": _create_container,
+    "schema": _create_container,
+    "table": _create_table,
+    "staging_table": _create_staging,
+}
+_UPDATE_RULES = {"table": _update_table}

@@ -1,0 +1,160 @@
+"""A shard: owns a set of metastores and keeps each one's known version and storage-path trie.
+
+Reads go to the store and report the metastore version they saw; if it moved past the
+version this shard knows, the shard reconciles first (DESIGN.md invariant 3): it replays
+the change log since its version, or rebuilds the metastore's state when the gap is large.
+Writes run `Store.write` conditioned on the known version; on a conflict the shard
+reconciles and runs the write again, so validation always happens against fresh state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from ..cache.url_trie import UrlTrie
+from ..entities.asset import Asset
+from ..errors import CatalogError
+from ..store.db import MetastoreGone, Store, VersionConflict, WriteTx
+
+log = logging.getLogger(__name__)
+
+WRITE_ATTEMPTS = 8
+# Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
+RECONCILE_GAP = 1000
+
+
+@dataclass(frozen=True)
+class PathOwner:
+    """What the trie holds at a storage path: the asset, and whether it is a managed storage root."""
+    asset_id: str
+    type: str
+    full_name: str
+    is_root: bool
+
+
+@dataclass
+class MetastoreState:
+    """What a shard knows of one metastore, current as of `version`."""
+    id: str
+    version: int = -1
+    storage_root: str | None = None
+    trie: UrlTrie = field(default_factory=UrlTrie)
+    path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def forget(self, asset_id: str) -> None:
+        url = self.path_of.pop(asset_id, None)
+        if url is not None:
+            self.trie.remove(url)
+
+    def remember(self, asset: Asset) -> None:
+        self.forget(asset.id)
+        if asset.storage_path:
+            owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
+            self.trie.insert(asset.storage_path, owner)
+            self.path_of[asset.id] = asset.storage_path
+
+
+class Shard:
+    def __init__(self, store: Store, name: str = "shard-0"):
+        self.store = store
+        self.name = name
+        self.states: dict[str, MetastoreState] = {}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0}
+
+    # ---- ownership --------------------------------------------------------
+
+    def owns(self, metastore_id: str) -> bool:
+        return metastore_id in self.states
+
+    async def own(self, metastore_id: str) -> MetastoreState:
+        state = self.states.get(metastore_id)
+        if state is None:
+            state = self.states[metastore_id] = MetastoreState(metastore_id)
+            await self._rebuild(state)
+        return state
+
+    def drop(self, metastore_id: str) -> None:
+        self.states.pop(metastore_id, None)
+
+    async def state(self, metastore_id: str) -> MetastoreState:
+        return self.states.get(metastore_id) or await self.own(metastore_id)
+
+    # ---- reconciliation ---------------------------------------------------
+
+    async def observed(self, metastore_id: str, version: int) -> None:
+        """A read saw `version`; catch up if this shard is behind it."""
+        state = await self.state(metastore_id)
+        if version > state.version:
+            await self.reconcile(state)
+
+    async def reconcile(self, state: MetastoreState) -> None:
+        async with state.reconcile_lock:
+            changes = await self.store.changes(state.id, state.version, RECONCILE_GAP)
+            if not changes:
+                return
+            if len(changes) >= RECONCILE_GAP or changes[0].version != state.version + 1:
+                await self._rebuild(state)
+                return
+            self.stats["reconciles"] += 1
+            changed = sorted({i for c in changes for i in c.changed if i != state.id})
+            _, assets = await self.store.get_assets_by_ids(state.id, changed)
+            for asset_id in changed:
+                state.forget(asset_id)
+            for asset in assets:
+                state.remember(asset)
+            state.version = max(state.version, changes[-1].version)
+
+    async def _rebuild(self, state: MetastoreState) -> None:
+        self.stats["rebuilds"] += 1
+        version, assets = await self.store.paths(state.id)
+        meta = await self.store.get_metastore(state.id)
+        state.trie, state.path_of = UrlTrie(), {}
+        state.storage_root = meta.info.get("storage_root") if meta else None
+        if state.storage_root:
+            state.trie.insert(state.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
+        for asset in assets:
+            state.remember(asset)
+        state.version = version
+
+    # ---- reads and writes -------------------------------------------------
+
+    async def read(self, metastore_id: str, versioned_result):
+        """Await a store read returning (version, result); reconcile if needed; return the result."""
+        version, result = await versioned_result
+        await self.observed(metastore_id, version)
+        return result
+
+    async def write(self, metastore_id: str, body):
+        """Run `body(tx, state)` as one metastore write, retrying on version conflicts.
+
+        `body` validates against the transaction's reads and the state's trie, then
+        writes through `tx`. A CatalogError from it rolls the whole write back.
+        """
+        state = await self.state(metastore_id)
+        async with state.write_lock:   # this shard's own writes queue here instead of conflicting
+            for _ in range(WRITE_ATTEMPTS):
+                try:
+                    async with self.store.write(metastore_id, state.version) as tx:
+                        result = await body(tx, state)
+                except VersionConflict:
+                    self.stats["write_conflicts"] += 1
+                    await self.reconcile(state)
+                    continue
+                except MetastoreGone:
+                    self.drop(metastore_id)
+                    raise CatalogError("NOT_FOUND", f"Metastore '{metastore_id}' does not exist.") from None
+                self._applied(state, tx)
+                return result
+        raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+
+    @staticmethod
+    def _applied(state: MetastoreState, tx: WriteTx) -> None:
+        for asset_id in tx.deleted:
+            state.forget(asset_id)
+        for asset in tx.written.values():
+            state.remember(asset)
+        state.version = tx.version

@@ -1,0 +1,384 @@
+"""PostgreSQL access: the schema, reads that report the metastore version, and versioned writes.
+
+Every write goes through `Store.write(metastore_id, expected_version)`: one transaction
+that first bumps the metastore version conditioned on the version the writer expects
+(DESIGN.md invariant 2), then writes asset rows, then appends a change-log row naming
+what changed. If the condition fails another writer got there first: `VersionConflict`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import resources
+
+import asyncpg
+
+from ..entities.asset import Asset
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class VersionConflict(Exception):
+    """The metastore's version moved past the one the writer expected."""
+
+    def __init__(self, metastore_id: str, expected: int, actual: int | None):
+        super().__init__(f"metastore {metastore_id}: expected version {expected}, found {actual}")
+        self.metastore_id = metastore_id
+        self.expected = expected
+        self.actual = actual
+
+
+class MetastoreGone(Exception):
+    """The metastore no longer exists in the database."""
+
+
+@dataclass(frozen=True)
+class Metastore:
+    id: str
+    name: str
+    version: int
+    info: dict
+
+
+@dataclass(frozen=True)
+class Principal:
+    id: int
+    name: str
+    kind: str
+    is_account_admin: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    version: int
+    changed: list[str]
+    parents: list[str]
+
+
+_ASSET_COLUMNS = "id, metastore_id, type, namespace, parent_id, name, full_name, storage_path, info, written_at"
+
+
+def _asset(row) -> Asset:
+    return Asset(
+        id=str(row["id"]), metastore_id=str(row["metastore_id"]), type=row["type"],
+        namespace=row["namespace"], parent_id=str(row["parent_id"]), name=row["name"],
+        full_name=row["full_name"], storage_path=row["storage_path"], info=row["info"],
+        written_at=row["written_at"],
+    )
+
+
+def _metastore(row) -> Metastore:
+    return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
+
+
+async def _init_connection(conn):
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+class Store:
+    """The durable truth. Holds a connection pool; all methods are safe to call concurrently."""
+
+    def __init__(self, pool: asyncpg.Pool):
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10) -> "Store":
+        pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection)
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    # ---- migrations -------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Apply the numbered SQL files under migrations/ not applied yet; returns their names."""
+        files = sorted(
+            (f.name, f.read_text())
+            for f in resources.files("shardcat.store").joinpath("migrations").iterdir()
+            if f.name.endswith(".sql")
+        )
+        applied = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Several processes may start at once: one applies, the others wait and see it done.
+            await conn.execute("SELECT pg_advisory_xact_lock(7239001)")
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)"
+            )
+            done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+            for name, sql in files:
+                if name not in done:
+                    await conn.execute(sql)
+                    await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2)", name, now_ms())
+                    applied.append(name)
+        return applied
+
+    # ---- metastores and workspaces ----------------------------------------
+
+    async def list_metastores(self) -> list[Metastore]:
+        rows = await self.pool.fetch("SELECT * FROM metastores ORDER BY name")
+        return [_metastore(r) for r in rows]
+
+    async def get_metastore(self, metastore_id: str) -> Metastore | None:
+        row = await self.pool.fetchrow("SELECT * FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        return _metastore(row) if row else None
+
+    async def create_metastore(self, metastore_id: str, name: str, info: dict) -> Metastore:
+        try:
+            row = await self.pool.fetchrow(
+                "INSERT INTO metastores (id, name, version, info) VALUES ($1, $2, 0, $3) RETURNING *",
+                uuid.UUID(metastore_id), name, info,
+            )
+        except asyncpg.UniqueViolationError:
+            raise KeyError(name) from None
+        return _metastore(row)
+
+    async def delete_metastore(self, metastore_id: str) -> bool:
+        status = await self.pool.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        return status.endswith(" 1")
+
+    async def assignment(self, workspace_id: int) -> tuple[str, str | None] | None:
+        row = await self.pool.fetchrow("SELECT * FROM workspaces WHERE workspace_id = $1", workspace_id)
+        return (str(row["metastore_id"]), row["default_catalog_name"]) if row else None
+
+    async def assign(self, workspace_id: int, metastore_id: str, default_catalog_name: str | None) -> None:
+        try:
+            await self.pool.execute(
+                """INSERT INTO workspaces VALUES ($1, $2, $3) ON CONFLICT (workspace_id)
+                   DO UPDATE SET metastore_id = $2, default_catalog_name = $3""",
+                workspace_id, uuid.UUID(metastore_id), default_catalog_name,
+            )
+        except asyncpg.ForeignKeyViolationError:
+            raise MetastoreGone(metastore_id) from None
+
+    async def unassign(self, workspace_id: int, metastore_id: str) -> bool:
+        status = await self.pool.execute(
+            "DELETE FROM workspaces WHERE workspace_id = $1 AND metastore_id = $2", workspace_id, uuid.UUID(metastore_id)
+        )
+        return status.endswith(" 1")
+
+    async def workspaces_of(self, metastore_id: str) -> list[int]:
+        rows = await self.pool.fetch("SELECT workspace_id FROM workspaces WHERE metastore_id = $1", uuid.UUID(metastore_id))
+        return [r["workspace_id"] for r in rows]
+
+    # ---- principals and tokens --------------------------------------------
+
+    async def create_principal(self, name: str, kind: str = "user", *, is_account_admin: bool = False) -> Principal:
+        row = await self.pool.fetchrow(
+            """INSERT INTO principals (name, kind, is_account_admin, created_at) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING *""",
+            name, kind, is_account_admin, now_ms(),
+        )
+        return Principal(row["id"], row["name"], row["kind"], row["is_account_admin"])
+
+    async def add_token(self, principal_id: int, token_hash: bytes, workspace_id: int, comment: str | None = None,
+                        expires_at: int | None = None) -> int:
+        return await self.pool.fetchval(
+            """INSERT INTO tokens (principal_id, token_hash, workspace_id, comment, created_at, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+            principal_id, token_hash, workspace_id, comment, now_ms(), expires_at,
+        )
+
+    async def principal_for_token(self, token_hash: bytes) -> tuple[Principal, int] | None:
+        """The live token's principal and workspace, or None if unknown, revoked or expired."""
+        row = await self.pool.fetchrow(
+            """SELECT p.*, t.workspace_id FROM tokens t JOIN principals p ON p.id = t.principal_id
+               WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)""",
+            token_hash, now_ms(),
+        )
+        if row is None:
+            return None
+        return Principal(row["id"], row["name"], row["kind"], row["is_account_admin"]), row["workspace_id"]
+
+    # ---- asset reads: each returns the metastore version it saw -----------
+
+    async def metastore_version(self, metastore_id: str) -> int:
+        version = await self.pool.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        if version is None:
+            raise MetastoreGone(metastore_id)
+        return version
+
+    async def get_asset(self, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
+        return await _get_asset(self.pool, metastore_id, namespace, full_name)
+
+    async def get_asset_by_id(self, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
+        rows = await self.pool.fetch(
+            f"""SELECT m.version AS ms_version, a.* FROM metastores m
+                LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = $2 WHERE m.id = $1""",
+            uuid.UUID(metastore_id), uuid.UUID(asset_id),
+        )
+        return _versioned_one(metastore_id, rows)
+
+    async def get_assets_by_ids(self, metastore_id: str, ids: list[str]) -> tuple[int, list[Asset]]:
+        rows = await self.pool.fetch(
+            """SELECT m.version AS ms_version, a.* FROM metastores m
+               LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = ANY($2::uuid[]) WHERE m.id = $1""",
+            uuid.UUID(metastore_id), ids,
+        )
+        return _versioned_many(metastore_id, rows)
+
+    async def list_children(self, metastore_id: str, parent_id: str, namespace: str, *,
+                            after: str = "", limit: int | None = None) -> tuple[int, list[Asset]]:
+        rows = await self.pool.fetch(
+            """SELECT m.version AS ms_version, a.* FROM metastores m
+               LEFT JOIN LATERAL (
+                   SELECT * FROM assets WHERE parent_id = $2 AND namespace = $3 AND name > $4
+                   ORDER BY name LIMIT $5) a ON true
+               WHERE m.id = $1""",
+            uuid.UUID(metastore_id), uuid.UUID(parent_id), namespace, after, limit,
+        )
+        return _versioned_many(metastore_id, rows)
+
+    async def table_summaries(self, metastore_id: str, catalog_id: str, schema_like: str, table_like: str,
+                              after: str, limit: int) -> tuple[int, list[Asset]]:
+        rows = await self.pool.fetch(
+            """SELECT m.version AS ms_version, t.* FROM metastores m
+               LEFT JOIN LATERAL (
+                   SELECT a.* FROM assets s JOIN assets a ON a.parent_id = s.id AND a.namespace = 'table'
+                   WHERE s.parent_id = $2 AND s.type = 'schema' AND s.name LIKE $3 AND a.name LIKE $4
+                     AND a.full_name > $5
+                   ORDER BY a.full_name LIMIT $6) t ON true
+               WHERE m.id = $1""",
+            uuid.UUID(metastore_id), uuid.UUID(catalog_id), schema_like, table_like, after, limit,
+        )
+        return _versioned_many(metastore_id, rows)
+
+    async def has_assets(self, metastore_id: str) -> bool:
+        return await self.pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM assets WHERE metastore_id = $1)", uuid.UUID(metastore_id)
+        )
+
+    async def paths(self, metastore_id: str) -> tuple[int, list[Asset]]:
+        """Every asset holding a storage path, with the version the read saw (to build a URL trie)."""
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            version = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+            if version is None:
+                raise MetastoreGone(metastore_id)
+            rows = await conn.fetch(
+                f"SELECT {_ASSET_COLUMNS} FROM assets WHERE metastore_id = $1 AND storage_path IS NOT NULL",
+                uuid.UUID(metastore_id),
+            )
+        return version, [_asset(r) for r in rows]
+
+    async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:
+        """Change-log rows for versions > after, oldest first, at most `limit`."""
+        rows = await self.pool.fetch(
+            """SELECT version, changed, parents FROM change_log
+               WHERE metastore_id = $1 AND version > $2 ORDER BY version LIMIT $3""",
+            uuid.UUID(metastore_id), after, limit,
+        )
+        return [Change(r["version"], [str(i) for i in r["changed"]], [str(i) for i in r["parents"]]) for r in rows]
+
+    # ---- writes -----------------------------------------------------------
+
+    @asynccontextmanager
+    async def write(self, metastore_id: str, expected_version: int):
+        """One serializable write to a metastore, as `async with store.write(ms, v) as tx:`."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            new_version = await conn.fetchval(
+                "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
+                uuid.UUID(metastore_id), expected_version,
+            )
+            if new_version is None:
+                actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+                if actual is None:
+                    raise MetastoreGone(metastore_id)
+                raise VersionConflict(metastore_id, expected_version, actual)
+            tx = WriteTx(conn, metastore_id, new_version)
+            yield tx
+            await conn.execute(
+                "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5)",
+                uuid.UUID(metastore_id), new_version, sorted(tx.changed), sorted(tx.parents), now_ms(),
+            )
+
+
+class WriteTx:
+    """The inside of one metastore write: reads see everything committed before it."""
+
+    def __init__(self, conn, metastore_id: str, version: int):
+        self.conn = conn
+        self.metastore_id = metastore_id
+        self.version = version
+        self.changed: set[str] = set()
+        self.parents: set[str] = set()
+        self.written: dict[str, Asset] = {}   # id -> new state
+        self.deleted: dict[str, Asset] = {}   # id -> last state
+
+    async def get(self, namespace: str, full_name: str) -> Asset | None:
+        _, asset = await _get_asset(self.conn, self.metastore_id, namespace, full_name)
+        return asset
+
+    async def has_children(self, parent_id: str) -> bool:
+        return await self.conn.fetchval("SELECT EXISTS (SELECT 1 FROM assets WHERE parent_id = $1)", uuid.UUID(parent_id))
+
+    async def descendants(self, asset_id: str) -> list[Asset]:
+        rows = await self.conn.fetch(
+            f"""WITH RECURSIVE below AS (
+                    SELECT * FROM assets WHERE parent_id = $1
+                    UNION ALL SELECT a.* FROM assets a JOIN below b ON a.parent_id = b.id)
+                SELECT {_ASSET_COLUMNS} FROM below""",
+            uuid.UUID(asset_id),
+        )
+        return [_asset(r) for r in rows]
+
+    async def update_metastore(self, info: dict, name: str) -> None:
+        try:
+            await self.conn.execute(
+                "UPDATE metastores SET info = $2, name = $3 WHERE id = $1", uuid.UUID(self.metastore_id), info, name
+            )
+        except asyncpg.UniqueViolationError:
+            raise KeyError(name) from None
+        self.changed.add(self.metastore_id)
+
+    async def put(self, asset: Asset) -> Asset:
+        """Insert or replace an asset; returns it stamped with this write's version."""
+        asset = Asset(**{**asset.__dict__, "written_at": self.version})
+        try:
+            await self.conn.execute(
+                f"""INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    ON CONFLICT (id) DO UPDATE SET parent_id = $5, name = $6, full_name = $7,
+                        storage_path = $8, info = $9, written_at = $10""",
+                uuid.UUID(asset.id), uuid.UUID(asset.metastore_id), asset.type, asset.namespace,
+                uuid.UUID(asset.parent_id), asset.name, asset.full_name, asset.storage_path, asset.info,
+                asset.written_at,
+            )
+        except asyncpg.UniqueViolationError:
+            raise KeyError(asset.full_name) from None
+        self.changed.add(asset.id)
+        self.parents.add(asset.parent_id)
+        self.written[asset.id] = asset
+        return asset
+
+    async def delete(self, assets: list[Asset]) -> None:
+        await self.conn.execute("DELETE FROM assets WHERE id = ANY($1::uuid[])", [a.id for a in assets])
+        for a in assets:
+            self.changed.add(a.id)
+            self.parents.add(a.parent_id)
+            self.deleted[a.id] = a
+
+
+async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
+    rows = await conn.fetch(
+        """SELECT m.version AS ms_version, a.* FROM metastores m
+           LEFT JOIN assets a ON a.metastore_id = m.id AND a.namespace = $2 AND a.full_name = $3
+           WHERE m.id = $1""",
+        uuid.UUID(metastore_id), namespace, full_name,
+    )
+    return _versioned_one(metastore_id, rows)
+
+
+def _versioned_many(metastore_id: str, rows) -> tuple[int, list[Asset]]:
+    if not rows:
+        raise MetastoreGone(metastore_id)
+    return rows[0]["ms_version"], [_asset(r) for r in rows if r["id"] is not None]
+
+
+def _versioned_one(metastore_id: str, rows) -> tuple[int, Asset | None]:
+    version, assets = _versioned_many(metastore_id, rows)
+    return version, (assets[0] if assets else None)
