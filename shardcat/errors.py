@@ -16,6 +16,7 @@ STATUS = {
     "ALREADY_EXISTS": 409,
     "RESOURCE_CONFLICT": 409,
     "REQUEST_TOO_LARGE": 413,
+    "NOT_OWNER": 421,              # shardcat: this shard does not serve that metastore (refresh routing)
     "RESOURCE_EXHAUSTED": 429,
     "INTERNAL_ERROR": 500,
     "TEMPORARILY_UNAVAILABLE": 503,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from .urls import normalize_url, url_from_segments, url_segments
+from .urls import url_from_segments, url_segments
 
 __all__ = ["UrlTrie"]
 
@@ -50,9 +50,9 @@ class UrlTrie(Generic[V]):
 
     def insert(self, url: str, value: V) -> None:
         """Store ``value`` at ``url``; ``KeyError`` if that exact URL already holds one."""
-        segments = url_segments(url)
+        segments, nodes = self._path(url)
         canonical = url_from_segments(segments)
-        if self._node(canonical) is not None and self._node(canonical).entry is not None:
+        if len(nodes) == len(segments) + 1 and nodes[-1].entry is not None:
             raise KeyError(canonical)
         node = self._root
         node.count += 1
@@ -66,7 +66,7 @@ class UrlTrie(Generic[V]):
         segments, nodes = self._path(url)
         target = nodes[-1]
         if len(nodes) != len(segments) + 1 or target.entry is None:
-            raise KeyError(normalize_url(url))
+            raise KeyError(url_from_segments(segments))
         _, value = target.entry
         target.entry = None
         for node in nodes:
@@ -115,8 +115,8 @@ class UrlTrie(Generic[V]):
                 if below.entry is not None:
                     return below.entry
             return None
-        for node in self._walk(below):
-            if node is not below and wanted(node):
+        for node in self._walk(below):  # `below` itself was checked above; harmless to re-check
+            if wanted(node):
                 return node.entry
         return None
 

@@ -19,11 +19,15 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--data-dir", type=Path, default=Path.home() / ".shardcat",
                        help="where the admin token, embedded database and managed storage live (default ~/.shardcat)")
     serve.add_argument("--db", default=None, help="PostgreSQL URL; without it an embedded server runs under the data dir")
+    serve.add_argument("--shards", type=int, default=0,
+                       help="run N shard actors on Ray behind a router (default 0: one in-process shard)")
+    serve.add_argument("--ray-address", default=None, help="join an existing Ray cluster (e.g. auto or ray://host:10001)")
     serve.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        config = ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db)
+        config = ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
+                             shards=args.shards, ray_address=args.ray_address)
         asyncio.run(serve_forever(config))
 
 

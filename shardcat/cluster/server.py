@@ -11,10 +11,13 @@ from pathlib import Path
 from aiohttp import web
 
 from ..router.app import make_app
+from ..router.forward import make_router_app
+from ..router.routing import RoutingTable
 from ..shards.shard import Shard
 from ..store.db import Store
 from .bootstrap import ensure_admin_token, ensure_default_metastore
 from .embedded_db import start_embedded_postgres
+from .ray_cluster import RayCluster
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,8 @@ class ServeConfig:
     port: int = 8080
     data_dir: Path = Path.home() / ".shardcat"
     db: str | None = None          # PostgreSQL URL; None starts the embedded server
+    shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
+    ray_address: str | None = None # join this Ray cluster instead of starting a local one
 
 
 @dataclass
@@ -33,9 +38,12 @@ class Running:
     admin_token_path: Path
     store: Store
     runner: web.AppRunner
+    cluster: RayCluster | None = None
 
     async def stop(self) -> None:
         await self.runner.cleanup()
+        if self.cluster:
+            await self.cluster.stop()
         await self.store.close()
 
 
@@ -47,13 +55,19 @@ async def start(config: ServeConfig) -> Running:
     await store.migrate()
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)
-    app = make_app(store, Shard(store))
+    cluster = None
+    if config.shards:
+        cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address)
+        await cluster.start(config.shards)
+        app = make_router_app(store, cluster.routing)
+    else:
+        app = make_app(store, Shard(store))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
     await site.start()
     port = site._server.sockets[0].getsockname()[1] if config.port == 0 else config.port
-    return Running(f"http://{config.host}:{port}", token_path, store, runner)
+    return Running(f"http://{config.host}:{port}", token_path, store, runner, cluster)
 
 
 async def serve_forever(config: ServeConfig) -> None:

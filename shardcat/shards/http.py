@@ -8,15 +8,18 @@ CatalogError and rendered by the error middleware.
 from __future__ import annotations
 
 import json
-from typing import Callable
 
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
+from ..router.middleware import Authenticator, error_middleware
+from ..store.db import Store
 from .metastores import MetastoreService
 from .service import CatalogService
+from .shard import Shard
 
 PREFIX = "/api/2.1/unity-catalog"
+MAX_BODY_BYTES = 4 << 20
 
 
 async def json_body(request: web.Request) -> dict:
@@ -56,26 +59,19 @@ def ok(data: dict | None = None) -> web.Response:
 
 
 class ShardApi:
-    """Routes for metastores, catalogs, schemas, tables, staging tables and table summaries."""
+    """Routes for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
 
-    def __init__(self, catalogs: CatalogService, metastores: MetastoreService,
-                 on_workspace_change: Callable[[int], None] = lambda workspace_id: None):
+    def __init__(self, catalogs: CatalogService, metastores: MetastoreService):
         self.catalogs = catalogs
         self.metastores = metastores
-        self.on_workspace_change = on_workspace_change   # e.g. drop cached workspace->metastore entries
 
     def routes(self) -> list[web.RouteDef]:
         p = PREFIX
         r = [
-            web.get(f"{p}/metastores", self.list_metastores),
-            web.post(f"{p}/metastores", self.create_metastore),
             web.get(f"{p}/metastores/{{id}}", self.get_metastore),
             web.patch(f"{p}/metastores/{{id}}", self.update_metastore),
             web.delete(f"{p}/metastores/{{id}}", self.delete_metastore),
             web.get(f"{p}/metastore_summary", self.metastore_summary),
-            web.put(f"{p}/workspaces/{{workspace_id}}/metastore", self.put_assignment),
-            web.patch(f"{p}/workspaces/{{workspace_id}}/metastore", self.patch_assignment),
-            web.delete(f"{p}/workspaces/{{workspace_id}}/metastore", self.delete_assignment),
             web.post(f"{p}/staging-tables", self.create_staging_table),
             web.post(f"{p}/table-summaries", self.table_summaries),
         ]
@@ -115,12 +111,6 @@ class ShardApi:
 
     # ---- metastores ---------------------------------------------------------
 
-    async def list_metastores(self, request):
-        return ok(await self.metastores.list(request["caller"]))
-
-    async def create_metastore(self, request):
-        return ok(await self.metastores.create(request["caller"], await json_body(request)))
-
     async def get_metastore(self, request):
         return ok(await self.metastores.get(request["caller"], request.match_info["id"]))
 
@@ -134,25 +124,6 @@ class ShardApi:
     async def metastore_summary(self, request):
         return ok(await self.metastores.summary(request["caller"]))
 
-    async def put_assignment(self, request):
-        await self.metastores.assign(request["caller"], request.match_info["workspace_id"],
-                                     await json_body(request), replace=True)
-        self.on_workspace_change(int(request.match_info["workspace_id"]))
-        return ok()
-
-    async def patch_assignment(self, request):
-        await self.metastores.assign(request["caller"], request.match_info["workspace_id"],
-                                     await json_body(request), replace=False)
-        self.on_workspace_change(int(request.match_info["workspace_id"]))
-        return ok()
-
-    async def delete_assignment(self, request):
-        body = await json_body(request)
-        metastore_id = request.query.get("metastore_id") or body.get("metastore_id")
-        await self.metastores.unassign(request["caller"], request.match_info["workspace_id"], metastore_id)
-        self.on_workspace_change(int(request.match_info["workspace_id"]))
-        return ok()
-
     # ---- tables ---------------------------------------------------------------
 
     async def create_staging_table(self, request):
@@ -160,3 +131,17 @@ class ShardApi:
 
     async def table_summaries(self, request):
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
+                   max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    """The API app over one shard: error JSON, authentication, the shard's routes (and any extra)."""
+    app = web.Application(middlewares=[error_middleware(max_body_bytes), authenticator.middleware],
+                          client_max_size=max_body_bytes)
+    api = ShardApi(CatalogService(shard), MetastoreService(shard))
+    app.add_routes([web.get("/healthz", healthz), *api.routes(), *extra_routes])
+    return app

@@ -14,7 +14,7 @@ from ..cache.urls import InvalidUrl, join_url, normalize_url
 from ..entities.names import check_name
 from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found
-from ..store.db import Metastore, MetastoreGone, WriteTx, now_ms
+from ..store.db import Metastore, MetastoreGone, Store, WriteTx, now_ms
 from .shard import MetastoreState, Shard
 
 _CLOUDS = {"s3": "aws", "abfss": "azure", "abfs": "azure", "gs": "gcp", "file": "local"}
@@ -48,20 +48,22 @@ def _workspace_id(value: str) -> int:
     return workspace_id
 
 
-class MetastoreService:
-    def __init__(self, shard: Shard):
-        self.shard = shard
-        self.store = shard.store
+async def find_metastore(store: Store, metastore_id: str) -> Metastore:
+    try:
+        uuid.UUID(metastore_id)
+    except ValueError:
+        raise invalid(f"Invalid metastore id '{metastore_id:.60}': expected a UUID.") from None
+    m = await store.get_metastore(metastore_id)
+    if m is None:
+        raise not_found(f"Metastore '{metastore_id}' does not exist.")
+    return m
 
-    async def _metastore(self, metastore_id: str) -> Metastore:
-        try:
-            uuid.UUID(metastore_id)
-        except ValueError:
-            raise invalid(f"Invalid metastore id '{metastore_id:.60}': expected a UUID.") from None
-        m = await self.store.get_metastore(metastore_id)
-        if m is None:
-            raise not_found(f"Metastore '{metastore_id}' does not exist.")
-        return m
+
+class AccountService:
+    """Account-level operations, served by whoever fronts the cluster: no metastore's version moves."""
+
+    def __init__(self, store: Store):
+        self.store = store
 
     async def create(self, caller: Caller, body: dict) -> dict:
         require_account_admin(caller, "create a metastore")
@@ -90,48 +92,6 @@ class MetastoreService:
         m = await self.store.get_metastore(caller.metastore_id)
         return {"metastores": [render_metastore(m)] if m else []}
 
-    async def get(self, caller: Caller, metastore_id: str) -> dict:
-        m = await self._metastore(metastore_id)
-        if not caller.is_account_admin and m.id != caller.metastore_id:
-            raise CatalogError("PERMISSION_DENIED", f"Metastore '{metastore_id}' is not assigned to your workspace.")
-        return render_metastore(m)
-
-    async def summary(self, caller: Caller) -> dict:
-        if caller.metastore_id is None:
-            raise not_found(f"No metastore is assigned to workspace {caller.workspace_id}.")
-        m = await self._metastore(caller.metastore_id)
-        out = render_metastore(m)
-        keys = ("metastore_id", "name", "cloud", "region", "global_metastore_id", "storage_root",
-                "storage_root_credential_id", "default_data_access_config_id")
-        return {k: out[k] for k in keys if k in out}
-
-    async def update(self, caller: Caller, metastore_id: str, body: dict) -> dict:
-        require_account_admin(caller, "update a metastore")
-        m = await self._metastore(metastore_id)
-        fields = METASTORE.check_update(body)
-        name = check_name(fields.pop("name"), "metastore") if "name" in fields else m.name
-        now = now_ms()
-
-        async def write(tx: WriteTx, state: MetastoreState):
-            current = await self.store.get_metastore(metastore_id)
-            info = {**current.info, **fields, "updated_at": now, "updated_by": caller.name}
-            try:
-                await tx.update_metastore(info, name)
-            except KeyError:
-                raise already_exists(f"Metastore '{name}' already exists.") from None
-            return Metastore(current.id, name, tx.version, info)
-
-        return render_metastore(await self.shard.write(m.id, write))
-
-    async def delete(self, caller: Caller, metastore_id: str, force: bool) -> None:
-        require_account_admin(caller, "delete a metastore")
-        m = await self._metastore(metastore_id)
-        if not force and await self.store.has_assets(m.id):
-            raise CatalogError("FAILED_PRECONDITION",
-                               f"Metastore '{m.name}' is not empty; delete its catalogs first or pass force=true.")
-        await self.store.delete_metastore(m.id)
-        self.shard.drop(m.id)
-
     async def assign(self, caller: Caller, workspace_id: str, body: dict, *, replace: bool) -> None:
         """PUT (replace=True) creates or overwrites the assignment; PATCH updates an existing one."""
         require_account_admin(caller, "assign a metastore to a workspace")
@@ -149,7 +109,7 @@ class MetastoreService:
             default_catalog = default_catalog if default_catalog is not None else current[1]
         if not isinstance(metastore_id, str) or (default_catalog is not None and not isinstance(default_catalog, str)):
             raise invalid("metastore_id and default_catalog_name must be strings.")
-        await self._metastore(metastore_id)
+        await find_metastore(self.store, metastore_id)
         try:
             await self.store.assign(workspace, metastore_id, default_catalog)
         except MetastoreGone:
@@ -162,3 +122,53 @@ class MetastoreService:
             raise invalid("Missing required parameter 'metastore_id'.")
         if not await self.store.unassign(workspace, metastore_id):
             raise not_found(f"Workspace {workspace} is not assigned metastore '{metastore_id}'.")
+
+
+class MetastoreService:
+    """Operations on one metastore's own fields, served by the shard that owns it."""
+
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        self.store = shard.store
+
+    async def get(self, caller: Caller, metastore_id: str) -> dict:
+        m = await find_metastore(self.store, metastore_id)
+        if not caller.is_account_admin and m.id != caller.metastore_id:
+            raise CatalogError("PERMISSION_DENIED", f"Metastore '{metastore_id}' is not assigned to your workspace.")
+        return render_metastore(m)
+
+    async def summary(self, caller: Caller) -> dict:
+        if caller.metastore_id is None:
+            raise not_found(f"No metastore is assigned to workspace {caller.workspace_id}.")
+        m = await find_metastore(self.store, caller.metastore_id)
+        out = render_metastore(m)
+        keys = ("metastore_id", "name", "cloud", "region", "global_metastore_id", "storage_root",
+                "storage_root_credential_id", "default_data_access_config_id")
+        return {k: out[k] for k in keys if k in out}
+
+    async def update(self, caller: Caller, metastore_id: str, body: dict) -> dict:
+        require_account_admin(caller, "update a metastore")
+        m = await find_metastore(self.store, metastore_id)
+        fields = METASTORE.check_update(body)
+        name = check_name(fields.pop("name"), "metastore") if "name" in fields else m.name
+        now = now_ms()
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            current = await self.store.get_metastore(metastore_id)
+            info = {**current.info, **fields, "updated_at": now, "updated_by": caller.name}
+            try:
+                await tx.update_metastore(info, name)
+            except KeyError:
+                raise already_exists(f"Metastore '{name}' already exists.") from None
+            return Metastore(current.id, name, tx.version, info)
+
+        return render_metastore(await self.shard.write(m.id, write))
+
+    async def delete(self, caller: Caller, metastore_id: str, force: bool) -> None:
+        require_account_admin(caller, "delete a metastore")
+        m = await find_metastore(self.store, metastore_id)
+        if not force and await self.store.has_assets(m.id):
+            raise CatalogError("FAILED_PRECONDITION",
+                               f"Metastore '{m.name}' is not empty; delete its catalogs first or pass force=true.")
+        await self.store.delete_metastore(m.id)
+        self.shard.drop(m.id)

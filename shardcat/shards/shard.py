@@ -59,29 +59,41 @@ class MetastoreState:
 
 
 class Shard:
-    def __init__(self, store: Store, name: str = "shard-0"):
+    """`claim_on_demand`: serve any metastore asked for (one shard in-process); otherwise only
+    those the router assigned, answering NOT_OWNER for the rest."""
+
+    def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True):
         self.store = store
         self.name = name
+        self.claim_on_demand = claim_on_demand
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0}
 
     # ---- ownership --------------------------------------------------------
 
     def owns(self, metastore_id: str) -> bool:
         return metastore_id in self.states
 
-    async def own(self, metastore_id: str) -> MetastoreState:
-        state = self.states.get(metastore_id)
-        if state is None:
-            state = self.states[metastore_id] = MetastoreState(metastore_id)
-            await self._rebuild(state)
-        return state
+    def own(self, metastore_id: str) -> None:
+        """Start serving a metastore; its state warms lazily on first use."""
+        self.states.setdefault(metastore_id, MetastoreState(metastore_id))
 
     def drop(self, metastore_id: str) -> None:
         self.states.pop(metastore_id, None)
 
     async def state(self, metastore_id: str) -> MetastoreState:
-        return self.states.get(metastore_id) or await self.own(metastore_id)
+        state = self.states.get(metastore_id)
+        if state is None:
+            if not self.claim_on_demand:
+                raise CatalogError("NOT_OWNER", f"{self.name} does not serve metastore {metastore_id}; "
+                                                "refresh the routing table.")
+            self.own(metastore_id)
+            state = self.states[metastore_id]
+        if state.version < 0:
+            async with state.reconcile_lock:
+                if state.version < 0:
+                    await self._rebuild(state)
+        return state
 
     # ---- reconciliation ---------------------------------------------------
 
@@ -96,6 +108,7 @@ class Shard:
             changes = await self.store.changes(state.id, state.version, RECONCILE_GAP)
             if not changes:
                 return
+            await self._check_still_owner(state.id)
             if len(changes) >= RECONCILE_GAP or changes[0].version != state.version + 1:
                 await self._rebuild(state)
                 return
@@ -107,6 +120,17 @@ class Shard:
             for asset in assets:
                 state.remember(asset)
             state.version = max(state.version, changes[-1].version)
+
+    async def _check_still_owner(self, metastore_id: str) -> None:
+        """Someone else wrote this metastore: if the router assigned it elsewhere, this shard is stale."""
+        if self.claim_on_demand:
+            return
+        owner = await self.store.shard_of(metastore_id)
+        if owner is not None and owner != self.name:
+            self.drop(metastore_id)
+            self.stats["dual_owner_drops"] += 1
+            log.warning("%s: metastore %s is assigned to %s; dropping it", self.name, metastore_id, owner)
+            raise CatalogError("NOT_OWNER", f"Metastore {metastore_id} moved to {owner}; refresh the routing table.")
 
     async def _rebuild(self, state: MetastoreState) -> None:
         self.stats["rebuilds"] += 1

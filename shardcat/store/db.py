@@ -167,6 +167,24 @@ class Store:
         rows = await self.pool.fetch("SELECT workspace_id FROM workspaces WHERE metastore_id = $1", uuid.UUID(metastore_id))
         return [r["workspace_id"] for r in rows]
 
+    # ---- metastore-to-shard assignment ------------------------------------
+
+    async def shard_assignments(self) -> dict[str, str]:
+        rows = await self.pool.fetch("SELECT metastore_id, shard FROM shard_assignments")
+        return {str(r["metastore_id"]): r["shard"] for r in rows}
+
+    async def assign_shard(self, metastore_id: str, shard: str) -> None:
+        await self.pool.execute(
+            """INSERT INTO shard_assignments VALUES ($1, $2, $3)
+               ON CONFLICT (metastore_id) DO UPDATE SET shard = $2, assigned_at = $3""",
+            uuid.UUID(metastore_id), shard, now_ms(),
+        )
+
+    async def shard_of(self, metastore_id: str) -> str | None:
+        return await self.pool.fetchval(
+            "SELECT shard FROM shard_assignments WHERE metastore_id = $1", uuid.UUID(metastore_id)
+        )
+
     # ---- principals and tokens --------------------------------------------
 
     async def create_principal(self, name: str, kind: str = "user", *, is_account_admin: bool = False) -> Principal:

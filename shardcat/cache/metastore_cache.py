@@ -1,0 +1,523 @@
+"""Serve snapshot reads of one metastore's assets from memory: a multi-version write-through cache.
+
+DESIGN.md invariants 2-4 and section 4.5 of the Unity Catalog paper. The cache knows the
+metastore `version`; everything it holds is the latest as of that version. Each asset keeps
+a short chain of states, each tagged with the metastore version it was written at, so a
+reader at an older snapshot keeps its view while writes go on. The same chain idea indexes
+names (`(namespace, full_name)` -> id over versions) and child listings. Any question the
+cache cannot answer for certain comes back as `MISS`: go to the database.
+
+Eviction: a superseded state goes lazily, on the next access once it has been superseded for
+longer than `version_timeout` (no request lives longer than that); whole assets leave in
+LRU order when the estimated size passes `max_bytes`.
+
+Pure data structure: no I/O, no locks (a shard uses it from one event loop).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+# Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
+ASSET_OVERHEAD = 512
+TOMBSTONE_SIZE = 64
+LISTING_OVERHEAD = 128
+MEMBER_SIZE = 16
+
+# "Before any version": where the absence of an asset this shard created begins.
+_BEGINNING = -(1 << 62)
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+    def __bool__(self) -> bool:
+        # `if result:` would confuse MISS with an asset or with None; make that a loud bug.
+        raise TypeError("compare with `is MISS`; MISS has no truth value")
+
+    def __reduce__(self):
+        return "MISS"
+
+
+MISS = _Miss()
+"""The cache cannot answer (not cached, or not for that snapshot): read the database."""
+
+
+class StaleCache(Exception):
+    """A write does not follow the cache's version: reconcile (advance or clear) first."""
+
+
+@dataclass(frozen=True)
+class CachedAsset:
+    """One state of an asset, as written at metastore version `written_at`."""
+    id: str
+    type: str
+    namespace: str          # name namespace: tables and views share "table"
+    parent_id: str
+    full_name: str
+    storage_path: str | None
+    record: dict = field(hash=False)   # the JSON-able dict the API returns; read-only
+    written_at: int
+
+    @property
+    def name_key(self) -> tuple[str, str]:
+        return (self.namespace, self.full_name)
+
+
+def _size(asset: CachedAsset) -> int:
+    return len(json.dumps(asset.record, default=str)) + ASSET_OVERHEAD
+
+
+class _Entry:
+    """One link of a chain: `value` holds from version `at` until the next entry's `at`."""
+    __slots__ = ("at", "value", "retired", "size")
+
+    def __init__(self, at: int, value, size: int):
+        self.at = at
+        self.value = value          # asset chains: CachedAsset or None (absent); name chains: id or None (free)
+        self.retired: float | None = None   # clock time a newer entry superseded this one
+        self.size = size
+
+
+class _Chain:
+    """States of one thing over versions, oldest first; the newest holds up to the cache's version."""
+    __slots__ = ("entries",)
+
+    def __init__(self):
+        self.entries: list[_Entry] = []
+
+    @property
+    def newest(self) -> _Entry:
+        return self.entries[-1]
+
+    def find(self, at: int) -> _Entry | None:
+        # Chains are a few entries long (the timeout prunes them), so scan from the newest.
+        for entry in reversed(self.entries):
+            if entry.at <= at:
+                return entry
+        return None
+
+
+class _History(_Chain):
+    """An asset's chain plus what points at it (so evicting it can clean up)."""
+    __slots__ = ("size", "names", "listings")
+
+    def __init__(self):
+        super().__init__()
+        self.size = 0
+        self.names: set[tuple[str, str]] = set()      # name chains that may mention this id
+        self.listings: set[tuple[str, str]] = set()   # cached listings it is a member of
+
+    def ever_in(self, parent_id: str, namespace: str) -> bool:
+        return any(e.value is not None and e.value.parent_id == parent_id and e.value.namespace == namespace
+                   for e in self.entries)
+
+
+class _Listing:
+    """The children of (parent, namespace): complete for every snapshot >= `floor`.
+
+    `members` are the ids that may be a child at some retained snapshot; which of them
+    is a child at `at` is read off their own chains.
+    """
+    __slots__ = ("floor", "members", "size")
+
+    def __init__(self, floor: int):
+        self.floor = floor
+        self.members: set[str] = set()
+        self.size = LISTING_OVERHEAD
+
+
+class MetastoreCache:
+    """The cached assets of one metastore, current as of `version`."""
+
+    def __init__(self, version: int, *, max_bytes: int = 256 << 20, version_timeout: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.max_bytes = max_bytes
+        self.version_timeout = version_timeout
+        self._clock = clock
+        self._counts = {"hits": 0, "misses": 0, "evictions": 0, "invalidations": 0, "pruned": 0}
+        self._reset(version)
+
+    def _reset(self, version: int) -> None:
+        self._version = version
+        self._ids: dict[str, _History] = {}
+        self._names: dict[tuple[str, str], _Chain] = {}
+        self._free_names: set[tuple[str, str]] = set()   # name chains whose newest entry says "free"
+        self._listings: dict[tuple[str, str], _Listing] = {}
+        self._listings_of: dict[str, set[str]] = {}      # parent id -> namespaces of its cached listings
+        # LRU order over asset ids (str) and listing keys (tuple); the oldest is first.
+        self._lru: OrderedDict[object, None] = OrderedDict()
+        self._bytes = 0
+        self._versions = 0
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    # ---- reads -------------------------------------------------------------
+
+    def get(self, asset_id: str, at: int):
+        """The asset's state at snapshot `at`: a CachedAsset, None (absent at `at`) or MISS."""
+        value = self._state_at(asset_id, at)
+        if value is MISS:
+            return self._miss()
+        self._lru.move_to_end(asset_id)
+        return self._hit(value)
+
+    def get_by_name(self, namespace: str, full_name: str, at: int):
+        """The asset holding `full_name` in `namespace` at `at`: a CachedAsset, None or MISS."""
+        key = (namespace, full_name)
+        chain = self._names.get(key)
+        if chain is None or at > self._version:
+            return self._miss()
+        self._prune_chain(chain)
+        entry = chain.find(at)
+        if entry is None:
+            return self._miss()
+        if entry.value is None:
+            return self._hit(None)
+        asset = self._state_at(entry.value, at)
+        if asset is MISS or asset is None or asset.name_key != key:
+            return self._miss()     # the holder's state at `at` was pruned (or disagrees: be safe)
+        self._lru.move_to_end(asset.id)
+        return self._hit(asset)
+
+    def children(self, parent_id: str, namespace: str, at: int):
+        """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS."""
+        key = (parent_id, namespace)
+        listing = self._listings.get(key)
+        if listing is None or not listing.floor <= at <= self._version:
+            return self._miss()
+        found = []
+        for member in list(listing.members):
+            value = self._state_at(member, at)
+            if value is MISS:
+                return self._miss()
+            if value is not None and value.parent_id == parent_id and value.namespace == namespace:
+                found.append(value)
+            elif not self._ids[member].ever_in(parent_id, namespace):
+                # Pruning left no state of it under this parent: it can't show up at any snapshot
+                # from its oldest state on, so drop it and stop answering for older snapshots.
+                self._leave(key, member, floor=self._ids[member].entries[0].at)
+        self._lru.move_to_end(key)
+        for member in listing.members:
+            self._lru.move_to_end(member)
+        found.sort(key=lambda a: a.full_name)
+        return self._hit(found)
+
+    # ---- filling from the database ---------------------------------------
+
+    def fill(self, assets: Iterable[CachedAsset], read_version: int) -> bool:
+        """Cache assets read from the database at metastore version `read_version`.
+
+        Ignored (False) unless `read_version == version`: only then is the read known to be
+        the latest. Assets already cached are kept as they are (they are the latest too).
+        """
+        if read_version != self._version:
+            return False
+        for asset in assets:
+            self._fill_one(asset)
+        self._shrink()
+        return True
+
+    def fill_children(self, parent_id: str, namespace: str, assets: list[CachedAsset], read_version: int) -> bool:
+        """Cache the complete list of children of (parent_id, namespace) read at `read_version`."""
+        if read_version != self._version:
+            return False
+        key = (parent_id, namespace)
+        for asset in assets:
+            if (asset.parent_id, asset.namespace) != key:
+                raise ValueError(f"{asset.full_name} is not a child of {key}")
+            self._fill_one(asset)
+        if key not in self._listings:    # an existing listing is just as current and knows more history
+            self._listings[key] = _Listing(read_version)
+            self._listings_of.setdefault(parent_id, set()).add(namespace)
+            self._lru[key] = None
+            self._bytes += LISTING_OVERHEAD
+            for asset in assets:
+                self._join(key, asset.id)
+        self._shrink()
+        return True
+
+    def _fill_one(self, asset: CachedAsset) -> None:
+        if asset.written_at > self._version:
+            raise ValueError(f"{asset.id} written at {asset.written_at}, after version {self._version}")
+        if asset.id in self._ids:
+            return
+        hist = self._new_history(asset.id)
+        self._push(hist, asset.written_at, asset, _size(asset))
+        key = asset.name_key
+        chain = self._names.get(key)
+        if chain is not None and chain.newest.value != asset.id:
+            # The database disagrees with what we knew of this name: trust it, forget the rest.
+            self._drop_name(key)
+            chain = None
+        if chain is None:
+            self._name_push(key, asset.written_at, asset.id)
+        hist.names.add(key)
+
+    # ---- writes ------------------------------------------------------------
+
+    def apply_write(self, new_version: int, changed: Iterable[CachedAsset], deleted: Iterable[str],
+                    *, created: Iterable[str] = ()) -> None:
+        """Record this shard's write that produced `new_version` (must be `version + 1`).
+
+        `changed` are the new states (written_at == new_version), `deleted` the ids removed.
+        `created` names the ids in `changed` that are new: the cache then knows they were
+        absent at older snapshots (without it, older reads of them are MISS). Every asset whose
+        full_name changed (e.g. the tables under a renamed schema) must be in `changed`.
+        """
+        if new_version != self._version + 1:
+            raise StaleCache(f"write at {new_version} does not follow cached version {self._version}")
+        changes = {a.id: a for a in changed}
+        deleted = [i for i in deleted if i not in changes]
+        created = set(created)
+        for asset in changes.values():
+            if asset.written_at != new_version:
+                raise ValueError(f"{asset.id} written at {asset.written_at}, expected {new_version}")
+
+        # The states being replaced, to know which names this write frees.
+        before = {}
+        for asset_id in (*changes, *deleted):
+            hist = self._ids.get(asset_id)
+            if hist is not None:
+                self._prune(hist)
+                before[asset_id] = hist.newest.value
+
+        # Free names first, so a name freed and taken in one write ends up taken.
+        for asset_id, old in before.items():
+            if old is None:
+                continue
+            new = changes.get(asset_id)
+            if new is None or new.name_key != old.name_key:
+                chain = self._names.get(old.name_key)
+                if chain is not None and chain.newest.value == asset_id:
+                    self._name_push(old.name_key, new_version, None)
+
+        for asset_id in deleted:
+            hist = self._ids.get(asset_id)
+            if hist is None:
+                self._push(self._new_history(asset_id), new_version, None, TOMBSTONE_SIZE)
+            elif hist.newest.value is not None:
+                self._push(hist, new_version, None, TOMBSTONE_SIZE)
+                self._lru.move_to_end(asset_id)
+
+        for asset in changes.values():
+            hist = self._ids.get(asset.id)
+            if hist is None:
+                hist = self._new_history(asset.id)
+                if asset.id in created:   # ids are never reused: it did not exist at any older snapshot
+                    self._push(hist, _BEGINNING, None, TOMBSTONE_SIZE)
+            else:
+                self._lru.move_to_end(asset.id)
+            self._push(hist, new_version, asset, _size(asset))
+
+            key = asset.name_key
+            chain = self._names.get(key)
+            if chain is None or chain.newest.value != asset.id:
+                self._name_push(key, new_version, asset.id)
+            hist.names.add(key)
+
+            # A listing that is cached must show the newcomer from now on.
+            lkey = (asset.parent_id, asset.namespace)
+            listing = self._listings.get(lkey)
+            if listing is not None and asset.id not in listing.members:
+                self._join(lkey, asset.id)
+
+        self._version = new_version
+        self._shrink()
+
+    def advance(self, new_version: int, changed_ids: Iterable[str], touched_parents: Iterable[str] = ()) -> None:
+        """Catch up with versions written elsewhere: forget what changed in (version, new_version].
+
+        `changed_ids` lose all their states, name entries and the listings they are in;
+        `touched_parents` (old and new parents of the changes) lose their cached listings.
+        """
+        if new_version < self._version:
+            raise ValueError(f"cannot go back from version {self._version} to {new_version}")
+        for asset_id in changed_ids:
+            if self._evict(asset_id):
+                self._counts["invalidations"] += 1
+        for parent_id in touched_parents:
+            for namespace in list(self._listings_of.get(parent_id, ())):
+                self._drop_listing((parent_id, namespace))
+        if new_version > self._version:
+            # A foreign write may have given a name we knew as free to an asset we never saw.
+            for key in list(self._free_names):
+                self._drop_name(key)
+        self._version = new_version
+
+    def clear(self, new_version: int) -> None:
+        """Forget everything (e.g. the change log gap is too large) and start at `new_version`."""
+        self._counts["invalidations"] += len(self._ids)
+        self._reset(new_version)
+
+    def stats(self) -> dict:
+        return {"entries": len(self._ids), "versions": self._versions, "bytes": self._bytes,
+                "listings": len(self._listings), "names": len(self._names), **self._counts}
+
+    # ---- internals ---------------------------------------------------------
+
+    def _hit(self, value):
+        self._counts["hits"] += 1
+        return value
+
+    def _miss(self):
+        self._counts["misses"] += 1
+        return MISS
+
+    def _state_at(self, asset_id: str, at: int):
+        """The asset's state at `at` (CachedAsset or None) or MISS, pruning old states on the way."""
+        hist = self._ids.get(asset_id)
+        if hist is None or at > self._version:
+            return MISS
+        self._prune(hist)
+        entry = hist.find(at)
+        return MISS if entry is None else entry.value
+
+    def _new_history(self, asset_id: str) -> _History:
+        hist = self._ids[asset_id] = _History()
+        self._lru[asset_id] = None
+        return hist
+
+    def _push(self, hist: _History, at: int, value, size: int) -> None:
+        if hist.entries:
+            hist.newest.retired = self._clock()   # in-flight readers may use it for one more timeout
+        hist.entries.append(_Entry(at, value, size))
+        hist.size += size
+        self._bytes += size
+        self._versions += 1
+
+    def _prune(self, hist: _History) -> None:
+        """Drop states superseded for longer than the timeout; never the newest."""
+        deadline = self._clock() - self.version_timeout
+        entries = hist.entries
+        while len(entries) > 1 and entries[0].retired < deadline:
+            gone = entries.pop(0)
+            hist.size -= gone.size
+            self._bytes -= gone.size
+            self._versions -= 1
+            self._counts["pruned"] += 1
+
+    def _prune_chain(self, chain: _Chain) -> None:
+        deadline = self._clock() - self.version_timeout
+        while len(chain.entries) > 1 and chain.entries[0].retired < deadline:
+            chain.entries.pop(0)
+
+    def _name_push(self, key: tuple[str, str], at: int, holder: str | None) -> None:
+        chain = self._names.get(key)
+        if chain is None:
+            if holder is None:
+                return
+            chain = self._names[key] = _Chain()
+        else:
+            self._prune_chain(chain)
+        if chain.entries and chain.newest.at == at:
+            chain.entries.pop()       # freed and taken again in the same write: the taking wins
+        if chain.entries:
+            chain.newest.retired = self._clock()
+        chain.entries.append(_Entry(at, holder, 0))
+        if holder is None:
+            self._free_names.add(key)
+        else:
+            self._free_names.discard(key)
+
+    def _drop_name(self, key: tuple[str, str]) -> None:
+        self._names.pop(key, None)
+        self._free_names.discard(key)
+
+    def _forget_name(self, key: tuple[str, str], asset_id: str) -> None:
+        """An evicted id leaves a name chain: what came before its last entry goes with it."""
+        chain = self._names.get(key)
+        if chain is None:
+            return
+        entries = chain.entries
+        last = max((i for i, e in enumerate(entries) if e.value == asset_id), default=-1)
+        del entries[:last + 1]
+        # Knowing a name is free is only worth keeping while some holder is still cached.
+        if not any(e.value is not None for e in entries):
+            self._drop_name(key)
+
+    def _join(self, key: tuple[str, str], asset_id: str) -> None:
+        self._listings[key].members.add(asset_id)
+        self._listings[key].size += MEMBER_SIZE
+        self._bytes += MEMBER_SIZE
+        self._ids[asset_id].listings.add(key)
+
+    def _leave(self, key: tuple[str, str], asset_id: str, floor: int) -> None:
+        listing = self._listings[key]
+        listing.members.discard(asset_id)
+        listing.size -= MEMBER_SIZE
+        self._bytes -= MEMBER_SIZE
+        listing.floor = max(listing.floor, floor)
+        self._ids[asset_id].listings.discard(key)
+
+    def _drop_listing(self, key: tuple[str, str]) -> None:
+        listing = self._listings.pop(key, None)
+        if listing is None:
+            return
+        del self._lru[key]
+        self._bytes -= listing.size
+        parent_id, namespace = key
+        namespaces = self._listings_of[parent_id]
+        namespaces.discard(namespace)
+        if not namespaces:
+            del self._listings_of[parent_id]
+        for member in listing.members:
+            hist = self._ids.get(member)
+            if hist is not None:
+                hist.listings.discard(key)
+
+    def _evict(self, asset_id: str) -> bool:
+        """Forget an asset entirely: all its states, its name entries, the listings it is in."""
+        hist = self._ids.pop(asset_id, None)
+        if hist is None:
+            return False
+        del self._lru[asset_id]
+        self._bytes -= hist.size
+        self._versions -= len(hist.entries)
+        for key in hist.names:
+            self._forget_name(key, asset_id)
+        for key in list(hist.listings):
+            self._drop_listing(key)
+        return True
+
+    def _shrink(self) -> None:
+        while self._bytes > self.max_bytes and self._lru:
+            key = next(iter(self._lru))
+            if isinstance(key, str):
+                self._evict(key)
+                self._counts["evictions"] += 1
+            else:
+                self._drop_listing(key)
+
+    def _audit(self) -> None:
+        """Check the internal bookkeeping (tests call this; O(size))."""
+        assert set(self._lru) == set(self._ids) | set(self._listings)
+        total = versions = 0
+        for asset_id, hist in self._ids.items():
+            assert hist.entries and hist.size == sum(e.size for e in hist.entries)
+            assert all(a.at < b.at for a, b in zip(hist.entries, hist.entries[1:]))
+            assert all(e.value is None or e.value.id == asset_id for e in hist.entries)
+            total += hist.size
+            versions += len(hist.entries)
+        for key, listing in self._listings.items():
+            assert listing.size == LISTING_OVERHEAD + MEMBER_SIZE * len(listing.members)
+            assert key[1] in self._listings_of[key[0]]
+            for member in listing.members:
+                assert key in self._ids[member].listings
+            total += listing.size
+        for key, chain in self._names.items():
+            assert chain.entries
+            assert (chain.newest.value is None) == (key in self._free_names)
+            for e in chain.entries:
+                assert e.value is None or key in self._ids[e.value].names
+        assert self._free_names <= set(self._names)
+        assert total == self._bytes and versions == self._versions

@@ -1,0 +1,92 @@
+"""Starts shard actors on Ray and supervises them: a dead or hung shard's metastores move at once.
+
+Ray is the control plane only: it places the actors, and carries start/own/drop/ping.
+The supervisor pings every shard a few times a second; one that does not answer in
+time is killed, its metastores are reassigned to the least-loaded survivors (they warm
+their caches lazily), and a replacement shard joins for later assignments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+
+import ray
+
+from ..shards.actor import ShardActor
+from ..router.routing import RoutingTable, ShardHandle
+
+log = logging.getLogger(__name__)
+
+PING_INTERVAL = 0.25
+PING_TIMEOUT = 1.0
+
+
+class RayCluster:
+    def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None):
+        self.routing = routing
+        self.db_url = db_url
+        self.ray_address = ray_address
+        self.generation = itertools.count(1)
+        self.events: list[dict] = []      # failover timeline: what happened when
+        self._supervisor: asyncio.Task | None = None
+
+    async def start(self, shards: int) -> None:
+        if not ray.is_initialized():
+            ray.init(address=self.ray_address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, ignore_reinit_error=True)
+        await self.routing.load_assignments()
+        await asyncio.gather(*(self.add_shard(f"shard-{i}") for i in range(shards)))
+        self._supervisor = asyncio.create_task(self._supervise())
+
+    async def add_shard(self, name: str) -> ShardHandle:
+        actor = ShardActor.options(name=f"shardcat-{name}-{time.time_ns()}").remote(name, self.db_url)
+        url = await actor.start.remote()
+        handle = ShardHandle(name, url, actor)
+        self.routing.add_shard(handle)
+        self._event("shard_started", shard=name, url=url)
+        return handle
+
+    async def kill(self, name: str) -> None:
+        """Kill a shard's actor outright (chaos experiments); the supervisor notices and recovers."""
+        ray.kill(self.routing.shards[name].actor, no_restart=True)
+        self._event("shard_killed", shard=name)
+
+    async def stop(self) -> None:
+        if self._supervisor:
+            self._supervisor.cancel()
+        for handle in self.routing.shards.values():
+            if handle.alive:
+                ray.kill(handle.actor, no_restart=True)
+
+    async def _supervise(self) -> None:
+        ticks = 0
+        while True:
+            await asyncio.sleep(PING_INTERVAL)
+            await asyncio.gather(*(self._check(h) for h in self.routing.live()))
+            ticks += 1
+            if ticks % 40 == 0:          # every ~10 s: forget old load, move a hot metastore if lopsided
+                self.routing.decay()
+                moved = await self.routing.rebalance()
+                if moved:
+                    self._event("rebalanced", metastore=moved)
+
+    async def _check(self, handle: ShardHandle) -> None:
+        try:
+            await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
+            return
+        except Exception as e:    # dead actor, or hung past the timeout
+            self._event("shard_unresponsive", shard=handle.name, error=type(e).__name__)
+        try:
+            ray.kill(handle.actor, no_restart=True)
+        except Exception:
+            pass
+        moved = await self.routing.shard_died(handle.name)
+        self._event("metastores_reassigned", shard=handle.name, count=len(moved))
+        await self.add_shard(f"{handle.name.split('.')[0]}.{next(self.generation)}")
+
+    def _event(self, kind: str, **fields) -> None:
+        self.events.append({"t": time.time(), "event": kind, **fields})
+        log.info("%s %s", kind, fields)

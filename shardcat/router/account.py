@@ -1,0 +1,51 @@
+"""Account-level routes the front serves itself: creating and listing metastores, workspace assignment."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ..shards.http import PREFIX, json_body, ok
+from ..shards.metastores import AccountService
+from .middleware import Authenticator
+
+
+class AccountApi:
+    def __init__(self, account: AccountService, authenticator: Authenticator):
+        self.account = account
+        self.authenticator = authenticator   # its workspace->metastore cache must see assignment changes
+
+    def routes(self) -> list[web.RouteDef]:
+        ws = f"{PREFIX}/workspaces/{{workspace_id}}/metastore"
+        return [
+            web.get(f"{PREFIX}/metastores", self.list_metastores),
+            web.post(f"{PREFIX}/metastores", self.create_metastore),
+            web.put(ws, self.put_assignment),
+            web.patch(ws, self.patch_assignment),
+            web.delete(ws, self.delete_assignment),
+        ]
+
+    async def list_metastores(self, request):
+        return ok(await self.account.list(request["caller"]))
+
+    async def create_metastore(self, request):
+        return ok(await self.account.create(request["caller"], await json_body(request)))
+
+    async def put_assignment(self, request):
+        return await self._assign(request, replace=True)
+
+    async def patch_assignment(self, request):
+        return await self._assign(request, replace=False)
+
+    async def _assign(self, request, *, replace: bool):
+        workspace_id = request.match_info["workspace_id"]
+        await self.account.assign(request["caller"], workspace_id, await json_body(request), replace=replace)
+        self.authenticator.forget_workspace(int(workspace_id))
+        return ok()
+
+    async def delete_assignment(self, request):
+        body = await json_body(request)
+        workspace_id = request.match_info["workspace_id"]
+        metastore_id = request.query.get("metastore_id") or body.get("metastore_id")
+        await self.account.unassign(request["caller"], workspace_id, metastore_id)
+        self.authenticator.forget_workspace(int(workspace_id))
+        return ok()

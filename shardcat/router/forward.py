@@ -1,0 +1,99 @@
+"""The HTTP front of a sharded catalog: authenticate, find the owner shard, forward over HTTP.
+
+Account-level routes are served here; everything else is scoped to one metastore and
+forwarded to the shard that owns it. A shard that answers NOT_OWNER or cannot be reached
+makes the front refresh its routing and try again, for a bounded time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from aiohttp import web
+
+from ..errors import CatalogError
+from ..shards.http import MAX_BODY_BYTES, PREFIX, healthz, ok
+from ..shards.metastores import AccountService
+from ..store.db import Store
+from .account import AccountApi
+from .middleware import Authenticator, error_middleware
+from .routing import RoutingTable
+
+RETRY_BUDGET_SECONDS = 5.0
+_HOP_HEADERS = ("Authorization", "Content-Type")
+
+
+def _metastore_of(request: web.Request) -> str:
+    rest = request.path[len(PREFIX):]
+    if rest.startswith("/metastores/"):
+        return rest.split("/")[2]
+    return request["caller"].metastore()
+
+
+class Forwarder:
+    def __init__(self, routing: RoutingTable):
+        self.routing = routing
+        self.session: aiohttp.ClientSession | None = None
+
+    async def open(self, app) -> None:
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024),
+                                             timeout=aiohttp.ClientTimeout(total=30))
+
+    async def close(self, app) -> None:
+        await self.session.close()
+
+    async def routes_table(self, request: web.Request) -> web.Response:
+        """The routing table, so a client library can send requests straight to the owner shard."""
+        caller = request["caller"]
+        out = self.routing.snapshot()
+        if caller.metastore_id:
+            out["my_shard"] = (await self.routing.shard_for(caller.metastore_id)).url
+        return ok(out)
+
+    async def forward(self, request: web.Request) -> web.Response:
+        metastore_id = _metastore_of(request)
+        body = await request.read()
+        headers = {h: request.headers[h] for h in _HOP_HEADERS if h in request.headers}
+        safe_to_resend = request.method in ("GET", "HEAD")
+        deadline = time.monotonic() + RETRY_BUDGET_SECONDS
+        while True:
+            try:
+                shard = await self.routing.shard_for(metastore_id)
+            except LookupError:
+                shard = None
+            if shard is not None:
+                try:
+                    async with self.session.request(request.method, shard.url + request.path_qs,
+                                                    data=body, headers=headers) as r:
+                        payload = await r.read()
+                        if r.status != 421:
+                            return web.Response(body=payload, status=r.status, content_type="application/json")
+                    await self.routing.reassert(metastore_id)
+                except aiohttp.ClientConnectorError:
+                    pass                          # never reached the shard: always safe to try again
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    if not safe_to_resend:        # a write may have been applied: let the client decide
+                        raise CatalogError("TEMPORARILY_UNAVAILABLE",
+                                           f"Lost the connection to {shard.name} mid-request; the outcome is unknown.")
+            if time.monotonic() > deadline:
+                raise CatalogError("TEMPORARILY_UNAVAILABLE", f"No shard could serve metastore {metastore_id}.")
+            await asyncio.sleep(0.05)
+
+
+def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
+    authenticator = Authenticator(store)
+    forwarder = Forwarder(routing)
+    app = web.Application(middlewares=[error_middleware(MAX_BODY_BYTES), authenticator.middleware],
+                          client_max_size=MAX_BODY_BYTES)
+    app.on_startup.append(forwarder.open)
+    app.on_cleanup.append(forwarder.close)
+    account = AccountApi(AccountService(store), authenticator)
+    app.add_routes([
+        web.get("/healthz", healthz),
+        *account.routes(),
+        web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table),
+        web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),
+    ])
+    return app

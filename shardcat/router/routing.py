@@ -1,0 +1,122 @@
+"""Which shard serves each metastore: a persisted, load-aware, best-effort assignment.
+
+Like Slicer, the assignment is advisory: it is written to PostgreSQL and pushed to
+the shards over Ray, but correctness never depends on it (metastore versions keep two
+owners safe). New or orphaned metastores go to the least-loaded live shard, where
+load is a decaying count of requests per metastore; `rebalance` moves the hottest
+metastore off an overloaded shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store.db import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ShardHandle:
+    name: str
+    url: str
+    actor: Any                 # the Ray actor handle (control calls only)
+    alive: bool = True
+
+
+@dataclass
+class RoutingTable:
+    store: Store
+    shards: dict[str, ShardHandle] = field(default_factory=dict)
+    owner: dict[str, str] = field(default_factory=dict)        # metastore id -> shard name
+    load: dict[str, float] = field(default_factory=dict)       # metastore id -> decayed request count
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def load_assignments(self) -> None:
+        self.owner = await self.store.shard_assignments()
+
+    def add_shard(self, handle: ShardHandle) -> None:
+        self.shards[handle.name] = handle
+
+    def live(self) -> list[ShardHandle]:
+        return [h for h in self.shards.values() if h.alive]
+
+    def shard_load(self, name: str) -> float:
+        return sum(self.load.get(m, 0.0) + 1.0 for m, s in self.owner.items() if s == name)
+
+    async def shard_for(self, metastore_id: str) -> ShardHandle:
+        """The live shard serving a metastore, assigning one if it has none."""
+        self.load[metastore_id] = self.load.get(metastore_id, 0.0) + 1.0
+        handle = self.shards.get(self.owner.get(metastore_id, ""))
+        if handle is not None and handle.alive:
+            return handle
+        async with self.lock:
+            handle = self.shards.get(self.owner.get(metastore_id, ""))
+            if handle is not None and handle.alive:
+                return handle
+            live = self.live()
+            if not live:
+                raise LookupError("no live shard")
+            target = min(live, key=lambda h: self.shard_load(h.name))
+            await self._assign(metastore_id, target)
+            return target
+
+    async def _assign(self, metastore_id: str, target: ShardHandle) -> None:
+        previous = self.shards.get(self.owner.get(metastore_id, ""))
+        await self.store.assign_shard(metastore_id, target.name)
+        await target.actor.own.remote([metastore_id])
+        self.owner[metastore_id] = target.name
+        if previous is not None and previous is not target and previous.alive:
+            try:
+                await previous.actor.drop.remote([metastore_id])
+            except Exception:   # a dying previous owner drops everything anyway
+                log.warning("could not tell %s to drop %s", previous.name, metastore_id)
+        log.info("metastore %s -> %s", metastore_id, target.name)
+
+    async def move(self, metastore_id: str, shard_name: str) -> None:
+        async with self.lock:
+            await self._assign(metastore_id, self.shards[shard_name])
+
+    async def reassert(self, metastore_id: str) -> None:
+        """The assigned shard said it does not serve the metastore: tell it again."""
+        async with self.lock:
+            handle = self.shards.get(self.owner.get(metastore_id, ""))
+            if handle is not None and handle.alive:
+                await self._assign(metastore_id, handle)
+
+    async def shard_died(self, name: str) -> list[str]:
+        """Mark a shard dead and hand its metastores to the least-loaded survivors at once."""
+        async with self.lock:
+            self.shards[name].alive = False
+            orphans = [m for m, s in self.owner.items() if s == name]
+            for metastore_id in orphans:
+                live = self.live()
+                if live:
+                    await self._assign(metastore_id, min(live, key=lambda h: self.shard_load(h.name)))
+            return orphans
+
+    def decay(self, factor: float = 0.5) -> None:
+        self.load = {m: v * factor for m, v in self.load.items() if v * factor > 0.01}
+
+    async def rebalance(self, ratio: float = 2.0) -> str | None:
+        """Move the hottest metastore from the busiest to the idlest shard if one carries `ratio`x the other."""
+        live = self.live()
+        if len(live) < 2:
+            return None
+        busiest = max(live, key=lambda h: self.shard_load(h.name))
+        idlest = min(live, key=lambda h: self.shard_load(h.name))
+        mine = [m for m, s in self.owner.items() if s == busiest.name]
+        if len(mine) < 2 or self.shard_load(busiest.name) < ratio * self.shard_load(idlest.name):
+            return None
+        hottest = max(mine, key=lambda m: self.load.get(m, 0.0))
+        await self.move(hottest, idlest.name)
+        return hottest
+
+    def snapshot(self) -> dict:
+        return {
+            "shards": {h.name: {"url": h.url, "alive": h.alive} for h in self.shards.values()},
+            "metastores": dict(self.owner),
+        }

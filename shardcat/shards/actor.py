@@ -1,0 +1,52 @@
+"""The shard as a Ray actor: one Shard and its own aiohttp server, inside the actor's event loop.
+
+Ray carries only control calls (start, own, drop, stats); requests reach the
+shard over HTTP, from the router or straight from a routing-aware client.
+"""
+
+from __future__ import annotations
+
+import ray
+from aiohttp import web
+
+from ..router.middleware import Authenticator
+from ..store.db import Store
+from .http import make_shard_app
+from .shard import Shard
+
+
+@ray.remote(max_restarts=0, num_cpus=0)
+class ShardActor:
+    def __init__(self, name: str, db_url: str):
+        self.name = name
+        self.db_url = db_url
+        self.shard: Shard | None = None
+        self.runner: web.AppRunner | None = None
+
+    async def start(self, host: str = "127.0.0.1") -> str:
+        """Open the store and start serving; returns the shard's base URL."""
+        store = await Store.open(self.db_url)
+        self.shard = Shard(store, self.name, claim_on_demand=False)
+        self.runner = web.AppRunner(make_shard_app(self.shard, Authenticator(store)), access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, host, 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        return f"http://{host}:{port}"
+
+    async def own(self, metastore_ids: list[str]) -> None:
+        for metastore_id in metastore_ids:
+            self.shard.own(metastore_id)
+
+    async def drop(self, metastore_ids: list[str]) -> None:
+        for metastore_id in metastore_ids:
+            self.shard.drop(metastore_id)
+
+    async def owned(self) -> list[str]:
+        return sorted(self.shard.states)
+
+    async def stats(self) -> dict:
+        return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats}
+
+    async def ping(self) -> str:
+        return self.name

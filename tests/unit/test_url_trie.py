@@ -1,0 +1,298 @@
+"""Tests for UrlTrie (shardcat.cache.url_trie), including a model-based property test."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from shardcat.cache.url_trie import UrlTrie
+from shardcat.cache.urls import InvalidUrl, is_within, normalize_url, url_segments
+
+
+def _trie(*urls: str) -> UrlTrie:
+    trie = UrlTrie()
+    for i, url in enumerate(urls):
+        trie.insert(url, i)
+    return trie
+
+
+def _node_count(trie: UrlTrie) -> int:
+    return sum(1 for _ in trie._walk(trie._root)) - 1  # minus the root
+
+
+def test_empty():
+    trie = UrlTrie()
+    assert len(trie) == 0
+    assert list(trie.items()) == []
+    assert trie.get("s3://b/a") is None
+    assert trie.owner("s3://b/a") is None
+    assert trie.first_overlap("s3://b/a") is None
+    assert list(trie.descendants("s3://b")) == []
+    assert "s3://b/a" not in trie
+
+
+def test_insert_get_normalises_any_form():
+    trie = _trie("s3a://Bucket/t1/")
+    assert trie.get("s3://bucket/t1") == 0
+    assert trie.get("S3://BUCKET//t1/./") == 0
+    assert "s3://bucket/t1" in trie
+    assert list(trie.items()) == [("s3://bucket/t1", 0)]
+    assert trie.get("s3://bucket") is None
+    assert trie.get("s3://bucket/t1/x") is None
+    assert trie.get("gs://bucket/t1") is None
+
+
+def test_insert_duplicate_raises_and_keeps_first_value():
+    trie = _trie("s3://b/a")
+    with pytest.raises(KeyError):
+        trie.insert("s3a://b/a/", "other")
+    assert trie.get("s3://b/a") == 0
+    assert len(trie) == 1
+
+
+def test_insert_nested_is_allowed():
+    # Exclusivity is the caller's job; the trie only refuses exact duplicates.
+    trie = _trie("s3://b/a", "s3://b/a/b", "s3://b")
+    assert len(trie) == 3
+    assert trie.get("s3://b") == 2
+
+
+def test_none_value_is_stored():
+    trie = UrlTrie()
+    trie.insert("s3://b/a", None)
+    assert "s3://b/a" in trie
+    assert trie.owner("s3://b/a/x") == ("s3://b/a", None)
+    assert trie.remove("s3://b/a") is None
+    assert "s3://b/a" not in trie
+
+
+def test_remove_returns_value_and_prunes():
+    trie = _trie("s3://b/a/b/c", "s3://b/a")
+    assert _node_count(trie) == 4  # s3://b, a, b, c
+    assert trie.remove("s3://b/a/b/c/") == 0
+    assert _node_count(trie) == 2  # b and c pruned; 'a' still holds an entry
+    assert trie.remove("s3://b/a") == 1
+    assert _node_count(trie) == 0
+    assert len(trie) == 0
+
+
+def test_remove_keeps_branches_that_still_hold_entries():
+    trie = _trie("s3://b/a/x", "s3://b/a/y")
+    trie.remove("s3://b/a/x")
+    assert trie.get("s3://b/a/y") == 1
+    assert _node_count(trie) == 3  # s3://b, a, y
+
+
+def test_remove_missing_raises():
+    trie = _trie("s3://b/a/b")
+    for url in ("s3://b/a", "s3://b/a/b/c", "s3://c", "s3://b/ab"):
+        with pytest.raises(KeyError):
+            trie.remove(url)
+    assert len(trie) == 1 and _node_count(trie) == 3
+
+
+def test_owner_is_deepest_ancestor_or_self():
+    trie = _trie("s3://b/t", "s3://b/t/part=1", "gs://b/t")
+    assert trie.owner("s3://b/t") == ("s3://b/t", 0)
+    assert trie.owner("s3://b/t/x.parquet") == ("s3://b/t", 0)
+    assert trie.owner("s3://b/t/part=1/y.parquet") == ("s3://b/t/part=1", 1)
+    assert trie.owner("s3://b/t/part=1") == ("s3://b/t/part=1", 1)
+    assert trie.owner("s3://b/tt/x") is None  # sibling prefix
+    assert trie.owner("s3://b") is None
+    assert trie.owner("gs://b/t/z") == ("gs://b/t", 2)
+
+
+def test_first_overlap():
+    trie = _trie("s3://b/a/t1", "s3://b/c")
+    assert trie.first_overlap("s3://b/a/t1") == ("s3://b/a/t1", 0)          # equal
+    assert trie.first_overlap("s3://b/a/t1/sub") == ("s3://b/a/t1", 0)      # ancestor
+    assert trie.first_overlap("s3://b/a") == ("s3://b/a/t1", 0)             # descendant
+    assert trie.first_overlap("s3://b") in {("s3://b/a/t1", 0), ("s3://b/c", 1)}
+    assert trie.first_overlap("s3://b/a/t2") is None
+    assert trie.first_overlap("s3://b/a/t") is None
+    assert trie.first_overlap("s3://b/a/t1x") is None
+    assert trie.first_overlap("s3://b/cc") is None
+    assert trie.first_overlap("s3://other") is None
+
+
+def test_first_overlap_prefers_ancestor_over_descendant():
+    trie = _trie("s3://b/a/b/c", "s3://b/a")
+    assert trie.first_overlap("s3://b/a/b") == ("s3://b/a", 1)
+
+
+def test_first_overlap_prefers_deepest_ancestor():
+    trie = _trie("s3://b", "s3://b/a")
+    assert trie.first_overlap("s3://b/a/x") == ("s3://b/a", 1)
+
+
+def test_first_overlap_with_ignore():
+    trie = UrlTrie()
+    trie.insert("s3://b/root", "managed-root")
+    trie.insert("s3://b/root/tables/t1", "table")
+    trie.insert("s3://b/other/deep/x", "managed-root")
+    skip_roots = lambda v: v == "managed-root"  # noqa: E731
+    assert trie.first_overlap("s3://b/root/new", ignore=skip_roots) is None
+    assert trie.first_overlap("s3://b/root/new") == ("s3://b/root", "managed-root")
+    assert trie.first_overlap("s3://b/root/tables/t1/x", ignore=skip_roots) == (
+        "s3://b/root/tables/t1", "table")
+    assert trie.first_overlap("s3://b/root", ignore=skip_roots) == ("s3://b/root/tables/t1", "table")
+    assert trie.first_overlap("s3://b", ignore=skip_roots) == ("s3://b/root/tables/t1", "table")
+    assert trie.first_overlap("s3://b/other", ignore=skip_roots) is None
+    assert trie.first_overlap("s3://b/other", ignore=lambda v: False) == (
+        "s3://b/other/deep/x", "managed-root")
+
+
+def test_descendants_are_strictly_below():
+    trie = _trie("s3://b/a", "s3://b/a/x", "s3://b/a/x/y", "s3://b/ab", "s3://b/a/z")
+    assert sorted(trie.descendants("s3://b/a")) == [
+        ("s3://b/a/x", 1), ("s3://b/a/x/y", 2), ("s3://b/a/z", 4)]
+    assert sorted(trie.descendants("s3://b/a/x/")) == [("s3://b/a/x/y", 2)]
+    assert list(trie.descendants("s3://b/a/x/y")) == []
+    assert list(trie.descendants("s3://b/a/q")) == []
+    assert len(list(trie.descendants("s3://b"))) == 5
+
+
+def test_descendants_parent_before_child():
+    trie = _trie("s3://b/a/x/y", "s3://b/a/x", "s3://b/a")
+    urls = [u for u, _ in trie.items()]
+    assert urls.index("s3://b/a") < urls.index("s3://b/a/x") < urls.index("s3://b/a/x/y")
+
+
+def test_sibling_prefix_names_do_not_overlap():
+    trie = _trie("s3://b/a")
+    assert trie.first_overlap("s3://b/ab") is None
+    assert trie.owner("s3://b/ab/c") is None
+    trie.insert("s3://b/ab", 1)
+    assert trie.owner("s3://b/ab/c") == ("s3://b/ab", 1)
+    assert list(trie.descendants("s3://b/a")) == []
+
+
+def test_encoded_slash_is_not_a_separator():
+    trie = _trie("s3://b/a%2Fb")
+    assert trie.first_overlap("s3://b/a") is None
+    assert trie.first_overlap("s3://b/a/b") is None
+    assert trie.get("s3://b/a%2fb") == 0
+
+
+def test_file_root_and_bare_paths():
+    trie = _trie("/data/t")
+    assert trie.get("file://localhost/data/t/") == 0
+    assert trie.first_overlap("file:///") == ("file:///data/t", 0)
+    trie.insert("/", "root")
+    assert trie.owner("/elsewhere") == ("file:///", "root")
+
+
+def test_deep_paths_do_not_recurse():
+    deep = "s3://b/" + "/".join(["d"] * 3000)
+    trie = _trie(deep)
+    assert len(list(trie.descendants("s3://b"))) == 1
+    assert trie.first_overlap("s3://b", ignore=lambda v: False) == (deep, 0)
+    trie.remove(deep)
+    assert _node_count(trie) == 0
+
+
+@pytest.mark.parametrize("method", ["insert", "remove", "get", "owner", "first_overlap",
+                                    "descendants", "__contains__"])
+def test_every_method_rejects_invalid_urls(method):
+    trie = _trie("s3://b/a")
+    args = ("s3://b/..", 1) if method == "insert" else ("s3://b/..",)
+    with pytest.raises(InvalidUrl):
+        getattr(trie, method)(*args)
+    assert len(trie) == 1
+
+
+# --- model-based property test ----------------------------------------------------------
+
+# A small alphabet so paths collide, nest and share prefixes often.
+_names = st.sampled_from(["a", "ab", "b", "%61"])  # %61 is 'a' escaped
+_heads = st.sampled_from(["s3://b", "s3a://B", "s3://c", "file://"])
+
+
+@st.composite
+def _paths(draw):
+    head = draw(_heads)
+    names = draw(st.lists(_names, max_size=4))
+    trailing = draw(st.sampled_from(["", "/", "//", "/."]))
+    return head + "/" + "/".join(names) + trailing
+
+
+def _depth(url: str) -> int:
+    return len(url_segments(url))
+
+
+class TrieMatchesModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.trie: UrlTrie[int] = UrlTrie()
+        self.model: dict[str, int] = {}
+        self.counter = 0
+
+    @rule(url=_paths())
+    def insert(self, url):
+        key = normalize_url(url)
+        self.counter += 1
+        if key in self.model:
+            with pytest.raises(KeyError):
+                self.trie.insert(url, self.counter)
+        else:
+            self.trie.insert(url, self.counter)
+            self.model[key] = self.counter
+
+    @rule(url=_paths())
+    def remove(self, url):
+        key = normalize_url(url)
+        if key in self.model:
+            assert self.trie.remove(url) == self.model.pop(key)
+        else:
+            with pytest.raises(KeyError):
+                self.trie.remove(url)
+
+    @rule(url=_paths())
+    def get_and_contains(self, url):
+        key = normalize_url(url)
+        assert self.trie.get(url) == self.model.get(key)
+        assert (url in self.trie) == (key in self.model)
+
+    @rule(url=_paths())
+    def owner(self, url):
+        above = [k for k in self.model if is_within(url, k)]
+        expected = max(above, key=_depth) if above else None
+        assert self.trie.owner(url) == (None if expected is None else (expected, self.model[expected]))
+
+    @rule(url=_paths(), ignore_odd=st.booleans())
+    def first_overlap(self, url, ignore_odd):
+        ignore = (lambda v: v % 2 == 1) if ignore_odd else None
+        kept = {k: v for k, v in self.model.items() if ignore is None or not ignore(v)}
+        above = [k for k in kept if is_within(url, k)]
+        below = [k for k in kept if is_within(k, url) and k not in above]
+        found = self.trie.first_overlap(url, ignore=ignore)
+        if above:
+            deepest = max(above, key=_depth)
+            assert found == (deepest, kept[deepest])
+        elif below:
+            assert found is not None and found[0] in below and found[1] == kept[found[0]]
+        else:
+            assert found is None
+
+    @rule(url=_paths())
+    def descendants(self, url):
+        key = normalize_url(url)
+        expected = {(k, v) for k, v in self.model.items() if is_within(k, key) and k != key}
+        got = list(self.trie.descendants(url))
+        assert len(got) == len(expected) and set(got) == expected
+
+    @invariant()
+    def same_contents(self):
+        assert len(self.trie) == len(self.model)
+        assert dict(self.trie.items()) == self.model
+
+    @invariant()
+    def no_leaked_nodes(self):
+        # Every node is on the path to some entry: as many nodes as distinct key prefixes.
+        prefixes = {url_segments(k)[:n] for k in self.model for n in range(1, _depth(k) + 1)}
+        assert _node_count(self.trie) == len(prefixes)
+
+
+TestTrieMatchesModel = TrieMatchesModel.TestCase
+TestTrieMatchesModel.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
