@@ -37,6 +37,7 @@ class Caller:
     is_account_admin: bool
     workspace_id: int
     metastore_id: str | None
+    min_version: int = 0    # the newest metastore version this client saw acknowledged
 
     def metastore(self) -> str:
         """The metastore this caller's requests act on."""

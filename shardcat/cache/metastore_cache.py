@@ -22,6 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ..entities.asset import Asset
+
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
 ASSET_OVERHEAD = 512
 TOMBSTONE_SIZE = 64
@@ -54,25 +56,8 @@ class StaleCache(Exception):
     """A write does not follow the cache's version: reconcile (advance or clear) first."""
 
 
-@dataclass(frozen=True)
-class CachedAsset:
-    """One state of an asset, as written at metastore version `written_at`."""
-    id: str
-    type: str
-    namespace: str          # name namespace: tables and views share "table"
-    parent_id: str
-    full_name: str
-    storage_path: str | None
-    record: dict = field(hash=False)   # the JSON-able dict the API returns; read-only
-    written_at: int
-
-    @property
-    def name_key(self) -> tuple[str, str]:
-        return (self.namespace, self.full_name)
-
-
-def _size(asset: CachedAsset) -> int:
-    return len(json.dumps(asset.record, default=str)) + ASSET_OVERHEAD
+def _size(asset: Asset) -> int:
+    return len(json.dumps(asset.info, default=str)) + ASSET_OVERHEAD
 
 
 class _Entry:
@@ -81,7 +66,7 @@ class _Entry:
 
     def __init__(self, at: int, value, size: int):
         self.at = at
-        self.value = value          # asset chains: CachedAsset or None (absent); name chains: id or None (free)
+        self.value = value          # asset chains: Asset or None (absent); name chains: id or None (free)
         self.retired: float | None = None   # clock time a newer entry superseded this one
         self.size = size
 
@@ -130,7 +115,7 @@ class _Listing:
 
     def __init__(self, floor: int):
         self.floor = floor
-        self.members: set[str] = set()
+        self.members: dict[str, None] = {}   # insertion-ordered, so eviction order is reproducible
         self.size = LISTING_OVERHEAD
 
 
@@ -164,7 +149,7 @@ class MetastoreCache:
     # ---- reads -------------------------------------------------------------
 
     def get(self, asset_id: str, at: int):
-        """The asset's state at snapshot `at`: a CachedAsset, None (absent at `at`) or MISS."""
+        """The asset's state at snapshot `at`: a Asset, None (absent at `at`) or MISS."""
         value = self._state_at(asset_id, at)
         if value is MISS:
             return self._miss()
@@ -172,7 +157,7 @@ class MetastoreCache:
         return self._hit(value)
 
     def get_by_name(self, namespace: str, full_name: str, at: int):
-        """The asset holding `full_name` in `namespace` at `at`: a CachedAsset, None or MISS."""
+        """The asset holding `full_name` in `namespace` at `at`: a Asset, None or MISS."""
         key = (namespace, full_name)
         chain = self._names.get(key)
         if chain is None or at > self._version:
@@ -206,15 +191,15 @@ class MetastoreCache:
                 # Pruning left no state of it under this parent: it can't show up at any snapshot
                 # from its oldest state on, so drop it and stop answering for older snapshots.
                 self._leave(key, member, floor=self._ids[member].entries[0].at)
-        self._lru.move_to_end(key)
-        for member in listing.members:
+        for member in listing.members:   # the listing needs every member to answer
             self._lru.move_to_end(member)
+        self._lru.move_to_end(key)
         found.sort(key=lambda a: a.full_name)
         return self._hit(found)
 
     # ---- filling from the database ---------------------------------------
 
-    def fill(self, assets: Iterable[CachedAsset], read_version: int) -> bool:
+    def fill(self, assets: Iterable[Asset], read_version: int) -> bool:
         """Cache assets read from the database at metastore version `read_version`.
 
         Ignored (False) unless `read_version == version`: only then is the read known to be
@@ -227,7 +212,7 @@ class MetastoreCache:
         self._shrink()
         return True
 
-    def fill_children(self, parent_id: str, namespace: str, assets: list[CachedAsset], read_version: int) -> bool:
+    def fill_children(self, parent_id: str, namespace: str, assets: list[Asset], read_version: int) -> bool:
         """Cache the complete list of children of (parent_id, namespace) read at `read_version`."""
         if read_version != self._version:
             return False
@@ -246,7 +231,7 @@ class MetastoreCache:
         self._shrink()
         return True
 
-    def _fill_one(self, asset: CachedAsset) -> None:
+    def _fill_one(self, asset: Asset) -> None:
         if asset.written_at > self._version:
             raise ValueError(f"{asset.id} written at {asset.written_at}, after version {self._version}")
         if asset.id in self._ids:
@@ -265,7 +250,7 @@ class MetastoreCache:
 
     # ---- writes ------------------------------------------------------------
 
-    def apply_write(self, new_version: int, changed: Iterable[CachedAsset], deleted: Iterable[str],
+    def apply_write(self, new_version: int, changed: Iterable[Asset], deleted: Iterable[str],
                     *, created: Iterable[str] = ()) -> None:
         """Record this shard's write that produced `new_version` (must be `version + 1`).
 
@@ -374,7 +359,7 @@ class MetastoreCache:
         return MISS
 
     def _state_at(self, asset_id: str, at: int):
-        """The asset's state at `at` (CachedAsset or None) or MISS, pruning old states on the way."""
+        """The asset's state at `at` (Asset or None) or MISS, pruning old states on the way."""
         hist = self._ids.get(asset_id)
         if hist is None or at > self._version:
             return MISS
@@ -446,14 +431,14 @@ class MetastoreCache:
             self._drop_name(key)
 
     def _join(self, key: tuple[str, str], asset_id: str) -> None:
-        self._listings[key].members.add(asset_id)
+        self._listings[key].members[asset_id] = None
         self._listings[key].size += MEMBER_SIZE
         self._bytes += MEMBER_SIZE
         self._ids[asset_id].listings.add(key)
 
     def _leave(self, key: tuple[str, str], asset_id: str, floor: int) -> None:
         listing = self._listings[key]
-        listing.members.discard(asset_id)
+        del listing.members[asset_id]
         listing.size -= MEMBER_SIZE
         self._bytes -= MEMBER_SIZE
         listing.floor = max(listing.floor, floor)

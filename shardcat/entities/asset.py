@@ -17,3 +17,7 @@ class Asset:
     storage_path: str | None
     info: dict = field(hash=False, compare=False)  # the type's stored fields (JSON)
     written_at: int = 0     # metastore version at which this state was written
+
+    @property
+    def name_key(self) -> tuple[str, str]:
+        return (self.namespace, self.full_name)

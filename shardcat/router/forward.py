@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from ..errors import CatalogError
-from ..shards.http import MAX_BODY_BYTES, PREFIX, healthz, ok
+from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
 from ..shards.metastores import AccountService
 from ..store.db import Store
 from .account import AccountApi
@@ -23,6 +23,10 @@ from .routing import RoutingTable
 
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value and value.isdigit() else 0
 
 
 def _metastore_of(request: web.Request) -> str:
@@ -36,6 +40,10 @@ class Forwarder:
     def __init__(self, routing: RoutingTable):
         self.routing = routing
         self.session: aiohttp.ClientSession | None = None
+        # Per metastore, the newest version any answer through here reflected: every later request
+        # asks its shard for at least that, so no client reads older than a write it saw acknowledged,
+        # even while two shards own the metastore.
+        self.acknowledged: dict[str, int] = {}
 
     async def open(self, app) -> None:
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024),
@@ -56,6 +64,9 @@ class Forwarder:
         metastore_id = _metastore_of(request)
         body = await request.read()
         headers = {h: request.headers[h] for h in _HOP_HEADERS if h in request.headers}
+        seen = max(self.acknowledged.get(metastore_id, 0), _int(request.headers.get(MIN_VERSION_HEADER)))
+        if seen:
+            headers[MIN_VERSION_HEADER] = str(seen)
         safe_to_resend = request.method in ("GET", "HEAD")
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
@@ -69,7 +80,13 @@ class Forwarder:
                                                     data=body, headers=headers) as r:
                         payload = await r.read()
                         if r.status != 421:
-                            return web.Response(body=payload, status=r.status, content_type="application/json")
+                            version = _int(r.headers.get(VERSION_HEADER))
+                            if version > self.acknowledged.get(metastore_id, 0):
+                                self.acknowledged[metastore_id] = version
+                            response = web.Response(body=payload, status=r.status, content_type="application/json")
+                            if version:
+                                response.headers[VERSION_HEADER] = str(version)
+                            return response
                     await self.routing.reassert(metastore_id)
                 except aiohttp.ClientConnectorError:
                     pass                          # never reached the shard: always safe to try again

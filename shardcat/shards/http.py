@@ -7,13 +7,14 @@ CatalogError and rendered by the error middleware.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
 from ..router.middleware import Authenticator, error_middleware
-from ..store.db import Store
+from ..store.db import MetastoreGone, Store
 from .metastores import MetastoreService
 from .service import CatalogService
 from .shard import Shard
@@ -31,9 +32,32 @@ async def json_body(request: web.Request) -> dict:
         body = json.loads(raw)
     except ValueError as e:
         raise CatalogError("MALFORMED_REQUEST", f"The request body is not valid JSON: {e}.") from None
+    except RecursionError:
+        raise CatalogError("MALFORMED_REQUEST", "The request body is not valid JSON: nested too deeply.") from None
     if not isinstance(body, dict):
         raise CatalogError("MALFORMED_REQUEST", f"The request body must be a JSON object, got {type(body).__name__}.")
+    _check_text(body)
     return body
+
+
+def _check_text(body: dict) -> None:
+    """Refuse strings PostgreSQL cannot store (NUL, unpaired surrogates), naming the field; iterative, any depth."""
+    stack = [(k, k, v) for k, v in body.items()]
+    while stack:
+        where, key, value = stack.pop()
+        for text, what in ((key, "a key"), (value, "a value")):
+            if not isinstance(text, str):
+                continue
+            if "\x00" in text:
+                raise invalid(f"Field {where!r:.80} has {what} with a NUL character (\\u0000), which is not allowed.")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise invalid(f"Field {where!r:.80} has {what} with an unpaired surrogate: not valid Unicode.") from None
+        if isinstance(value, dict):
+            stack += [(f"{where}.{k}", k, v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{where}[{i}]", None, v) for i, v in enumerate(value)]
 
 
 def flag(request: web.Request, name: str) -> bool:
@@ -137,11 +161,43 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects
+MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)
+
+
+def _metastore_session(shard: Shard):
+    """Session consistency across shards: honour the client's min version, report the version served."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        caller = request.get("caller")
+        if caller is None:
+            return await handler(request)
+        min_version = request.headers.get(MIN_VERSION_HEADER)
+        if min_version is not None:
+            if not min_version.isdigit():
+                raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
+            request["caller"] = dataclasses.replace(caller, min_version=int(min_version))
+        try:
+            response = await handler(request)
+        except MetastoreGone as e:
+            # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
+            shard.drop(str(e.args[0]))
+            raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
+        version = shard.version_of(caller.metastore_id) if caller.metastore_id else None
+        if version is not None:
+            response.headers[VERSION_HEADER] = str(version)
+        return response
+
+    return middleware
+
+
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
                    max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
     """The API app over one shard: error JSON, authentication, the shard's routes (and any extra)."""
-    app = web.Application(middlewares=[error_middleware(max_body_bytes), authenticator.middleware],
-                          client_max_size=max_body_bytes)
+    app = web.Application(
+        middlewares=[error_middleware(max_body_bytes), authenticator.middleware, _metastore_session(shard)],
+        client_max_size=max_body_bytes)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
     app.add_routes([web.get("/healthz", healthz), *api.routes(), *extra_routes])
     return app

@@ -45,7 +45,25 @@ def _workspace_id(value: str) -> int:
         raise invalid(f"workspace_id must be an integer, got '{value:.40}'.") from None
     if workspace_id < 0:
         raise invalid(f"workspace_id must not be negative, got {workspace_id}.")
+    if workspace_id >= 1 << 63:
+        raise invalid(f"workspace_id must be below 2^63, got '{value:.40}'.")
     return workspace_id
+
+
+DELTA_SHARING_SCOPES = ("INTERNAL", "INTERNAL_AND_EXTERNAL")
+
+
+def _check_delta_sharing(info: dict) -> None:
+    """The spec's DeltaSharingScope values; the recipient token lifetime must be set for INTERNAL_AND_EXTERNAL."""
+    scope = info.get("delta_sharing_scope")
+    if scope is not None and scope not in DELTA_SHARING_SCOPES:
+        raise invalid(f"delta_sharing_scope must be one of {', '.join(DELTA_SHARING_SCOPES)}, got '{scope:.40}'.")
+    lifetime = info.get("delta_sharing_recipient_token_lifetime_in_seconds")
+    if lifetime is not None and lifetime < 0:
+        raise invalid(f"delta_sharing_recipient_token_lifetime_in_seconds must not be negative, got {lifetime}.")
+    if scope == "INTERNAL_AND_EXTERNAL" and lifetime is None:
+        raise invalid("delta_sharing_recipient_token_lifetime_in_seconds must be set when delta_sharing_scope "
+                      "is INTERNAL_AND_EXTERNAL.")
 
 
 async def find_metastore(store: Store, metastore_id: str) -> Metastore:
@@ -120,6 +138,12 @@ class AccountService:
         workspace = _workspace_id(workspace_id)
         if not metastore_id:
             raise invalid("Missing required parameter 'metastore_id'.")
+        if not isinstance(metastore_id, str):
+            raise invalid("metastore_id must be a string.")
+        try:
+            uuid.UUID(metastore_id)
+        except ValueError:
+            raise invalid(f"Invalid metastore id '{metastore_id:.60}': expected a UUID.") from None
         if not await self.store.unassign(workspace, metastore_id):
             raise not_found(f"Workspace {workspace} is not assigned metastore '{metastore_id}'.")
 
@@ -156,6 +180,7 @@ class MetastoreService:
         async def write(tx: WriteTx, state: MetastoreState):
             current = await self.store.get_metastore(metastore_id)
             info = {**current.info, **fields, "updated_at": now, "updated_by": caller.name}
+            _check_delta_sharing(info)
             try:
                 await tx.update_metastore(info, name)
             except KeyError:

@@ -39,7 +39,8 @@ def decode_page_token(token: str | None) -> str:
         return ""
     try:
         after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
-        if isinstance(after, str):
+        if isinstance(after, str) and "\x00" not in after:
+            after.encode("utf-8")   # an unpaired surrogate raises UnicodeEncodeError, a ValueError
             return after
     except (ValueError, KeyError, TypeError):
         pass
@@ -96,9 +97,7 @@ class CatalogService:
 
     async def _get(self, caller: Caller, t: AssetType, full_name: str) -> Asset:
         names = split_full_name(full_name, t.name_parts, t.name)
-        asset = await self.shard.read(
-            caller.metastore(), self.store.get_asset(caller.metastore(), t.namespace, ".".join(names))
-        )
+        asset = await self.shard.lookup(caller.metastore(), t.namespace, ".".join(names), caller.min_version)
         if asset is None:
             raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
         return asset
@@ -127,9 +126,8 @@ class CatalogService:
             parent_id = ms
         else:
             parent_id = (await self._get(caller, _parent_of(t), parent_full)).id
-        children = await self.shard.read(
-            ms, self.store.list_children(ms, parent_id, t.namespace, after=after, limit=limit + 1)
-        )
+        children = await self.shard.children(ms, parent_id, t.namespace, after=after, limit=limit + 1,
+                                             min_version=caller.min_version)
         page = children[:limit]
         out = {t.list_key: [render(a) for a in page]}
         if len(children) > limit:

@@ -10,9 +10,11 @@ reconciles and runs the write again, so validation always happens against fresh 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from dataclasses import dataclass, field
 
+from ..cache.metastore_cache import MISS, MetastoreCache
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
@@ -23,6 +25,15 @@ log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 8
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
+# Child lists longer than this are paged from the database instead of cached whole.
+MAX_CACHED_LISTING = 20_000
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    enabled: bool = True
+    max_bytes: int = 256 << 20        # per metastore
+    version_timeout: float = 30.0     # the request timeout: older superseded versions can go
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,7 @@ class MetastoreState:
     version: int = -1
     storage_root: str | None = None
     trie: UrlTrie = field(default_factory=UrlTrie)
+    cache: MetastoreCache | None = None
     path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -62,10 +74,12 @@ class Shard:
     """`claim_on_demand`: serve any metastore asked for (one shard in-process); otherwise only
     those the router assigned, answering NOT_OWNER for the rest."""
 
-    def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True):
+    def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True,
+                 cache: CacheConfig = CacheConfig()):
         self.store = store
         self.name = name
         self.claim_on_demand = claim_on_demand
+        self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
         self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0}
 
@@ -81,7 +95,12 @@ class Shard:
     def drop(self, metastore_id: str) -> None:
         self.states.pop(metastore_id, None)
 
-    async def state(self, metastore_id: str) -> MetastoreState:
+    def version_of(self, metastore_id: str) -> int | None:
+        state = self.states.get(metastore_id)
+        return state.version if state is not None and state.version >= 0 else None
+
+    async def state(self, metastore_id: str, min_version: int = 0) -> MetastoreState:
+        """The metastore's state, at least as new as `min_version` (a version the client saw acknowledged)."""
         state = self.states.get(metastore_id)
         if state is None:
             if not self.claim_on_demand:
@@ -93,6 +112,8 @@ class Shard:
             async with state.reconcile_lock:
                 if state.version < 0:
                     await self._rebuild(state)
+        if state.version < min_version:
+            await self.reconcile(state)
         return state
 
     # ---- reconciliation ---------------------------------------------------
@@ -114,12 +135,18 @@ class Shard:
                 return
             self.stats["reconciles"] += 1
             changed = sorted({i for c in changes for i in c.changed if i != state.id})
+            parents = {p for c in changes for p in c.parents}
             _, assets = await self.store.get_assets_by_ids(state.id, changed)
+            if state.id in {i for c in changes for i in c.changed}:
+                meta = await self.store.get_metastore(state.id)
+                state.storage_root = meta.info.get("storage_root") if meta else state.storage_root
             for asset_id in changed:
                 state.forget(asset_id)
             for asset in assets:
                 state.remember(asset)
-            state.version = max(state.version, changes[-1].version)
+            if state.cache is not None:
+                state.cache.advance(changes[-1].version, changed, parents)
+            state.version = changes[-1].version
 
     async def _check_still_owner(self, metastore_id: str) -> None:
         """Someone else wrote this metastore: if the router assigned it elsewhere, this shard is stale."""
@@ -137,6 +164,9 @@ class Shard:
         version, assets = await self.store.paths(state.id)
         meta = await self.store.get_metastore(state.id)
         state.trie, state.path_of = UrlTrie(), {}
+        if self.cache_config.enabled:
+            c = self.cache_config
+            state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)
         state.storage_root = meta.info.get("storage_root") if meta else None
         if state.storage_root:
             state.trie.insert(state.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
@@ -151,6 +181,39 @@ class Shard:
         version, result = await versioned_result
         await self.observed(metastore_id, version)
         return result
+
+    async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0) -> Asset | None:
+        """The asset with that name, from the cache at the known version, else from the database."""
+        state = await self.state(metastore_id, min_version)
+        if state.cache is not None:
+            hit = state.cache.get_by_name(namespace, full_name, state.version)
+            if hit is not MISS:
+                return hit
+        version, asset = await self.store.get_asset(metastore_id, namespace, full_name)
+        await self.observed(metastore_id, version)
+        if state.cache is not None and asset is not None:
+            state.cache.fill([asset], version)
+        return asset
+
+    async def children(self, metastore_id: str, parent_id: str, namespace: str, *, after: str, limit: int,
+                       min_version: int = 0) -> list[Asset]:
+        """Up to `limit` children named after `after`, in name order."""
+        state = await self.state(metastore_id, min_version)
+        if state.cache is not None:
+            listed = state.cache.children(parent_id, namespace, state.version)
+            if listed is MISS:
+                version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
+                                                                 limit=MAX_CACHED_LISTING + 1)
+                await self.observed(metastore_id, version)
+                if len(listed) > MAX_CACHED_LISTING:
+                    listed = None
+                else:
+                    state.cache.fill_children(parent_id, namespace, listed, version)
+            if listed is not None:
+                start = bisect.bisect_right([a.name for a in listed], after) if after else 0
+                return listed[start:start + limit]
+        return await self.read(metastore_id, self.store.list_children(
+            metastore_id, parent_id, namespace, after=after, limit=limit))
 
     async def write(self, metastore_id: str, body):
         """Run `body(tx, state)` as one metastore write, retrying on version conflicts.
@@ -171,14 +234,19 @@ class Shard:
                 except MetastoreGone:
                     self.drop(metastore_id)
                     raise CatalogError("NOT_FOUND", f"Metastore '{metastore_id}' does not exist.") from None
-                self._applied(state, tx)
+                async with state.reconcile_lock:
+                    self._applied(state, tx)
                 return result
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 
     @staticmethod
     def _applied(state: MetastoreState, tx: WriteTx) -> None:
+        if state.version >= tx.version:
+            return      # a reconcile already read this write back from the database
         for asset_id in tx.deleted:
             state.forget(asset_id)
         for asset in tx.written.values():
             state.remember(asset)
+        if state.cache is not None:
+            state.cache.apply_write(tx.version, tx.written.values(), tx.deleted.keys(), created=tx.created)
         state.version = tx.version

@@ -326,6 +326,7 @@ class WriteTx:
         self.changed: set[str] = set()
         self.parents: set[str] = set()
         self.written: dict[str, Asset] = {}   # id -> new state
+        self.created: set[str] = set()         # ids that did not exist before this write
         self.deleted: dict[str, Asset] = {}   # id -> last state
 
     async def get(self, namespace: str, full_name: str) -> Asset | None:
@@ -358,16 +359,19 @@ class WriteTx:
         """Insert or replace an asset; returns it stamped with this write's version."""
         asset = Asset(**{**asset.__dict__, "written_at": self.version})
         try:
-            await self.conn.execute(
+            inserted = await self.conn.fetchval(
                 f"""INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                    ON CONFLICT (id) DO UPDATE SET parent_id = $5, name = $6, full_name = $7,
-                        storage_path = $8, info = $9, written_at = $10""",
+                    ON CONFLICT (id) DO UPDATE SET type = $3, namespace = $4, parent_id = $5, name = $6,
+                        full_name = $7, storage_path = $8, info = $9, written_at = $10
+                    RETURNING (xmax = 0)""",
                 uuid.UUID(asset.id), uuid.UUID(asset.metastore_id), asset.type, asset.namespace,
                 uuid.UUID(asset.parent_id), asset.name, asset.full_name, asset.storage_path, asset.info,
                 asset.written_at,
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(asset.full_name) from None
+        if inserted and asset.id not in self.deleted:
+            self.created.add(asset.id)
         self.changed.add(asset.id)
         self.parents.add(asset.parent_id)
         self.written[asset.id] = asset

@@ -41,8 +41,8 @@ CREATE TABLE assets (
     type          text NOT NULL,
     namespace     text NOT NULL,
     parent_id     uuid NOT NULL,
-    name          text NOT NULL,
-    full_name     text NOT NULL,
+    name          text COLLATE "C" NOT NULL,    -- byte order: pages and caches agree on it
+    full_name     text COLLATE "C" NOT NULL,
     storage_path  text,
     info          jsonb NOT NULL,
     written_at    bigint NOT NULL,
