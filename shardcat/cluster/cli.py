@@ -7,6 +7,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from ..shards.shard import CacheConfig
 from .server import ServeConfig, serve_forever
 
 
@@ -22,12 +23,16 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--shards", type=int, default=0,
                        help="run N shard actors on Ray behind a router (default 0: one in-process shard)")
     serve.add_argument("--ray-address", default=None, help="join an existing Ray cluster (e.g. auto or ray://host:10001)")
+    serve.add_argument("--no-cache", action="store_true",
+                       help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
+    serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound per metastore, in MiB")
     serve.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         config = ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
-                             shards=args.shards, ray_address=args.ray_address)
+                             shards=args.shards, ray_address=args.ray_address,
+                             cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20))
         asyncio.run(serve_forever(config))
 
 

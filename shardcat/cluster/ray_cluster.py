@@ -16,6 +16,7 @@ import time
 import ray
 
 from ..shards.actor import ShardActor
+from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
 
 log = logging.getLogger(__name__)
@@ -25,10 +26,12 @@ PING_TIMEOUT = 1.0
 
 
 class RayCluster:
-    def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None):
+    def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
+                 cache: CacheConfig = CacheConfig()):
         self.routing = routing
         self.db_url = db_url
         self.ray_address = ray_address
+        self.cache = cache
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
         self._supervisor: asyncio.Task | None = None
@@ -42,8 +45,9 @@ class RayCluster:
         self._supervisor = asyncio.create_task(self._supervise())
 
     async def add_shard(self, name: str) -> ShardHandle:
-        actor = ShardActor.options(name=f"shardcat-{name}-{time.time_ns()}").remote(name, self.db_url)
-        url = await actor.start.remote()
+        actor = ShardActor.options(name=f"shardcat-{name}-{time.time_ns()}").remote(name, self.db_url, self.cache)
+        # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
+        url = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
         handle = ShardHandle(name, url, actor)
         self.routing.add_shard(handle)
         self._event("shard_started", shard=name, url=url)

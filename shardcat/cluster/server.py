@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
@@ -13,7 +13,7 @@ from aiohttp import web
 from ..router.app import make_app
 from ..router.forward import make_router_app
 from ..router.routing import RoutingTable
-from ..shards.shard import Shard
+from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from .bootstrap import ensure_admin_token, ensure_default_metastore
 from .embedded_db import start_embedded_postgres
@@ -30,6 +30,7 @@ class ServeConfig:
     db: str | None = None          # PostgreSQL URL; None starts the embedded server
     shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
+    cache: CacheConfig = field(default_factory=CacheConfig)
 
 
 @dataclass
@@ -57,11 +58,11 @@ async def start(config: ServeConfig) -> Running:
     await ensure_default_metastore(store, data_dir)
     cluster = None
     if config.shards:
-        cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address)
+        cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache)
         await cluster.start(config.shards)
         app = make_router_app(store, cluster.routing)
     else:
-        app = make_app(store, Shard(store))
+        app = make_app(store, Shard(store, cache=config.cache))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)

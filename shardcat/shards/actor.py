@@ -12,21 +12,24 @@ from aiohttp import web
 from ..router.middleware import Authenticator
 from ..store.db import Store
 from .http import make_shard_app
-from .shard import Shard
+from .shard import CacheConfig, Shard
 
 
 @ray.remote(max_restarts=0, num_cpus=0)
 class ShardActor:
-    def __init__(self, name: str, db_url: str):
+    def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig()):
         self.name = name
         self.db_url = db_url
+        self.cache = cache
         self.shard: Shard | None = None
         self.runner: web.AppRunner | None = None
 
-    async def start(self, host: str = "127.0.0.1") -> str:
-        """Open the store and start serving; returns the shard's base URL."""
+    async def start(self, host: str | None = "127.0.0.1") -> str:
+        """Open the store and start serving; returns the shard's base URL. `host` None: this node's IP,
+        for a multi-node cluster where the router and clients reach shards over the network."""
+        host = host or ray.util.get_node_ip_address()
         store = await Store.open(self.db_url)
-        self.shard = Shard(store, self.name, claim_on_demand=False)
+        self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
         self.runner = web.AppRunner(make_shard_app(self.shard, Authenticator(store)), access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, 0)
@@ -46,7 +49,9 @@ class ShardActor:
         return sorted(self.shard.states)
 
     async def stats(self) -> dict:
-        return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats}
+        caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]
+        cached = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")} if caches else {}
+        return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached}
 
     async def ping(self) -> str:
         return self.name

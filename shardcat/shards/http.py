@@ -16,6 +16,7 @@ from ..errors import CatalogError, invalid
 from ..router.middleware import Authenticator, error_middleware
 from ..store.db import MetastoreGone, Store
 from .metastores import MetastoreService
+from .resolve import ResolveService
 from .service import CatalogService
 from .shard import Shard
 
@@ -199,5 +200,11 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         middlewares=[error_middleware(max_body_bytes), authenticator.middleware, _metastore_session(shard)],
         client_max_size=max_body_bytes)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
-    app.add_routes([web.get("/healthz", healthz), *api.routes(), *extra_routes])
+    resolver = ResolveService(shard)
+
+    async def resolve(request):
+        return ok(await resolver.resolve(request["caller"], await json_body(request)))
+
+    app.add_routes([web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+                    *extra_routes])
     return app

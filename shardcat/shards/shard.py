@@ -45,6 +45,14 @@ class PathOwner:
     is_root: bool
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """Lookups answered at one metastore version; a path maps to (its owner in the trie, the owner's asset)."""
+    version: int
+    by_name: dict[tuple[str, str], Asset | None]
+    by_path: dict[str, tuple[PathOwner, Asset | None] | None]
+
+
 @dataclass
 class MetastoreState:
     """What a shard knows of one metastore, current as of `version`."""
@@ -194,6 +202,43 @@ class Shard:
         if state.cache is not None and asset is not None:
             state.cache.fill([asset], version)
         return asset
+
+    async def snapshot(self, metastore_id: str, names: list[tuple[str, str]], paths: list[str],
+                       min_version: int = 0) -> Snapshot:
+        """Many lookups answered at one metastore version: assets by (namespace, full name), and
+        the owner of each storage path (from the trie) with its asset. Cache first; the misses
+        in one database statement; if the database had moved on, catch up and start over."""
+        for _ in range(WRITE_ATTEMPTS):
+            state = await self.state(metastore_id, min_version)
+            version = state.version
+            owners = {p: state.trie.owner(p) for p in paths}
+            ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
+            by_name: dict[tuple[str, str], Asset | None] = {}
+            by_id: dict[str, Asset] = {}
+            if state.cache is not None:
+                for key in names:
+                    hit = state.cache.get_by_name(*key, version)
+                    if hit is not MISS:
+                        by_name[key] = hit
+                for asset_id in ids:
+                    hit = state.cache.get(asset_id, version)
+                    if hit is not MISS and hit is not None:
+                        by_id[asset_id] = hit
+            missing_names = [k for k in names if k not in by_name]
+            missing_ids = [i for i in ids if i not in by_id]
+            if missing_names or missing_ids:
+                db_version, assets = await self.store.get_assets_by_keys(metastore_id, missing_names, missing_ids)
+                if db_version != version:
+                    await self.observed(metastore_id, db_version)
+                    continue
+                if state.cache is not None:
+                    state.cache.fill(assets, db_version)
+                found = {(a.namespace, a.full_name): a for a in assets}
+                by_name.update({k: found.get(k) for k in missing_names})
+                by_id.update({a.id: a for a in assets})
+            paths_out = {p: (o[1], by_id.get(o[1].asset_id)) if o is not None else None for p, o in owners.items()}
+            return Snapshot(version, by_name, paths_out)
+        raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 
     async def children(self, metastore_id: str, parent_id: str, namespace: str, *, after: str, limit: int,
                        min_version: int = 0) -> list[Asset]:

@@ -241,6 +241,24 @@ class Store:
         )
         return _versioned_many(metastore_id, rows)
 
+    async def get_assets_by_keys(self, metastore_id: str, names: list[tuple[str, str]],
+                                 ids: list[str]) -> tuple[int, list[Asset]]:
+        """Assets by (namespace, full name) and by id, with the metastore version, in one statement (one snapshot)."""
+        rows = await self.pool.fetch(
+            """SELECT m.version AS ms_version, a.* FROM metastores m
+               LEFT JOIN LATERAL (
+                   SELECT * FROM assets WHERE metastore_id = m.id AND id = ANY($4::uuid[])
+                   UNION ALL
+                   SELECT a.* FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
+                   JOIN assets a ON a.metastore_id = m.id AND a.namespace = k.namespace
+                                AND a.full_name = k.full_name
+               ) a ON true
+               WHERE m.id = $1""",
+            uuid.UUID(metastore_id), [n for n, _ in names], [f for _, f in names], ids,
+        )
+        version, assets = _versioned_many(metastore_id, rows)
+        return version, list({a.id: a for a in assets}.values())
+
     async def list_children(self, metastore_id: str, parent_id: str, namespace: str, *,
                             after: str = "", limit: int | None = None) -> tuple[int, list[Asset]]:
         rows = await self.pool.fetch(

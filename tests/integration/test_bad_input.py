@@ -1,17 +1,18 @@
 """Bad input at every endpoint: each gets a 4xx with Unity Catalog error JSON, the right
 error code, a message naming what is wrong, and changes nothing.
 
-Every case runs against a fresh workspace holding a small world (see `world`): it takes
-a snapshot (metastore version, the metastore's JSON, full listings of catalogs, schemas
-and tables, the raw `assets`, `metastores` and `workspaces` rows), sends the bad request,
-checks the error, and compares a second snapshot with the first.
+The refused requests share one workspace holding a small world (see `build_world`); each
+takes a snapshot (metastore version, the metastore's JSON, full listings of catalogs,
+schemas and tables, the raw `assets`, `metastores`, `workspaces` and `change_log` rows),
+sends the bad request, checks the error, and compares a second snapshot with the first.
+The tests that delete on purpose get a world of their own (`ws` + `world`).
 
 Cases are tables: (id, method, path, expected error code, fragments the message must
 contain, request options). In paths, bodies and query parameters `$NAME` stands for a
 value of the world: `$MS` the workspace's metastore id, `$WS` its workspace id, `$ROOT`
 the metastore's storage root, `$STAGING` the staging location reserved for `main.s.stg`,
 `$MLOC` the managed table `main.s.m`'s location, `$OTHER_MS` / `$OTHER_MS_NAME` a second
-metastore, `$FREE_WS` a workspace with no metastore, `$NO_MS` a UUID no metastore has.
+metastore (`$OTHER_MS_UPPER` its name upper-cased), `$FREE_WS` a workspace with no metastore, `$NO_MS` a UUID no metastore has.
 """
 
 from __future__ import annotations

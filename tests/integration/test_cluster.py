@@ -6,9 +6,13 @@ import asyncio
 import time
 
 import pytest
+import ray
 
 from shardcat.cluster.server import ServeConfig, start
+from shardcat.shards.actor import ShardActor
+from shardcat.shards.shard import CacheConfig
 from tests.conftest import PREFIX, new_workspace
+
 
 @pytest.fixture(scope="module")
 async def cluster(pg_url, tmp_path_factory):
@@ -37,6 +41,9 @@ async def test_router_forwards_and_client_can_go_direct(cluster, cws):
     assert routing["my_shard"] == routing["shards"][owner]["url"]
     # Straight to the owner shard: same answer as through the router.
     assert await _get(cws, routing["my_shard"], "/catalogs/c1") == (200, catalog)
+    # The owner served the second read of c1 from its cache.
+    owner_actor = cluster.cluster.routing.shards[owner].actor
+    assert (await owner_actor.stats.remote())["cache"]["hits"] >= 1
     # Any other shard refuses and says why.
     other = next(s["url"] for name, s in routing["shards"].items() if name != owner and s["alive"])
     status, err = await _get(cws, other, "/catalogs/c1")
@@ -87,3 +94,17 @@ async def test_dual_ownership_is_detected_and_the_stale_owner_drops(cluster, cws
     assert (await old.actor.stats.remote())["dual_owner_drops"] >= 1
     status, got = await cws.call("GET", "/catalogs/d1")
     assert status == 200 and got["name"] == "d1"
+
+
+async def test_a_shard_with_the_cache_off_reads_the_database_every_time(cluster, cws, pg_url):
+    assert (await cws.call("POST", "/catalogs", json={"name": "nc"}))[0] == 200
+    actor = ShardActor.remote("no-cache", pg_url, CacheConfig(enabled=False))
+    try:
+        url = await actor.start.remote()
+        await actor.own.remote([cws.metastore_id])
+        for _ in range(3):
+            status, got = await _get(cws, url, "/catalogs/nc")
+            assert status == 200 and got["name"] == "nc"
+        assert (await actor.stats.remote())["cache"] == {}          # no metastore cache was built
+    finally:
+        ray.kill(actor, no_restart=True)

@@ -1,0 +1,16 @@
+"""ray-config/cluster.yaml is a configuration `ray up` accepts, and it installs shardcat."""
+
+from pathlib import Path
+
+import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+CONFIG = Path(__file__).resolve().parents[2] / "ray-config" / "cluster.yaml"
+
+
+def test_ray_up_accepts_the_cluster_config():
+    config = prepare_config(yaml.safe_load(CONFIG.read_text()))   # fills Ray's defaults, as `ray up` does
+    validate_config(config)                                       # Ray's own schema; raises if invalid
+    assert config["provider"]["type"] == "local"
+    assert any("pip install" in c and "shardcat" in c for c in config["setup_commands"])
+    assert any(c.startswith("ray start --head") for c in config["head_start_ray_commands"])
