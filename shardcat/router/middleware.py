@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-from cachetools import TTLCache
 
 from ..auth import Caller, bearer, hash_token
+from ..cache.ttl import TtlCache
 from ..errors import CatalogError
 from ..store.db import Store
 
@@ -59,11 +59,11 @@ class Authenticator:
 
     def __init__(self, store: Store, ttl: float = 5.0):
         self.store = store
-        self.tokens: TTLCache = TTLCache(maxsize=100_000, ttl=ttl)
-        self.assignments: TTLCache = TTLCache(maxsize=100_000, ttl=ttl)
+        self.tokens = TtlCache(maxsize=100_000, ttl=ttl)        # token hash -> (principal, workspace)
+        self.assignments = TtlCache(maxsize=100_000, ttl=ttl)   # workspace -> metastore id, or ""
 
     def forget_workspace(self, workspace_id: int) -> None:
-        self.assignments.pop(workspace_id, None)
+        self.assignments.invalidate(workspace_id)
 
     async def caller(self, token: str) -> Caller | None:
         digest = hash_token(token)
@@ -72,13 +72,13 @@ class Authenticator:
             found = await self.store.principal_for_token(digest)
             if found is None:
                 return None
-            self.tokens[digest] = found
+            self.tokens.put(digest, found)
         principal, workspace_id = found
         metastore_id = self.assignments.get(workspace_id)
         if metastore_id is None:
             assignment = await self.store.assignment(workspace_id)
             metastore_id = assignment[0] if assignment else ""
-            self.assignments[workspace_id] = metastore_id
+            self.assignments.put(workspace_id, metastore_id)
         return Caller(principal.name, principal.id, principal.is_account_admin, workspace_id, metastore_id or None)
 
     @web.middleware

@@ -8,6 +8,7 @@ import time
 import pytest
 import ray
 
+from shardcat.client.direct import DirectClient
 from shardcat.cluster.server import ServeConfig, start
 from shardcat.shards.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
@@ -108,3 +109,22 @@ async def test_a_shard_with_the_cache_off_reads_the_database_every_time(cluster,
         assert (await actor.stats.remote())["cache"] == {}          # no metastore cache was built
     finally:
         ray.kill(actor, no_restart=True)
+
+
+async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster, cws):
+    client = DirectClient(cws.url, cws.token, cws.session)
+    status, made = await client.call("POST", "/catalogs", json={"name": "direct"})
+    assert status == 200, made
+    routing = cluster.cluster.routing
+    owner = routing.shards[routing.owner[cws.metastore_id]]
+    assert client.shard_url == owner.url != cws.url
+    assert client.seen_version >= 1
+    await cluster.cluster.kill(owner.name)
+    deadline = time.monotonic() + 10
+    while owner.alive:                  # the kill has taken effect once the supervisor noticed
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    # The dead shard refuses connections; the client asks the router again until a survivor serves.
+    status, got = await client.call("GET", "/catalogs/direct")
+    assert status == 200 and got == made
+    assert client.shard_url != owner.url
