@@ -2,4 +2,4 @@
 
 from .cluster.cli import main
 
-main()
+raise SystemExit(main())

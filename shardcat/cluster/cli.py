@@ -7,12 +7,22 @@ import asyncio
 import logging
 from pathlib import Path
 
+from ..client.cli import add_client_commands, run_client
 from ..shards.shard import CacheConfig
 from .server import ServeConfig, serve_forever
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="shardcat", description="A sharded Unity Catalog server.")
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command != "serve":
+        return run_client(args)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve_forever(serve_config(args)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shardcat", description="A sharded Unity Catalog server and its client.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the catalog server")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -27,14 +37,15 @@ def main(argv: list[str] | None = None) -> None:
                        help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
     serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound per metastore, in MiB")
     serve.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        config = ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
-                             shards=args.shards, ray_address=args.ray_address,
-                             cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20))
-        asyncio.run(serve_forever(config))
+    add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
+    return parser
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
+                       shards=args.shards, ray_address=args.ray_address,
+                       cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

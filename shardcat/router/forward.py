@@ -23,6 +23,8 @@ from .routing import RoutingTable
 
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")
+# POSTs that only read: as safe to send again after a lost connection as a GET.
+_READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries"})
 
 
 def _int(value: str | None) -> int:
@@ -48,6 +50,11 @@ class Forwarder:
     async def open(self, app) -> None:
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024),
                                              timeout=aiohttp.ClientTimeout(total=30))
+        # aiohttp silently sends PUT and DELETE again when a connection drops mid-request; then a
+        # delete the dying shard applied comes back as a 404 from the next owner. The router must
+        # know whether a write may have reached a shard, so it alone decides what to resend.
+        if hasattr(self.session, "_retry_connection"):
+            self.session._retry_connection = False
 
     async def close(self, app) -> None:
         await self.session.close()
@@ -67,7 +74,7 @@ class Forwarder:
         seen = max(self.acknowledged.get(metastore_id, 0), _int(request.headers.get(MIN_VERSION_HEADER)))
         if seen:
             headers[MIN_VERSION_HEADER] = str(seen)
-        safe_to_resend = request.method in ("GET", "HEAD")
+        safe_to_resend = request.method in ("GET", "HEAD") or request.path in _READ_ONLY_POSTS
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
             try:

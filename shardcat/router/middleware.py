@@ -9,7 +9,7 @@ from aiohttp import web
 from ..auth import Caller, bearer, hash_token
 from ..cache.ttl import TtlCache
 from ..errors import CatalogError
-from ..store.db import Store
+from ..store.db import Store, is_db_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,11 @@ def error_middleware(max_body_bytes: int):
                 raise
             return error_response(_HTTP_CODES.get(e.status, "BAD_REQUEST"), _http_message(request, e, max_body_bytes),
                                   e.status)
-        except Exception:
+        except Exception as e:
+            if is_db_unavailable(e):     # PostgreSQL down or restarting: retryable, not a server bug
+                log.warning("database unavailable serving %s %s: %r", request.method, request.path, e)
+                return error_response("TEMPORARILY_UNAVAILABLE",
+                                      "The catalog database is unavailable; try again shortly.")
             log.exception("internal error serving %s %s", request.method, request.path)
             return error_response("INTERNAL_ERROR", "The server failed to handle the request; it has been logged.")
 

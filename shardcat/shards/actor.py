@@ -6,6 +6,8 @@ shard over HTTP, from the router or straight from a routing-aware client.
 
 from __future__ import annotations
 
+import time
+
 import ray
 from aiohttp import web
 
@@ -55,3 +57,8 @@ class ShardActor:
 
     async def ping(self) -> str:
         return self.name
+
+    async def pause(self, seconds: float) -> None:
+        """Chaos: stop answering anything (HTTP and Ray calls) for `seconds`, as a hung process would.
+        Blocking sleep on purpose: it holds the actor's event loop. Bounded to a minute."""
+        time.sleep(min(max(seconds, 0.0), 60.0))

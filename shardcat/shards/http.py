@@ -16,8 +16,15 @@ from ..errors import CatalogError, invalid
 from ..router.middleware import Authenticator, error_middleware
 from ..store.db import MetastoreGone, Store
 from .metastores import MetastoreService
+from .functions import create_function
+from .models import ModelService
+from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .resolve import ResolveService
 from .service import CatalogService
+from .sharing import sharing_routes
+from .storage import storage_routes
+from .credentials import temporary_credentials_routes
+from .delta_commits import delta_commit_routes
 from .shard import Shard
 
 PREFIX = "/api/2.1/unity-catalog"
@@ -89,6 +96,7 @@ class ShardApi:
     def __init__(self, catalogs: CatalogService, metastores: MetastoreService):
         self.catalogs = catalogs
         self.metastores = metastores
+        self.models = ModelService(catalogs)
 
     def routes(self) -> list[web.RouteDef]:
         p = PREFIX
@@ -106,6 +114,8 @@ class ShardApi:
             ("table", "tables", "full_name", ("catalog_name", "schema_name")),
         ):
             r += self._crud(type_name, f"{p}/{path}", key, parents)
+        r += self._crud("volume", f"{p}/volumes", "name", ("catalog_name", "schema_name"))
+        r += self._asset_routes(p)
         return r
 
     def _crud(self, type_name: str, base: str, key: str, parents: tuple[str, ...]) -> list[web.RouteDef]:
@@ -157,6 +167,54 @@ class ShardApi:
     async def table_summaries(self, request):
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
 
+    # ---- functions, registered models and model versions --------------------
+
+    def _asset_routes(self, p: str) -> list[web.RouteDef]:
+        """Functions, registered models, versions, aliases and model-version credentials. Each handler
+        is called as handler(caller, path parameters, request, body) and returns the answer's JSON."""
+        catalogs, models = self.catalogs, self.models
+
+        def route(method: str, path: str, handler) -> web.RouteDef:
+            async def handle(request):
+                body = await json_body(request) if method in ("POST", "PUT", "PATCH") else {}
+                return ok(await handler(request["caller"], request.match_info, request, body))
+            return web.route(method, p + path, handle)
+
+        def page(r):
+            return r.query.get("max_results"), r.query.get("page_token")
+
+        def schema_of(r):
+            return f"{required_query(r, 'catalog_name')}.{required_query(r, 'schema_name')}"
+
+        fn, model = "/functions/{name}", "/models/{full_name}"
+        version, alias = f"{model}/versions/{{version}}", f"{model}/aliases/{{alias}}"
+        return [
+            route("POST", "/functions", lambda c, m, r, b: create_function(catalogs, c, b)),
+            route("GET", "/functions", lambda c, m, r, b: catalogs.list(c, "function", schema_of(r), *page(r))),
+            route("GET", fn, lambda c, m, r, b: catalogs.get(c, "function", m["name"])),
+            route("DELETE", fn, lambda c, m, r, b: catalogs.delete(c, "function", m["name"])),
+            route("POST", "/models", lambda c, m, r, b: models.create_model(c, b)),
+            route("GET", "/models", lambda c, m, r, b: models.list_models(
+                c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r))),
+            route("GET", model, lambda c, m, r, b: models.get_model(c, m["full_name"])),
+            route("PATCH", model, lambda c, m, r, b: models.update_model(c, m["full_name"], b)),
+            route("DELETE", model, lambda c, m, r, b: models.delete_model(c, m["full_name"], flag(r, "force"))),
+            route("POST", "/models/versions", lambda c, m, r, b: models.create_version(c, b)),
+            route("GET", f"{model}/versions", lambda c, m, r, b: models.list_versions(c, m["full_name"], *page(r))),
+            route("GET", version, lambda c, m, r, b: models.get_version(c, m["full_name"], m["version"])),
+            route("PATCH", version, lambda c, m, r, b: models.update_version(c, m["full_name"], m["version"], b)),
+            route("DELETE", version, lambda c, m, r, b: models.delete_version(c, m["full_name"], m["version"])),
+            route("PATCH", f"{version}/finalize",
+                  lambda c, m, r, b: models.finalize_version(c, m["full_name"], m["version"], b)),
+            route("GET", alias, lambda c, m, r, b: models.get_by_alias(c, m["full_name"], m["alias"])),
+            route("PUT", alias, lambda c, m, r, b: models.set_alias(c, m["full_name"], m["alias"], b)),
+            route("DELETE", alias, lambda c, m, r, b: models.delete_alias(c, m["full_name"], m["alias"])),
+            # Model-version credentials live with the models (shards/models.py); the other
+            # temporary-credential endpoints are shards/credentials.py's.
+            route("POST", "/temporary-model-version-credentials",
+                  lambda c, m, r, b: models.temporary_credentials(c, b)),
+        ]
+
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
@@ -179,6 +237,9 @@ def _metastore_session(shard: Shard):
             if not min_version.isdigit():
                 raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
             request["caller"] = dataclasses.replace(caller, min_version=int(min_version))
+        # Held across the handler: if the metastore moves to another shard meanwhile, the answer
+        # still reports the version it was served at (the router and clients need it).
+        before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
         try:
             response = await handler(request)
         except MetastoreGone as e:
@@ -186,6 +247,8 @@ def _metastore_session(shard: Shard):
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
         version = shard.version_of(caller.metastore_id) if caller.metastore_id else None
+        if version is None and before is not None and before.version >= 0:
+            version = before.version
         if version is not None:
             response.headers[VERSION_HEADER] = str(version)
         return response
@@ -206,5 +269,6 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         return ok(await resolver.resolve(request["caller"], await json_body(request)))
 
     app.add_routes([web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
-                    *extra_routes])
+                    *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
+                    *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX), *extra_routes])
     return app

@@ -22,6 +22,7 @@ from ..entities.names import check_name, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..store.db import WriteTx, now_ms
+from .locations import require_external_location
 from .shard import MetastoreState, Shard
 
 DEFAULT_PAGE = 1000
@@ -82,6 +83,11 @@ def _storage_url(value: str, field_name: str) -> str:
         raise invalid(f"Invalid {field_name}: {e}") from None
 
 
+def _label(t: AssetType) -> str:
+    """A type's name for messages: "Registered model", not "Registered_model"."""
+    return t.name.replace("_", " ").capitalize()
+
+
 def _parent_of(t: AssetType):
     return TYPES.get(t.parent)
 
@@ -99,7 +105,7 @@ class CatalogService:
         names = split_full_name(full_name, t.name_parts, t.name)
         asset = await self.shard.lookup(caller.metastore(), t.namespace, ".".join(names), caller.min_version)
         if asset is None:
-            raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+            raise not_found(f"{_label(t)} '{full_name}' does not exist.")
         return asset
 
     async def _parent_in_tx(self, tx: WriteTx, t: AssetType, parent_full: str) -> Asset | None:
@@ -108,7 +114,7 @@ class CatalogService:
             return None
         parent = await tx.get(parent_type.namespace, parent_full)
         if parent is None:
-            raise not_found(f"{parent_type.name.capitalize()} '{parent_full}' does not exist.")
+            raise not_found(f"{_label(parent_type)} '{parent_full}' does not exist.")
         return parent
 
     # ---- generic CRUD -------------------------------------------------------
@@ -148,7 +154,7 @@ class CatalogService:
         async def write(tx: WriteTx, state: MetastoreState):
             parent = await self._parent_in_tx(tx, t, parent_full)
             if await tx.get(t.namespace, full_name):
-                raise already_exists(f"{t.name.capitalize()} '{full_name}' already exists.")
+                raise already_exists(f"{_label(t)} '{full_name}' already exists.")
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
                     "updated_at": now, "updated_by": caller.name}
             asset = Asset(
@@ -160,7 +166,7 @@ class CatalogService:
             try:
                 return render(await tx.put(asset))
             except KeyError:
-                raise already_exists(f"{t.name.capitalize()} '{full_name}' already exists.") from None
+                raise already_exists(f"{_label(t)} '{full_name}' already exists.") from None
 
         return await self.shard.write(caller.metastore(), write)
 
@@ -179,7 +185,7 @@ class CatalogService:
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
-                raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+                raise not_found(f"{_label(t)} '{full_name}' does not exist.")
             info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
             updated = Asset(**{**asset.__dict__, "info": info})
             updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
@@ -192,7 +198,7 @@ class CatalogService:
     async def _rename(self, tx: WriteTx, t: AssetType, asset: Asset, new_name: str) -> Asset:
         new_full = ".".join([*asset.full_name.split(".")[:-1], new_name])
         if await tx.get(t.namespace, new_full):
-            raise already_exists(f"{t.name.capitalize()} '{new_full}' already exists.")
+            raise already_exists(f"{_label(t)} '{new_full}' already exists.")
         old_prefix = asset.full_name + "."
         renamed = await tx.put(Asset(**{**asset.__dict__, "name": new_name, "full_name": new_full}))
         for child in await tx.descendants(asset.id):   # children's full names carry the old name
@@ -207,13 +213,13 @@ class CatalogService:
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
-                raise not_found(f"{t.name.capitalize()} '{full_name}' does not exist.")
+                raise not_found(f"{_label(t)} '{full_name}' does not exist.")
             below = await tx.descendants(asset.id)
             visible = [a for a in below if a.type != "staging_table"]
             if visible and not force:
                 raise CatalogError(
                     "FAILED_PRECONDITION",
-                    f"{t.name.capitalize()} '{full_name}' is not empty: it contains {len(visible)} object(s), "
+                    f"{_label(t)} '{full_name}' is not empty: it contains {len(visible)} object(s), "
                     f"e.g. {visible[0].type} '{visible[0].full_name}'. Delete them first or pass force=true.",
                 )
             await tx.delete([asset, *below])
@@ -319,6 +325,7 @@ async def _create_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
             raise invalid("Missing required field 'storage_location' to create an EXTERNAL table.")
         location = _storage_url(location, "storage_location")
         _check_free(state, location, "storage_location", inside_managed=False)
+        require_external_location(state, location, "storage_location")
     elif location:
         # A MANAGED table may name a location only if it is the one its staging table reserved.
         location = _storage_url(location, "storage_location")
@@ -357,6 +364,7 @@ async def _update_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
                 _check_free(state, location, "storage_location", inside_managed=False)
             finally:
                 state.remember(asset)
+            require_external_location(state, location, "storage_location")
             path = location
         info["storage_location"] = location
     return Asset(**{**asset.__dict__, "info": info, "storage_path": path})
@@ -373,3 +381,11 @@ _CREATE_RULES = {
     "staging_table": _create_staging,
 }
 _UPDATE_RULES = {"table": _update_table}
+
+
+def register_rules(type_name: str, create=None, update=None) -> None:
+    """Plug in the create/update rules of a type whose logic lives in its own module (volumes, models, ...)."""
+    if create is not None:
+        _CREATE_RULES[type_name] = create
+    if update is not None:
+        _UPDATE_RULES[type_name] = update

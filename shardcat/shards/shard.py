@@ -62,6 +62,10 @@ class MetastoreState:
     trie: UrlTrie = field(default_factory=UrlTrie)
     cache: MetastoreCache | None = None
     path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
+    # External locations live in a trie of their own: tables and volumes lie inside them by design,
+    # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
+    locations: UrlTrie = field(default_factory=UrlTrie)
+    location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -69,10 +73,16 @@ class MetastoreState:
         url = self.path_of.pop(asset_id, None)
         if url is not None:
             self.trie.remove(url)
+        url = self.location_of.pop(asset_id, None)
+        if url is not None:
+            self.locations.remove(url)
 
     def remember(self, asset: Asset) -> None:
         self.forget(asset.id)
-        if asset.storage_path:
+        if asset.storage_path and asset.type == "external_location":
+            self.locations.insert(asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
+            self.location_of[asset.id] = asset.storage_path
+        elif asset.storage_path:
             owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
             self.trie.insert(asset.storage_path, owner)
             self.path_of[asset.id] = asset.storage_path
@@ -172,6 +182,7 @@ class Shard:
         version, assets = await self.store.paths(state.id)
         meta = await self.store.get_metastore(state.id)
         state.trie, state.path_of = UrlTrie(), {}
+        state.locations, state.location_of = UrlTrie(), {}
         if self.cache_config.enabled:
             c = self.cache_config
             state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)

@@ -38,6 +38,40 @@ class MetastoreGone(Exception):
     """The metastore no longer exists in the database."""
 
 
+class DatabaseUnavailable(Exception):
+    """PostgreSQL cannot be reached right now (down, restarting): a new connection failed."""
+
+
+# What a request sees while PostgreSQL is down or restarting: no new connection, a connection cut
+# mid-query, or the server refusing work while it shuts down or starts. Such a request fails with
+# 503 TEMPORARILY_UNAVAILABLE; the pool drops the dead connection and opens a new one when asked.
+DB_UNAVAILABLE = (DatabaseUnavailable, asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError)
+
+
+def is_db_unavailable(error: BaseException | None) -> bool:
+    """Whether an error (or the one it was raised while handling) says the database is unreachable.
+    A transaction whose connection was cut reports that as InterfaceError from its rollback."""
+    for _ in range(5):
+        if error is None:
+            return False
+        if isinstance(error, DB_UNAVAILABLE):
+            return True
+        # asyncpg's own complaints when the server cut the connection between two of its calls
+        if isinstance(error, asyncpg.InterfaceError) and "closed" in str(error):
+            return True
+        if isinstance(error, asyncpg.exceptions.InternalClientError) and "in progress" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+async def _connect(*args, **kwargs):
+    try:
+        return await asyncpg.connect(*args, **kwargs)
+    except OSError as e:        # refused, or the server's socket is gone: tell it apart from other OSErrors
+        raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {e}") from e
+
+
 @dataclass(frozen=True)
 class Metastore:
     id: str
@@ -89,7 +123,8 @@ class Store:
 
     @classmethod
     async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10) -> "Store":
-        pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection)
+        pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection,
+                                         connect=_connect)
         return cls(pool)
 
     async def close(self) -> None:
@@ -311,6 +346,21 @@ class Store:
         )
         return [Change(r["version"], [str(i) for i in r["changed"]], [str(i) for i in r["parents"]]) for r in rows]
 
+    async def delta_commits(self, metastore_id: str, table_id: str, start: int, end: int | None,
+                            limit: int) -> tuple[int, Asset | None, int | None, int | None, list[dict]]:
+        """One snapshot of a table's commits: (metastore version, the table, latest ratified version,
+        latest published version, the unpublished commits with start <= version <= end, oldest first)."""
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            version, table = await _versioned_one_by_id(conn, metastore_id, table_id)
+            head = await conn.fetchrow(
+                """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
+                   FROM delta_commits WHERE table_id = $1""", uuid.UUID(table_id))
+            rows = await conn.fetch(
+                """SELECT * FROM delta_commits WHERE table_id = $1 AND NOT published AND version >= $2
+                     AND ($3::bigint IS NULL OR version <= $3) ORDER BY version LIMIT $4""",
+                uuid.UUID(table_id), start, end, limit)
+        return version, table, head["latest"], head["published"], [dict(r) for r in rows]
+
     # ---- writes -----------------------------------------------------------
 
     @asynccontextmanager
@@ -397,10 +447,49 @@ class WriteTx:
 
     async def delete(self, assets: list[Asset]) -> None:
         await self.conn.execute("DELETE FROM assets WHERE id = ANY($1::uuid[])", [a.id for a in assets])
+        await self.conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
+                                [a.id for a in assets if a.type == "table"])   # a dropped table's commits go with it
         for a in assets:
             self.changed.add(a.id)
             self.parents.add(a.parent_id)
             self.deleted[a.id] = a
+
+
+    # ---- Delta commits of catalog-managed tables (shardcat/delta/commits.py) ----
+
+    async def get_by_id(self, asset_id: str) -> Asset | None:
+        row = await self.conn.fetchrow(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = $1 AND metastore_id = $2",
+                                       uuid.UUID(asset_id), uuid.UUID(self.metastore_id))
+        return _asset(row) if row else None
+
+    async def delta_head(self, table_id: str) -> tuple[int | None, int | None]:
+        """(latest ratified version, latest published version) of a table; None where there is none."""
+        row = await self.conn.fetchrow(
+            """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
+               FROM delta_commits WHERE table_id = $1""", uuid.UUID(table_id))
+        return row["latest"], row["published"]
+
+    async def delta_commit_at(self, table_id: str, version: int) -> dict | None:
+        row = await self.conn.fetchrow("SELECT * FROM delta_commits WHERE table_id = $1 AND version = $2",
+                                       uuid.UUID(table_id), version)
+        return dict(row) if row else None
+
+    async def add_delta_commit(self, table_id: str, version: int, file_name: str, file_size: int,
+                               file_modification_timestamp: int, commit_timestamp: int, content: str | None) -> None:
+        await self.conn.execute(
+            """INSERT INTO delta_commits (table_id, version, metastore_id, file_name, file_size,
+                   file_modification_timestamp, commit_timestamp, content, ratified_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+            uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
+            file_modification_timestamp, commit_timestamp, content, now_ms())
+        self.changed.add(table_id)
+
+    async def publish_delta_commits(self, table_id: str, up_to: int) -> None:
+        """Mark versions <= up_to published; an inline commit's content is no longer needed then."""
+        await self.conn.execute(
+            """UPDATE delta_commits SET published = true, content = NULL
+               WHERE table_id = $1 AND version <= $2 AND NOT published""", uuid.UUID(table_id), up_to)
+        self.changed.add(table_id)
 
 
 async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
@@ -422,3 +511,12 @@ def _versioned_many(metastore_id: str, rows) -> tuple[int, list[Asset]]:
 def _versioned_one(metastore_id: str, rows) -> tuple[int, Asset | None]:
     version, assets = _versioned_many(metastore_id, rows)
     return version, (assets[0] if assets else None)
+
+
+async def _versioned_one_by_id(conn, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
+    rows = await conn.fetch(
+        """SELECT m.version AS ms_version, a.* FROM metastores m
+           LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = $2 WHERE m.id = $1""",
+        uuid.UUID(metastore_id), uuid.UUID(asset_id),
+    )
+    return _versioned_one(metastore_id, rows)

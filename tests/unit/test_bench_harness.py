@@ -1,0 +1,28 @@
+"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes."""
+
+from benchmarks.bare_server import json_body
+from benchmarks.harness import percentile, write_section
+
+
+def test_nearest_rank_percentiles():
+    values = [float(i) for i in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([], 50) is None
+
+
+def test_write_section_replaces_only_its_own_section(tmp_path):
+    doc = tmp_path / "b.md"
+    doc.write_text("# B\n\nintro\n\n## One\n\nold one\n\n### sub\n\nold sub\n\n## Notes\n\nby hand\n")
+    write_section(doc, "## One", "## One\n\nnew one\n")
+    text = doc.read_text()
+    assert "new one" in text and "old one" not in text and "old sub" not in text
+    assert text.index("intro") < text.index("new one") < text.index("by hand")
+    write_section(doc, "## Two", "## Two\n\ntwo\n")
+    assert doc.read_text().rstrip().endswith("two") and "by hand" in doc.read_text()
+
+
+def test_bare_bodies_have_the_exact_size():
+    for size in (12, 100, 2506, 250753):
+        assert len(json_body(size)) == size

@@ -1,0 +1,31 @@
+"""`shardcat serve` flags become the server's configuration."""
+
+import re
+from pathlib import Path
+
+from shardcat.cluster.cli import build_parser, serve_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def config(*argv):
+    return serve_config(build_parser().parse_args(["serve", *argv]))
+
+
+def test_defaults_serve_locally_with_the_cache_on():
+    c = config()
+    assert (c.host, c.port, c.db, c.shards, c.ray_address) == ("127.0.0.1", 8080, None, 0, None)
+    assert c.cache.enabled and c.cache.max_bytes == 256 << 20
+
+
+def test_cache_and_cluster_flags():
+    c = config("--no-cache", "--cache-mb", "64", "--shards", "3", "--ray-address", "auto", "--db", "postgresql://x/y")
+    assert not c.cache.enabled and c.cache.max_bytes == 64 << 20
+    assert (c.shards, c.ray_address, c.db) == (3, "auto", "postgresql://x/y")
+
+
+def test_the_ray_config_readme_command_parses():
+    readme = (ROOT / "ray-config" / "README.md").read_text()
+    command = re.search(r'"(shardcat serve [^"]+)"', readme).group(1)
+    c = config(*command.split()[2:])
+    assert c.ray_address == "auto" and c.shards == 4 and c.host == "0.0.0.0"
