@@ -6,7 +6,6 @@ with an admin token for that workspace, so tests never see each other's objects.
 
 from __future__ import annotations
 
-import itertools
 import os
 import uuid
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from shardcat.cluster.server import ServeConfig, start
 from shardcat.store.db import now_ms
 
 PREFIX = "/api/2.1/unity-catalog"
-_workspace_ids = itertools.count(1000)
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +74,8 @@ async def new_workspace(server, session, tmp_path) -> Workspace:
     await store.create_metastore(metastore_id, f"ms-{metastore_id[:8]}", {
         "storage_root": root, "owner": "admin", "created_at": now, "created_by": "admin",
         "updated_at": now, "updated_by": "admin"})
-    workspace_id = next(_workspace_ids)
+    # Random, not a counter: modules that import this file get a second copy of its globals.
+    workspace_id = (1 << 41) + uuid.uuid4().int % (1 << 40)
     await store.assign(workspace_id, metastore_id, None)
     admin = await store.create_principal("admin", "user", is_account_admin=True)
     token = new_token()

@@ -24,7 +24,6 @@ by default, so the catalog keeps only a handful of unpublished commits.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -292,14 +291,19 @@ class DeltaCatalogClient:
         return StagedCommit(txn, version, name, body)
 
     async def ratify(self, staged: StagedCommit) -> None:
-        """Ask the catalog to ratify a staged commit. A lost response is retried: a replay is a no-op success."""
+        """Ask the catalog to ratify a staged commit. A lost response or a server error is retried: the
+        outcome is unknown, and a replay of an accepted commit is a no-op success."""
         for attempt in range(3):
             try:
                 await self._call("POST", COMMITS, json_body=staged.body)
                 return
+            except CatalogApiError as e:
+                if e.status < 500 or attempt == 2:
+                    raise
             except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
                 if attempt == 2:
                     raise
+            await asyncio.sleep(0.1 * (attempt + 1))
 
     async def commit(self, txn: Transaction, snap: Snapshot) -> int:
         """Stage and ratify `txn`, rebasing over concurrent winners; publish afterwards. Returns the version."""
@@ -308,6 +312,8 @@ class DeltaCatalogClient:
             try:
                 await self.ratify(staged)
             except CatalogApiError as e:
+                if e.status >= 500:
+                    raise      # outcome unknown: the staged file must stay, it may have been ratified
                 Storage(txn.table.location).delete(f"{dlog.STAGED_DIR}/{staged.file_name}")   # a rejected proposal
                 if e.code == "RESOURCE_EXHAUSTED":
                     await self.publish(txn.table)      # too many unpublished commits: publish, then try again

@@ -14,18 +14,18 @@ from aiohttp import web
 
 from ..errors import CatalogError, invalid
 from ..router.middleware import Authenticator, error_middleware
-from ..store.db import MetastoreGone, Store
-from .metastores import MetastoreService
-from .functions import create_function
-from .models import ModelService
+from ..store.db import MetastoreGone
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
-from .resolve import ResolveService
-from .service import CatalogService
-from .sharing import sharing_routes
-from .storage import storage_routes
 from .credentials import temporary_credentials_routes
 from .delta_commits import delta_commit_routes
+from .functions import create_function
+from .metastores import MetastoreService
+from .models import ModelService
+from .resolve import ResolveService
+from .service import CatalogService
 from .shard import Shard
+from .sharing import sharing_routes
+from .storage import storage_routes
 
 PREFIX = "/api/2.1/unity-catalog"
 MAX_BODY_BYTES = 4 << 20

@@ -18,13 +18,15 @@ from ..cache.metastore_cache import MISS, MetastoreCache
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..store.db import MetastoreGone, Store, VersionConflict, WriteTx
+from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx
 
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 8
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
+# A rebuild yields to the event loop after this many storage paths.
+REBUILD_BATCH = 2000
 # Child lists longer than this are paged from the database instead of cached whole.
 MAX_CACHED_LISTING = 20_000
 
@@ -77,7 +79,7 @@ class MetastoreState:
         if url is not None:
             self.locations.remove(url)
 
-    def remember(self, asset: Asset) -> None:
+    def remember(self, asset: Asset | StoragePath) -> None:
         self.forget(asset.id)
         if asset.storage_path and asset.type == "external_location":
             self.locations.insert(asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
@@ -178,19 +180,27 @@ class Shard:
             raise CatalogError("NOT_OWNER", f"Metastore {metastore_id} moved to {owner}; refresh the routing table.")
 
     async def _rebuild(self, state: MetastoreState) -> None:
+        """Load the metastore's storage paths afresh and start an empty cache at that version.
+
+        The new tries are built aside and swapped in at once: readers keep the old, consistent
+        ones meanwhile, and the build yields now and then so that a large metastore does not
+        stall the shard's other metastores (or its health pings)."""
         self.stats["rebuilds"] += 1
-        version, assets = await self.store.paths(state.id)
+        version, paths = await self.store.paths(state.id)
         meta = await self.store.get_metastore(state.id)
-        state.trie, state.path_of = UrlTrie(), {}
-        state.locations, state.location_of = UrlTrie(), {}
+        fresh = MetastoreState(state.id, storage_root=meta.info.get("storage_root") if meta else None)
+        if fresh.storage_root:
+            fresh.trie.insert(fresh.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
+        for i, path in enumerate(paths, 1):
+            fresh.remember(path)
+            if i % REBUILD_BATCH == 0:
+                await asyncio.sleep(0)
+        state.storage_root = fresh.storage_root
+        state.trie, state.path_of = fresh.trie, fresh.path_of
+        state.locations, state.location_of = fresh.locations, fresh.location_of
         if self.cache_config.enabled:
             c = self.cache_config
             state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)
-        state.storage_root = meta.info.get("storage_root") if meta else None
-        if state.storage_root:
-            state.trie.insert(state.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
-        for asset in assets:
-            state.remember(asset)
         state.version = version
 
     # ---- reads and writes -------------------------------------------------
@@ -258,13 +268,17 @@ class Shard:
         if state.cache is not None:
             listed = state.cache.children(parent_id, namespace, state.version)
             if listed is MISS:
-                version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
-                                                                 limit=MAX_CACHED_LISTING + 1)
-                await self.observed(metastore_id, version)
-                if len(listed) > MAX_CACHED_LISTING:
-                    listed = None
-                else:
-                    state.cache.fill_children(parent_id, namespace, listed, version)
+                # Too long to cache whole: page it from the database without loading it all first.
+                listed = None
+                if await self.store.count_children(parent_id, namespace, MAX_CACHED_LISTING + 1) \
+                        <= MAX_CACHED_LISTING:
+                    version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
+                                                                     limit=MAX_CACHED_LISTING + 1)
+                    await self.observed(metastore_id, version)
+                    if len(listed) > MAX_CACHED_LISTING:     # it grew in between
+                        listed = None
+                    else:
+                        state.cache.fill_children(parent_id, namespace, listed, version)
             if listed is not None:
                 start = bisect.bisect_right([a.name for a in listed], after) if after else 0
                 return listed[start:start + limit]

@@ -26,9 +26,8 @@ import uuid
 import pytest
 
 from shardcat.auth import hash_token, new_token
-from shardcat.cache.urls import join_url, normalize_url
 from shardcat.store.db import now_ms
-from tests.conftest import Workspace
+from tests.conftest import new_workspace
 
 # The Unity Catalog codes this file expects and the HTTP status each must travel with.
 STATUS = {
@@ -97,22 +96,6 @@ async def build_world(ws, server) -> dict:
         "$OTHER_MS": other, "$OTHER_MS_NAME": f"other-{other[:8]}", "$OTHER_MS_UPPER": f"OTHER-{other[:8].upper()}",
         "$FREE_WS": str(10**12 + uuid.uuid4().int % 10**9), "$NO_MS": str(uuid.uuid4()),
     }
-
-
-async def new_workspace(server, session, tmp_path) -> Workspace:
-    """conftest's new_workspace with a random workspace id: imported as `tests.conftest`, conftest is a
-    second module whose id counter would hand out the ids pytest's copy gives the `ws` fixture."""
-    store, metastore_id, now = server.store, str(uuid.uuid4()), now_ms()
-    root = join_url(normalize_url(str(tmp_path)), "storage", metastore_id)
-    await store.create_metastore(metastore_id, f"ms-{metastore_id[:8]}", {
-        "storage_root": root, "owner": "admin", "created_at": now, "created_by": "admin",
-        "updated_at": now, "updated_by": "admin"})
-    workspace_id = (1 << 41) + uuid.uuid4().int % (1 << 40)
-    await store.assign(workspace_id, metastore_id, None)
-    admin = await store.create_principal("admin", "user", is_account_admin=True)
-    token = new_token()
-    await store.add_token(admin.id, hash_token(token), workspace_id)
-    return Workspace(server.url, token, metastore_id, workspace_id, root, session)
 
 
 @pytest.fixture(scope="module")

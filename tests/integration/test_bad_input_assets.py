@@ -15,10 +15,8 @@ import uuid
 
 import pytest
 
-from shardcat.auth import hash_token, new_token
 from shardcat.cache.urls import join_url, normalize_url
-from shardcat.store.db import now_ms
-from tests.conftest import Workspace
+from tests.conftest import new_workspace
 
 INVALID, PRECONDITION, NOT_FOUND, EXISTS = "INVALID_PARAMETER_VALUE", "FAILED_PRECONDITION", "NOT_FOUND", "ALREADY_EXISTS"
 MALFORMED = "MALFORMED_REQUEST"
@@ -85,22 +83,6 @@ async def build_world(ws, tmp_path) -> dict:
     await ok(ws, "PATCH", "/models/main.s.m/versions/1/finalize", json={"full_name": "main.s.m", "version": 1})
     await ok(ws, "PUT", "/models/main.s.m/aliases/champion", json={"version_num": 1})
     return {"$ROOT": ws.storage_root, "$EXT": ext}
-
-
-async def new_workspace(server, session, tmp_path) -> Workspace:
-    """A metastore, workspace and admin token for this module. The workspace id is random: conftest's
-    counter, imported here, would be a second copy handing out the ids the `ws` fixture uses."""
-    store, metastore_id, now = server.store, str(uuid.uuid4()), now_ms()
-    root = join_url(normalize_url(str(tmp_path)), "storage", metastore_id)
-    await store.create_metastore(metastore_id, f"ms-{metastore_id[:8]}", {
-        "storage_root": root, "owner": "admin", "created_at": now, "created_by": "admin",
-        "updated_at": now, "updated_by": "admin"})
-    workspace_id = (1 << 42) + uuid.uuid4().int % (1 << 40)
-    await store.assign(workspace_id, metastore_id, None)
-    admin = await store.create_principal("admin", "user", is_account_admin=True)
-    token = new_token()
-    await store.add_token(admin.id, hash_token(token), workspace_id)
-    return Workspace(server.url, token, metastore_id, workspace_id, root, session)
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def fill(value, names: dict):
 @pytest.fixture(scope="module")
 async def world(server, http, tmp_path_factory):
     # test_bad_input's helper: a random workspace id, so the `ws` fixture's ids never collide with it.
-    from tests.integration.test_bad_input import new_workspace
+    from tests.conftest import new_workspace
     ws = await new_workspace(server, http, tmp_path_factory.mktemp("bad"))
     return ws, await build(ws)
 

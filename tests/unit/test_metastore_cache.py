@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from shardcat.entities.asset import Asset
 from shardcat.cache.metastore_cache import (
-    ASSET_OVERHEAD, MISS, MetastoreCache, StaleCache,
+    ASSET_OVERHEAD, JSON_EXPANSION, MISS, MetastoreCache, StaleCache, asset_size,
 )
 from shardcat.cache.ttl import TtlCache
 
@@ -68,7 +68,7 @@ def test_fill_answers_from_written_at_on(cache):
     assert cache.get("a", 11) is MISS      # a snapshot the cache has not reached
     s = cache.stats()
     assert s["entries"] == 1 and s["versions"] == 1 and s["hits"] == 3
-    assert s["bytes"] >= ASSET_OVERHEAD + len('{"full_name": "c.s.a", "comment": ""}')
+    assert s["bytes"] >= asset_size(a)
 
 
 def test_fill_at_another_version_is_ignored(cache):
@@ -274,7 +274,7 @@ def test_timeout_drops_tombstoned_children_from_listings(clock):
 
 
 def test_lru_evicts_whole_assets_under_max_bytes(clock):
-    per_asset = ASSET_OVERHEAD + len('{"full_name": "c.s.a0", "comment": ""}')
+    per_asset = asset_size(mk("a0", "c.s.a0", 7))
     cache = MetastoreCache(10, max_bytes=3 * per_asset, clock=clock)
     cache.fill([mk(f"a{i}", f"c.s.a{i}", 7) for i in range(3)], 10)
     assert cache.stats()["entries"] == 3
@@ -289,7 +289,7 @@ def test_lru_evicts_whole_assets_under_max_bytes(clock):
 
 
 def test_lru_eviction_of_a_member_drops_its_listing(clock):
-    per_asset = ASSET_OVERHEAD + len('{"full_name": "c.s.a0", "comment": ""}')
+    per_asset = asset_size(mk("a0", "c.s.a0", 7))
     cache = MetastoreCache(10, max_bytes=4 * per_asset + 200, clock=clock)   # 4 assets and a listing
     cache.fill_children("s1", "table", [mk("a0", "c.s.a0", 7), mk("a1", "c.s.a1", 7)], 10)
     cache.fill([mk("b0", "c.s2.b0", 7, parent="s2")], 10)
@@ -366,7 +366,7 @@ def test_ttl_cache_expires_and_invalidates():
 PARENTS = ("p1", "p2")
 NAMESPACES = ("table", "function")
 LEAVES = ("x", "y")
-SMALL = 3 * (ASSET_OVERHEAD + 60)
+SMALL = 3 * (ASSET_OVERHEAD + JSON_EXPANSION * 60)
 BIG = 1 << 30
 
 
@@ -605,3 +605,31 @@ CacheMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCacheModel = CacheMachine.TestCase
+
+
+def test_the_memory_bound_counts_what_cached_tables_really_take():
+    """The LRU bound is only as good as the size estimate: compare it with the Python heap."""
+    import gc
+    import json as _json
+    import tracemalloc
+
+    columns = [{"name": f"c{i}", "type_name": "STRING", "type_text": "string", "position": i, "nullable": True,
+                "type_json": _json.dumps({"name": f"c{i}", "type": "string", "nullable": True, "metadata": {}}),
+                "comment": "what this column holds"} for i in range(8)]
+
+    def table(i):
+        info = {"table_type": "EXTERNAL", "data_source_format": "DELTA", "columns": columns, "owner": "admin",
+                "storage_location": f"s3://bucket/t/{i}", "comment": "a table", "properties": {"k": "v"}}
+        info = _json.loads(_json.dumps(info))          # fresh objects, as decoding a database row makes
+        return Asset(f"id{i}", "m", "table", "table", "p", f"t{i}", f"c.s.t{i}", f"s3://bucket/t/{i}", info, 1)
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache = MetastoreCache(1, max_bytes=1 << 40)
+        cache.fill([table(i) for i in range(2000)], 1)
+        real = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.8 <= cache.stats()["bytes"] / real <= 1.6, (cache.stats()["bytes"], real)

