@@ -1,0 +1,235 @@
+"""Chaos and reassignment experiments: a fault under load, then the invariants checked.
+
+Each experiment runs the checking load loop (driver.py) and a prober against a running
+sharded catalog, injects one fault at `fault_at`, and measures:
+- recovery: seconds from the fault until every metastore answered a request sent after it;
+- errors clients saw (by op and error code), over the run and after the fault;
+- invariants: no acknowledged write lost (every acknowledged create, alter and drop is in the
+  database and visible through the API afterwards), no read older than a write the same client
+  saw acknowledged (checked on every answer), no duplicate commit versions (each metastore's
+  change log holds each version 1..current exactly once). Delta commits and grants join the
+  ledger once those APIs exist.
+
+Faults: kill-shard (ray.kill its actor), pause-shard (its event loop stops answering for longer
+than the ping timeout and the router's retry budget), move (metastores moved between shards on
+purpose, under load), dual-owner (a metastore handed to a second shard without telling the
+first; a stale client keeps reading and writing straight at the first), pg-restart (PostgreSQL
+restarted under load; needs the embedded server's data dir).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from shardcat.cluster.embedded_db import restart_embedded_postgres
+
+from .driver import Budget, LoadClient, Prober, Sample
+from .workload import PREFIX, Metastore
+
+EXPERIMENTS = ("kill-shard", "pause-shard", "move", "dual-owner", "pg-restart")
+RECOVERY_TARGET = 2.0        # seconds: every metastore served again within this after a shard dies
+
+
+@dataclass
+class ChaosConfig:
+    experiment: str
+    duration: float = 6.0            # seconds of load
+    fault_at: float = 2.0            # seconds into the load
+    clients: int = 8
+    max_requests: int = 50_000
+    write_share: float | None = 0.15  # more writes than the mix's 2%: more acknowledged writes to check
+    pause_seconds: float = 6.0       # > ping timeout (1 s) and > the router's retry budget (5 s)
+    moves: int = 10
+
+
+async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig, *, pgdata: Path | None = None,
+                         seed: int = 1) -> dict:
+    """Run one experiment against `running` (shardcat.cluster.server.Running with a cluster)."""
+    assert cfg.experiment in EXPERIMENTS, cfg.experiment
+    cluster = running.cluster
+    rng = random.Random(seed)
+    samples: list[Sample] = []
+    stale_samples: list[Sample] = []
+    details: dict = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+        t0 = time.monotonic()
+        budget = Budget(t0 + cfg.duration, cfg.max_requests)
+        run_id = uuid.uuid4().hex[:6]          # table names of their own: runs can share metastores
+        clients = [LoadClient(f"c{run_id}x{i}", running.url, metastores, session, budget, samples, t0, seed=seed * 100 + i,
+                              write_share=cfg.write_share) for i in range(cfg.clients)]
+        prober = Prober(running.url, metastores, session, budget, t0)
+        fault_time: list[float] = []
+
+        async def fault():
+            await asyncio.sleep(cfg.fault_at)
+            fault_time.append(time.monotonic() - t0)
+            await inject(cfg, running, metastores, rng, details, session, budget, stale_samples, t0, pgdata)
+
+        tasks = [*(c.run() for c in clients), prober.run(), fault()]
+        await asyncio.gather(*tasks)
+        budget.stopped = True
+        stale = details.pop("_stale_client", None)
+        recovery, per_metastore = prober.served_again(fault_time[0])
+        verified = await verify(running, session, [c.ledger for c in clients] + ([stale.ledger] if stale else []),
+                                {m.id: m for m in metastores})
+    ledgers = [c.ledger for c in clients] + ([stale.ledger] if stale else [])
+    return summarize(cfg, samples, stale_samples, fault_time[0], recovery, per_metastore, ledgers, verified, details,
+                     cluster.events)
+
+
+async def inject(cfg, running, metastores, rng, details, session, budget, stale_samples, t0, pgdata) -> None:
+    cluster = running.cluster
+    routing = cluster.routing
+    ids = {m.id for m in metastores}
+
+    def busiest() -> str:
+        counts = Counter(routing.owner[m] for m in ids if m in routing.owner)
+        return counts.most_common(1)[0][0]
+
+    if cfg.experiment == "kill-shard":
+        victim = busiest()
+        details.update(shard=victim, metastores=sum(1 for m in ids if routing.owner.get(m) == victim))
+        await cluster.kill(victim)
+    elif cfg.experiment == "pause-shard":
+        victim = busiest()
+        details.update(shard=victim, metastores=sum(1 for m in ids if routing.owner.get(m) == victim),
+                       pause_seconds=cfg.pause_seconds)
+        routing.shards[victim].actor.pause.remote(cfg.pause_seconds)   # not awaited: it stops answering
+    elif cfg.experiment == "move":
+        moved = 0
+        for _ in range(cfg.moves):
+            metastore_id = rng.choice(sorted(ids))
+            others = [h.name for h in routing.live() if h.name != routing.owner.get(metastore_id)]
+            if others:
+                await routing.move(metastore_id, rng.choice(others))
+                moved += 1
+            await asyncio.sleep(min(0.2, cfg.duration / (4 * cfg.moves)))
+        details.update(moves=moved)
+    elif cfg.experiment == "dual-owner":
+        target = max(metastores, key=lambda m: m.tables)
+        old = routing.shards[routing.owner[target.id]]
+        new = next(h for h in routing.live() if h is not old)
+        # The router and the database now name `new`; `old` was never told and still serves.
+        await running.store.assign_shard(target.id, new.name)
+        routing.owner[target.id] = new.name
+        await new.actor.own.remote([target.id])
+        details.update(metastore=target.id, old=old.name, new=new.name)
+        stale = LoadClient(f"stale{uuid.uuid4().hex[:4]}", old.url, [target], session, budget, stale_samples, t0,
+                           seed=rng.randrange(10**6), write_share=cfg.write_share, min_version_header=True)
+        details["_stale_client"] = stale
+        await stale.run()
+        details["old_still_owns"] = target.id in await old.actor.owned.remote()
+    elif cfg.experiment == "pg-restart":
+        if pgdata is None:
+            raise ValueError("pg-restart needs the embedded PostgreSQL's data dir")
+        started = time.monotonic()
+        await asyncio.to_thread(restart_embedded_postgres, pgdata)
+        details.update(restart_seconds=round(time.monotonic() - started, 3))
+
+
+async def verify(running, session: aiohttp.ClientSession, ledgers, metastores: dict[str, Metastore]) -> dict:
+    """After the run: every acknowledged write is in the database and visible through the API."""
+    store = running.store
+    lost: list[str] = []
+    checked = 0
+    latest: dict[tuple[str, str], object] = {}
+    for ledger in ledgers:
+        latest.update(ledger.tables)
+    sem = asyncio.Semaphore(16)
+
+    async def check(key, owned):
+        nonlocal checked
+        metastore_id, full = key
+        _, asset = await store.get_asset(metastore_id, "table", full)
+        if owned.present:
+            in_db = asset is not None and asset.info.get("comment") == owned.comment
+        else:
+            in_db = asset is None
+        if not in_db:
+            lost.append(f"database: {full} in {metastore_id}: acknowledged {owned}, found "
+                        f"{None if asset is None else asset.info.get('comment')!r}")
+        async with sem, session.get(f"{running.url}{PREFIX}/tables/{full}",
+                                    headers={"Authorization": f"Bearer {metastores[metastore_id].token}"}) as r:
+            body = await r.json(content_type=None)
+            if (r.status == 200) != owned.present or (owned.present and body.get("comment") != owned.comment):
+                lost.append(f"api: {full} in {metastore_id}: acknowledged {owned}, got {r.status}")
+        checked += 1
+
+    await asyncio.gather(*(check(k, o) for k, o in latest.items()))
+    rows = await store.pool.fetch(
+        """SELECT m.id, m.version, count(c.version) AS n, count(DISTINCT c.version) AS distinct_n,
+                  coalesce(min(c.version), 0) AS lo, coalesce(max(c.version), 0) AS hi
+           FROM metastores m LEFT JOIN change_log c ON c.metastore_id = m.id
+           WHERE m.id = ANY($1::uuid[]) GROUP BY m.id, m.version""", list(metastores))
+    duplicates = [f"{r['id']}: version {r['version']}, change log {r['n']} rows ({r['distinct_n']} distinct) "
+                  f"{r['lo']}..{r['hi']}" for r in rows
+                  if not (r["n"] == r["distinct_n"] == r["version"] and r["hi"] == r["version"]
+                          and r["lo"] == (1 if r["version"] else 0))]
+    versions = {str(r["id"]): r["version"] for r in rows}
+    for ledger in ledgers:
+        for metastore_id, seen in ledger.seen_version.items():
+            if seen > versions.get(metastore_id, 0):
+                duplicates.append(f"{metastore_id}: a write was acknowledged at version {seen} > "
+                                  f"the database's {versions.get(metastore_id)}")
+    return {"checked_tables": checked, "lost": lost, "version_problems": duplicates}
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def summarize(cfg, samples, stale_samples, fault_time, recovery, per_metastore, ledgers, verified, details,
+              events) -> dict:
+    errors = [s for s in samples if s.error]
+    after = [s for s in errors if s.start >= fault_time]
+    ok = [s.latency for s in samples if not s.error]
+    span = max((s.start + s.latency for s in samples), default=0.0) or 1.0
+    violations = [v for ledger in ledgers for v in ledger.violations]
+    return {
+        "experiment": cfg.experiment,
+        "config": {k: v for k, v in cfg.__dict__.items()},
+        "requests": len(samples),
+        "rps": round(len(samples) / span, 1),
+        "p50_ms": round(1000 * percentile(ok, 0.50), 2),
+        "p99_ms": round(1000 * percentile(ok, 0.99), 2),
+        "fault_at": round(fault_time, 3),
+        "recovery_seconds": None if recovery is None else round(recovery, 3),
+        "slowest_metastores": sorted(((round(v, 3), k) for k, v in per_metastore.items()), reverse=True)[:3],
+        "errors": len(errors),
+        "errors_after_fault": len(after),
+        "errors_by_code": dict(Counter(f"{s.op}:{s.error}" for s in errors).most_common(12)),
+        "stale_client": {"requests": len(stale_samples),
+                         "errors_by_code": dict(Counter(s.error for s in stale_samples if s.error))},
+        "acknowledged_writes": sum(ledger.acked_writes for ledger in ledgers),
+        "unknown_outcome_writes": sum(len(ledger.unknown) for ledger in ledgers),
+        "checked_tables": verified["checked_tables"],
+        "lost_writes": verified["lost"][:20],
+        "stale_reads": violations[:20],
+        "version_problems": verified["version_problems"][:20],
+        "invariants_hold": not (verified["lost"] or violations or verified["version_problems"]),
+        "details": details,
+        "events": [{**e, "t": round(e["t"], 3)} for e in events[-20:]],
+        "latency_mean_ms": round(1000 * statistics.fmean(ok), 2) if ok else 0.0,
+        "timeline": timeline(samples),
+    }
+
+
+def timeline(samples, step: float = 0.25) -> list[tuple[float, int, int, float]]:
+    """(bucket start s, answered, errors, p99 ms) per `step` of request start times."""
+    buckets: dict[int, list] = {}
+    for s in samples:
+        buckets.setdefault(int(s.start / step), []).append(s)
+    return [(round(k * step, 2), sum(1 for s in b if not s.error), sum(1 for s in b if s.error),
+             round(1000 * percentile([s.latency for s in b], 0.99), 1)) for k, b in sorted(buckets.items())]
