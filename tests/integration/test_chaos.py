@@ -16,7 +16,7 @@ import pytest
 
 from loadtest.chaos import RECOVERY_TARGET, ChaosConfig, run_experiment
 from loadtest.seed import seed
-from shardcat.cluster.embedded_db import start_embedded_postgres
+from shardcat.cluster.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from shardcat.cluster.server import ServeConfig, start
 
 SIZES = [1500, 60, 30, 30, 20, 8]
@@ -30,6 +30,7 @@ async def chaos_cluster(tmp_path_factory):
     metastores = await seed(running.store, running.url, "file:///tmp/shardcat-chaos", SIZES)
     yield running, metastores, pgdata
     await running.stop()
+    await asyncio.to_thread(stop_embedded_postgres, pgdata)   # a restarted server is no longer ours to reap
 
 
 async def _two_live_shards(running) -> None:
