@@ -38,6 +38,13 @@ class Caller:
     workspace_id: int
     metastore_id: str | None
     min_version: int = 0    # the newest metastore version this client saw acknowledged
+    groups: frozenset[str] = frozenset()   # every group the caller is in, directly or through other groups
+    trusted_engine: bool = False           # may receive row filters and column masks to enforce them
+
+    @property
+    def principals(self) -> frozenset[str]:
+        """The names grants to this caller may be made to: itself and its groups."""
+        return self.groups | {self.name}
 
     def metastore(self) -> str:
         """The metastore this caller's requests act on."""

@@ -26,6 +26,7 @@ _FIELDS = {
     "name": "string", "type_name": "string", "type_text": "string", "type_json": "string",
     "type_precision": "int", "type_scale": "int", "type_interval_type": "string", "position": "int",
     "comment": "string", "nullable": "bool", "partition_index": "int",
+    "mask": "object",   # {function_name, using_column_names}: governance/row_filters.py checks it
 }
 
 

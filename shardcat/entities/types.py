@@ -51,6 +51,7 @@ TABLE = AssetType(
         Field("view_definition", "string", OPT, OPT),
         Field("view_dependencies", "object", OPT, OPT),
         Field("sql_path", "string", OPT, OPT),
+        Field("row_filter", "object", OPT, OPT),   # {function_name, input_column_names}: governance/row_filters.py
         *_COMMON,
     ),
 )

@@ -1,9 +1,12 @@
-"""Account-level routes the front serves itself: creating and listing metastores, workspace assignment."""
+"""Account-level routes the front serves itself: creating and listing metastores, workspace assignment,
+and identity (principals, groups, tokens, user-info)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from ..governance.principals import IdentityService
+from ..governance.principals_api import PrincipalsApi
 from ..shards.http import PREFIX, json_body, ok
 from ..shards.metastores import AccountService
 from .middleware import Authenticator
@@ -22,6 +25,8 @@ class AccountApi:
             web.put(ws, self.put_assignment),
             web.patch(ws, self.patch_assignment),
             web.delete(ws, self.delete_assignment),
+            # identity: users, groups, service principals, tokens, user-info (shardcat/governance/principals.py)
+            *PrincipalsApi(IdentityService(self.account.store, self.authenticator)).routes(),
         ]
 
     async def list_metastores(self, request):

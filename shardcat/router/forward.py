@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from ..errors import CatalogError
+from ..governance import audit
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
 from ..shards.metastores import AccountService
 from ..store.db import Store
@@ -24,7 +25,8 @@ from .routing import RoutingTable
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")
 # POSTs that only read: as safe to send again after a lost connection as a GET.
-_READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries"})
+_READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
+                             PREFIX + "/shardcat/authorize"})
 
 
 def _int(value: str | None) -> int:
@@ -87,6 +89,7 @@ class Forwarder:
                                                     data=body, headers=headers) as r:
                         payload = await r.read()
                         if r.status != 421:
+                            request[audit.FORWARDED] = True     # the shard recorded it in the audit log
                             version = _int(r.headers.get(VERSION_HEADER))
                             if version > self.acknowledged.get(metastore_id, 0):
                                 self.acknowledged[metastore_id] = version
@@ -109,15 +112,22 @@ class Forwarder:
 def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     authenticator = Authenticator(store)
     forwarder = Forwarder(routing)
-    app = web.Application(middlewares=[error_middleware(MAX_BODY_BYTES), authenticator.middleware],
+    # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
+    audit_log = audit.AuditLog(store)
+    app = web.Application(middlewares=[audit.middleware(audit_log), error_middleware(MAX_BODY_BYTES),
+                                       authenticator.middleware],
                           client_max_size=MAX_BODY_BYTES)
+    app[audit.APP_KEY] = audit_log
     app.on_startup.append(forwarder.open)
+    app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
+    app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store), authenticator)
     app.add_routes([
         web.get("/healthz", healthz),
         *account.routes(),
         web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table),
+        *audit.audit_routes(audit_log),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),
     ])
     return app

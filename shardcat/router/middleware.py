@@ -9,7 +9,7 @@ from aiohttp import web
 from ..auth import Caller, bearer, hash_token
 from ..cache.ttl import TtlCache
 from ..errors import CatalogError
-from ..store.db import Store, is_db_unavailable
+from ..store.db import Store, is_db_unavailable, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -59,31 +59,49 @@ def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: in
 
 
 class Authenticator:
-    """Finds a request's caller from its bearer token; short TTL caches spare the database."""
+    """Finds a request's caller from its bearer token; short TTL caches spare the database.
+
+    A token's identity (principal, account-admin and trusted-engine marks, groups closed
+    transitively) is one query per cache miss and lives `ttl` seconds (5 s): a revoked token,
+    a deactivated principal or a membership change takes effect within that on every front and
+    shard (at once on the front that made the change). Expiry is checked on every use, so an
+    expired token stops at its expiry time exactly.
+    """
 
     def __init__(self, store: Store, ttl: float = 5.0):
         self.store = store
-        self.tokens = TtlCache(maxsize=100_000, ttl=ttl)        # token hash -> (principal, workspace)
+        self.tokens = TtlCache(maxsize=100_000, ttl=ttl)        # token hash -> Identity
         self.assignments = TtlCache(maxsize=100_000, ttl=ttl)   # workspace -> metastore id, or ""
 
     def forget_workspace(self, workspace_id: int) -> None:
         self.assignments.invalidate(workspace_id)
 
+    def forget_token(self, digest: bytes) -> None:
+        self.tokens.invalidate(digest)
+
+    def forget_identities(self) -> None:
+        """After a principal or membership change: every cached identity may be stale."""
+        self.tokens.clear()
+
     async def caller(self, token: str) -> Caller | None:
         digest = hash_token(token)
         found = self.tokens.get(digest)
         if found is None:
-            found = await self.store.principal_for_token(digest)
+            found = await self.store.principals.identity_for_token(digest)
             if found is None:
                 return None
             self.tokens.put(digest, found)
-        principal, workspace_id = found
+        if found.expires_at is not None and found.expires_at <= now_ms():
+            self.tokens.invalidate(digest)
+            return None
+        workspace_id = found.workspace_id
         metastore_id = self.assignments.get(workspace_id)
         if metastore_id is None:
             assignment = await self.store.assignment(workspace_id)
             metastore_id = assignment[0] if assignment else ""
             self.assignments.put(workspace_id, metastore_id)
-        return Caller(principal.name, principal.id, principal.is_account_admin, workspace_id, metastore_id or None)
+        return Caller(found.name, found.principal_id, found.is_account_admin, workspace_id, metastore_id or None,
+                      groups=found.groups, trusted_engine=found.trusted_engine)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):

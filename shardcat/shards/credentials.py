@@ -3,9 +3,10 @@
 `POST /temporary-table-credentials`, `/temporary-volume-credentials` and
 `/temporary-path-credentials` answer in the client's TemporaryCredentials shape
 (`expiration_time`, `url`, and the cloud credential when there is one). For file://
-storage there is no secret to hand out, so the answer carries none. Vending real
-cloud credentials (STS, SAS, OAuth) comes with governance; until then s3://, gs://
-and abfss:// paths get a clear FAILED_PRECONDITION.
+storage there is no secret to hand out, so the answer carries none; s3:// gets STS
+credentials down-scoped to the path (governance/vending.py); gs:// and abfss:// get a
+clear FAILED_PRECONDITION. The caller's privilege on the asset (a path: the asset that
+owns it, else its external location) decides first (governance/authorize.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import now_ms
+from ..governance import audit
+from ..governance.authorize import require_data_access
+from ..governance.vending import vend
 from .locations import location_of, require_external_location
 from .shard import Shard
 from .storage import storage_url
-
-LIFETIME_MS = 60 * 60 * 1000   # one hour, what engines expect to cache a credential for
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")
 VOLUME_OPERATIONS = ("READ_VOLUME", "WRITE_VOLUME")
@@ -66,25 +67,21 @@ class TemporaryCredentials:
             if asset is not None and asset.info.get("read_only"):
                 raise CatalogError("PERMISSION_DENIED", f"External location '{asset.name}' is read-only; "
                                                         f"no {operation} credentials for '{url}'.")
-        # Whether the caller holds the privilege the operation needs comes with governance.
-        scheme = url.split(":", 1)[0]
-        if scheme != "file":
-            raise CatalogError("FAILED_PRECONDITION",
-                               f"shardcat does not vend {scheme}:// credentials yet (only file:// storage, which "
-                               "needs none); cloud credential vending comes with governance.")
-        return {"expiration_time": now_ms() + LIFETIME_MS, "url": url}
+        return await vend(self.shard, caller, url, write=operation in WRITES)
 
     async def _by_id(self, caller: Caller, asset_id: str, type_name: str, label: str):
         ms = caller.metastore()
         asset = await self.shard.read(ms, self.store.get_asset_by_id(ms, asset_id))
         if asset is None or asset.type != type_name:
             raise not_found(f"{label} with id '{asset_id}' does not exist.")
+        audit.annotate(type_name.upper(), asset.full_name, asset.id)
         return asset
 
     async def for_table(self, caller: Caller, body: dict) -> dict:
         table_id = _asset_id(body, "table_id")
         operation = _operation(body, TABLE_OPERATIONS)
         table = await self._by_id(caller, table_id, "table", "Table")
+        await require_data_access(self.shard, caller, table, write=operation in WRITES)
         if not table.storage_path:
             raise invalid(f"Table '{table.full_name}' is a {table.info.get('table_type')} and has no storage.")
         return await self._vend(caller, table.storage_path, operation)
@@ -93,6 +90,7 @@ class TemporaryCredentials:
         volume_id = _asset_id(body, "volume_id")
         operation = _operation(body, VOLUME_OPERATIONS)
         volume = await self._by_id(caller, volume_id, "volume", "Volume")
+        await require_data_access(self.shard, caller, volume, write=operation in WRITES)
         if not volume.storage_path:
             raise invalid(f"Volume '{volume.full_name}' has no storage.")
         return await self._vend(caller, volume.storage_path, operation)
@@ -111,7 +109,30 @@ class TemporaryCredentials:
             if hit is not None:
                 raise invalid(f"The url '{url}' overlaps the storage of {hit[1].type} '{hit[1].full_name}' "
                               f"at '{hit[0]}': no new table can be created there.")
+        await self._authorize_path(caller, state, url, operation)
         return await self._vend(caller, url, operation)
+
+    async def _authorize_path(self, caller: Caller, state, url: str, operation: str) -> None:
+        """Same rules by path as by name: the asset owning `url` decides; a path no asset owns
+        is governed by its external location's READ FILES / WRITE FILES; anything else is refused."""
+        write = operation in WRITES
+        ms = caller.metastore()
+        if state.trie.owner(url) is not None:
+            owner, asset = (await self.shard.snapshot(ms, [], [url], caller.min_version)).by_path[url]
+            if asset is None:
+                raise not_found(f"The {owner.type} owning '{url}' no longer exists.")
+            audit.annotate(asset.type.upper(), asset.full_name, asset.id)
+            await require_data_access(self.shard, caller, asset, write=write)
+            return
+        location = location_of(state, url)
+        if location is None:
+            raise CatalogError("PERMISSION_DENIED", f"No table, volume or external location owns '{url}': "
+                                                    "no credentials can be vended for it.")
+        asset = await self.shard.lookup(ms, "external_location", location.full_name, caller.min_version)
+        if asset is None:
+            raise not_found(f"External location '{location.full_name}' no longer exists.")
+        audit.annotate("EXTERNAL_LOCATION", asset.full_name, asset.id)
+        await require_data_access(self.shard, caller, asset, write=write)
 
 
 def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:

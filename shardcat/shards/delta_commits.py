@@ -19,6 +19,7 @@ from ..auth import Caller
 from ..delta import commits as rules
 from ..entities.asset import Asset
 from ..errors import CatalogError
+from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx, now_ms
 from . import service
 from .shard import MetastoreState, Shard
@@ -35,9 +36,11 @@ class DeltaCommitService:
     async def commit(self, caller: Caller, body: dict) -> dict:
         commit = rules.parse_commit(body)
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             table = rules.check_table(await tx.get_by_id(commit.table_id), commit.table_id, commit.table_uri)
+            authz.require_data(table, write=True)     # MODIFY on the table
             latest, published = await tx.delta_head(commit.table_id)
             head = rules.Head.of(latest, published)
             if commit.info is None:
@@ -69,6 +72,7 @@ class DeltaCommitService:
             ms, req.table_id, req.start_version, req.end_version, rules.MAX_COMMITS_PER_PAGE)
         await self.shard.observed(ms, version)
         rules.check_table(table, req.table_id, req.table_uri)
+        await require_data_access(self.shard, caller, table, write=False)     # SELECT on the table
         return {"commits": [rules.commit_info_json(r) for r in rows], "latest_table_version": latest or 0}
 
 

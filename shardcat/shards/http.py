@@ -13,11 +13,16 @@ import json
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
+from ..governance.grants import grants_routes
+from ..governance.audit import APP_KEY as AUDIT_KEY
+from ..governance.audit import AuditLog, audit_routes
+from ..governance.audit import middleware as audit_middleware
 from ..router.middleware import Authenticator, error_middleware
 from ..store.db import MetastoreGone
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .credentials import temporary_credentials_routes
 from .delta_commits import delta_commit_routes
+from ..governance import row_filters as _row_filters  # noqa: F401,E402  (registers the table policy rules)
 from .functions import create_function
 from .metastores import MetastoreService
 from .models import ModelService
@@ -258,17 +263,27 @@ def _metastore_session(shard: Shard):
 
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
                    max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
-    """The API app over one shard: error JSON, authentication, the shard's routes (and any extra)."""
+    """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
+    audit_log = AuditLog(shard.store)
     app = web.Application(
-        middlewares=[error_middleware(max_body_bytes), authenticator.middleware, _metastore_session(shard)],
+        middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
+                     _metastore_session(shard)],
         client_max_size=max_body_bytes)
+    app[AUDIT_KEY] = audit_log
+    app.on_startup.append(audit_log.start)
+    app.on_cleanup.append(audit_log.stop)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
     resolver = ResolveService(shard)
 
     async def resolve(request):
         return ok(await resolver.resolve(request["caller"], await json_body(request)))
 
+    async def resolve_stats(request):
+        return ok(resolver.stats_of(request["caller"]))
+
     app.add_routes([web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+                    web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
-                    *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX), *extra_routes])
+                    *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
+                    *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
     return app

@@ -14,6 +14,7 @@ from ..cache.urls import InvalidUrl, join_url, normalize_url
 from ..entities.names import check_name
 from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found
+from ..governance.authorize import is_metastore_admin
 from ..store.db import Metastore, MetastoreGone, Store, WriteTx, now_ms
 from .shard import MetastoreState, Shard
 
@@ -171,8 +172,10 @@ class MetastoreService:
         return {k: out[k] for k in keys if k in out}
 
     async def update(self, caller: Caller, metastore_id: str, body: dict) -> dict:
-        require_account_admin(caller, "update a metastore")
         m = await find_metastore(self.store, metastore_id)
+        if not caller.is_account_admin and not (m.id == caller.metastore_id and is_metastore_admin(caller, m)):
+            raise CatalogError("PERMISSION_DENIED", "Only an account admin or a metastore admin (the metastore's "
+                                                    "owner) may update a metastore.")
         fields = METASTORE.check_update(body)
         name = check_name(fields.pop("name"), "metastore") if "name" in fields else m.name
         now = now_ms()

@@ -22,6 +22,7 @@ from ..entities.asset import Asset
 from ..entities.names import check_name, split_full_name
 from ..entities.types import MODEL_VERSION
 from ..errors import CatalogError, invalid, not_found
+from ..governance.authorize import authorizer
 from ..store.db import WriteTx, now_ms
 from .service import (
     CatalogService,
@@ -134,6 +135,7 @@ class ModelService:
         for catalog in catalogs:
             for schema in await self._all_children(ms, catalog.id, "schema", v):
                 models += await self._all_children(ms, schema.id, "registered_model", v)
+        models = (await authorizer(self.shard, caller)).filter_any("registered_model", models)
         models = sorted((m for m in models if m.full_name > after), key=lambda m: m.full_name)
         page = models[:limit]
         out = {"registered_models": [render_model(render(m)) for m in page]}
@@ -154,10 +156,12 @@ class ModelService:
     # ---- model versions ---------------------------------------------------
 
     async def _model(self, caller: Caller, full_name: str) -> Asset:
+        """The model, if the caller may read it (its versions are governed by the model's privileges)."""
         names = split_full_name(full_name, 3, "registered model")
         model = await self.shard.lookup(caller.metastore(), "registered_model", ".".join(names), caller.min_version)
         if model is None:
             raise not_found(f"Registered model '{full_name}' does not exist.")
+        (await authorizer(self.shard, caller)).require("registered_model", "read", model)
         return model
 
     async def _version(self, caller: Caller, full_name: str, version) -> tuple[Asset, Asset]:
@@ -170,10 +174,12 @@ class ModelService:
         return model, asset
 
     @staticmethod
-    async def _model_in_tx(tx: WriteTx, full_name: str) -> Asset:
+    async def _model_in_tx(tx: WriteTx, full_name: str, authz) -> Asset:
+        """The model, if the caller may change it or its versions (`authz`: governance/authorize.py)."""
         model = await tx.get("registered_model", full_name)
         if model is None:
             raise not_found(f"Registered model '{full_name}' does not exist.")
+        authz.require("registered_model", "update", model)
         return model
 
     @staticmethod
@@ -190,9 +196,10 @@ class ModelService:
         if not fields["source"].strip():
             raise invalid("Field 'source' must not be empty: it is where the model's files come from.")
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            model = await self._model_in_tx(tx, model_full)
+            model = await self._model_in_tx(tx, model_full, authz)
             number = model.info.get(_MAX_VERSION, 0) + 1
             version_id = str(uuid.uuid4())
             location = join_url(model.info["storage_location"], "versions", version_id)
@@ -230,9 +237,10 @@ class ModelService:
         number = parse_version(version)
         model_full = ".".join(split_full_name(full_name, 3, "registered model"))
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            model = await self._model_in_tx(tx, model_full)
+            model = await self._model_in_tx(tx, model_full, authz)
             asset = await self._version_in_tx(tx, model, number)
             info = {**change(asset), "updated_at": now, "updated_by": caller.name}
             return render_version(await tx.put(Asset(**{**asset.__dict__, "info": info})), model)
@@ -262,9 +270,10 @@ class ModelService:
     async def delete_version(self, caller: Caller, full_name: str, version) -> None:
         number = parse_version(version)
         model_full = ".".join(split_full_name(full_name, 3, "registered model"))
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            model = await self._model_in_tx(tx, model_full)
+            model = await self._model_in_tx(tx, model_full, authz)
             asset = await self._version_in_tx(tx, model, number)
             await tx.delete([asset])
             aliases = model.info.get("aliases", [])
@@ -282,9 +291,10 @@ class ModelService:
             raise invalid("Missing required field 'version_num' to set an alias.")
         number = parse_version(body["version_num"])
         model_full = ".".join(split_full_name(full_name, 3, "registered model"))
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            model = await self._model_in_tx(tx, model_full)
+            model = await self._model_in_tx(tx, model_full, authz)
             await self._version_in_tx(tx, model, number)
             aliases = [a for a in model.info.get("aliases", []) if a["alias_name"] != alias]
             aliases = sorted([*aliases, {"alias_name": alias, "version_num": number}], key=lambda a: a["alias_name"])
@@ -296,9 +306,10 @@ class ModelService:
     async def delete_alias(self, caller: Caller, full_name: str, alias: str) -> None:
         alias = check_alias(alias)
         model_full = ".".join(split_full_name(full_name, 3, "registered model"))
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            model = await self._model_in_tx(tx, model_full)
+            model = await self._model_in_tx(tx, model_full, authz)
             aliases = model.info.get("aliases", [])
             kept = [a for a in aliases if a["alias_name"] != alias]
             if len(kept) == len(aliases):
@@ -340,8 +351,11 @@ class ModelService:
                                f"Model version '{full_name}' version {version.name} is {version.info.get('status')}: "
                                "its files can be written only while it is PENDING_REGISTRATION.")
         url = version.info["storage_location"]
-        if not url.startswith("file:"):
-            # Cloud storage needs a storage credential to down-scope (shards/credentials.py); not wired here.
-            raise CatalogError("FAILED_PRECONDITION",
-                               f"No storage credential can vend temporary credentials for '{url}'.")
-        return {"url": url, "expiration_time": now_ms() + CREDENTIAL_LIFETIME_MS}
+        # Authorize first, then vend: file:// gets no secret, s3:// STS keys scoped to the version's files.
+        from ..governance import audit
+        from ..governance.authorize import require_data_access
+        from ..governance.vending import vend
+        audit.annotate("MODEL_VERSION", version.full_name, version.id)
+        write = operation == "READ_WRITE_MODEL_VERSION"
+        await require_data_access(self.shard, caller, version, write=write)
+        return await vend(self.shard, caller, url, write=write)

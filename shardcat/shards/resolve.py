@@ -13,16 +13,27 @@ from ..cache.urls import InvalidUrl, normalize_url
 from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
+from ..governance.authorize import authorizer, data_decision, present_table
+from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
+                           expand)
 from .service import render
 from .shard import Shard
 
 MAX_ITEMS = 1000
 OPERATIONS = ("READ", "WRITE")
+EXPAND_ATTEMPTS = 5
 
 
 def _resolvable() -> dict:
     """Securable type -> manifest, for the three-level types an engine can name."""
     return {t.securable_type: t for t in TYPES.values() if t.name_parts == 3 and t.name != "staging_table"}
+
+
+def _max_depth(body: dict) -> int:
+    depth = body.get("max_depth", MAX_DEPTH)
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
+        raise invalid(f"max_depth must be an integer from 0 to {MAX_DEPTH}, got {depth!r:.40}.")
+    return depth
 
 
 def _error(code: str, message: str) -> dict:
@@ -32,6 +43,18 @@ def _error(code: str, message: str) -> dict:
 class ResolveService:
     def __init__(self, shard: Shard):
         self.shard = shard
+        # metastore id -> counters, read through GET /resolve/stats (tests and benchmarks count calls)
+        self.stats: dict[str, dict[str, int]] = {}
+
+    def stats_of(self, caller: Caller) -> dict:
+        counts = self.stats.get(caller.metastore(), {"resolve_calls": 0, "items": 0, "dependencies": 0})
+        return {"metastore_id": caller.metastore(), **counts}
+
+    def _count(self, caller: Caller, out: list[dict]) -> None:
+        counts = self.stats.setdefault(caller.metastore(), {"resolve_calls": 0, "items": 0, "dependencies": 0})
+        counts["resolve_calls"] += 1
+        counts["items"] += len(out)
+        counts["dependencies"] += sum(len(e.get("dependencies", ())) for e in out)
 
     async def resolve(self, caller: Caller, body: dict) -> dict:
         items = self._check(body)
@@ -60,31 +83,82 @@ class ResolveService:
                 entry["error"] = _error(e.code, e.message)
             out.append(entry)
 
-        snap = await self.shard.snapshot(caller.metastore(), names, paths, caller.min_version)
+        authz = await authorizer(self.shard, caller)
+        for _ in range(EXPAND_ATTEMPTS):
+            snap = await self.shard.snapshot(caller.metastore(), names, paths, caller.min_version)
+            try:
+                deps = await self._expand(caller, snap, names, body)
+                break
+            except SnapshotMoved:   # the metastore changed between expansion levels: start again
+                continue
+        else:
+            raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
         for entry in out:
             if "_key" in entry:
-                asset = snap.by_name[entry.pop("_key")]
+                key = entry.pop("_key")
+                asset = snap.by_name[key]
+                if asset is not None and deps is not None:
+                    self._add_dependencies(entry, key, deps, body, authz, caller)
                 if asset is None:
                     entry["error"] = _error("NOT_FOUND", f"{entry['securable_type'].capitalize()} "
                                                          f"'{entry['name']}' does not exist.")
                 else:
-                    entry[asset.type] = render(asset)
+                    self._authorized(authz, caller, entry, asset)
             elif "_path" in entry:
-                self._path_answer(entry, snap.by_path[entry.pop("_path")])
+                self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller)
+        self._count(caller, out)
         return {"metastore_id": caller.metastore(), "metastore_version": snap.version, "items": out}
 
+    # ---- view and function dependencies (shards/dependencies.py) ----
+
+    async def _expand(self, caller: Caller, snap, names: list, body: dict):
+        """The dependency graph of every named asset, from the snapshot's version; None if the
+        request asked for no expansion (`"expand_dependencies": false`)."""
+        if body.get("expand_dependencies", True) is False:
+            return None
+        roots = {k: snap.by_name.get(k) for k in names}
+        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version,
+                            _max_depth(body))
+
+    def _add_dependencies(self, entry: dict, key, nodes: dict, body: dict, authz, caller: Caller) -> None:
+        """`dependencies` (deepest first) and `depends_on` on an item, or its error naming the culprit.
+        Each dependency carries the caller's own READ decision, and its asset only if allowed."""
+        entry["depends_on"] = depends_on(nodes[key])
+        try:
+            order = closure(key, nodes, _max_depth(body))
+        except DependencyError as e:
+            entry["error"] = _error(e.code, e.message)
+            return
+        if order:
+            entry["dependencies"] = []
+            for k in order:
+                dep = dependency_entry(k, nodes[k])
+                self._authorized(authz, caller, dep, nodes[k].asset)
+                entry["dependencies"].append(dep)
+
     @staticmethod
-    def _path_answer(entry: dict, owned) -> None:
+    def _authorized(authz, caller: Caller, entry: dict, asset) -> None:
+        """The item's authorization decision, taken at the snapshot's version (governance/authorize.py);
+        the asset (row filter and column masks for trusted engines only) only if allowed: a denied
+        item carries no storage details."""
+        decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
+        entry["authorization"] = decision.json()
+        if decision.allowed:
+            out = render(asset)
+            entry[asset.type] = present_table(caller, out) if asset.type == "table" else out
+
+    def _path_answer(self, entry: dict, owned, authz, caller: Caller) -> None:
         owner, asset = owned if owned is not None else (None, None)
         if owner is None or owner.is_root or asset is None:
             where = f"; it lies in the managed storage of {owner.type} '{owner.full_name}'" if owner else ""
             entry["error"] = _error("NOT_FOUND", f"No table or volume owns path '{entry['path']}'{where}.")
             return
         entry.update(name=asset.full_name, securable_type=TYPES[asset.type].securable_type)
-        entry[asset.type] = render(asset)
+        self._authorized(authz, caller, entry, asset)
 
     @staticmethod
     def _check(body: dict) -> list[dict]:
+        _max_depth(body)
         items = body.get("items")
         if not isinstance(items, list) or not items:
             raise invalid("Field 'items' must be a non-empty list of {\"name\": ...} or {\"path\": ...} objects.")

@@ -21,6 +21,7 @@ from ..entities.manifest import AssetType
 from ..entities.names import check_name, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
+from ..governance.authorize import authorizer, present_table
 from ..store.db import WriteTx, now_ms
 from .locations import require_external_location
 from .shard import MetastoreState, Shard
@@ -120,7 +121,9 @@ class CatalogService:
     # ---- generic CRUD -------------------------------------------------------
 
     async def get(self, caller: Caller, type_name: str, full_name: str) -> dict:
-        return render(await self._get(caller, TYPES[type_name], full_name))
+        asset = await self._get(caller, TYPES[type_name], full_name)
+        (await authorizer(self.shard, caller)).require(type_name, "read", asset)
+        return present_table(caller, render(asset)) if type_name == "table" else render(asset)
 
     async def list(self, caller: Caller, type_name: str, parent_full: str | None,
                    max_results=None, page_token: str | None = None) -> dict:
@@ -128,15 +131,25 @@ class CatalogService:
         limit = page_size(max_results)
         after = decode_page_token(page_token)
         ms = caller.metastore()
-        if _parent_of(t) is None:
-            parent_id = ms
-        else:
-            parent_id = (await self._get(caller, _parent_of(t), parent_full)).id
-        children = await self.shard.children(ms, parent_id, t.namespace, after=after, limit=limit + 1,
-                                             min_version=caller.min_version)
-        page = children[:limit]
-        out = {t.list_key: [render(a) for a in page]}
-        if len(children) > limit:
+        authz = await authorizer(self.shard, caller)
+        parent = None
+        if _parent_of(t) is not None:
+            parent = await self._get(caller, _parent_of(t), parent_full)
+            authz.require(parent.type, "read", parent)
+        visible = authz.visible_under(type_name, parent)   # None: all of them
+        page: list[Asset] = []
+        while True:   # filtered lists may need several batches to fill a page
+            batch = await self.shard.children(ms, parent.id if parent else ms, t.namespace, after=after,
+                                              limit=limit + 1, min_version=caller.min_version)
+            page += batch if visible is None else [a for a in batch if authz.index.find(a.id) in visible]
+            if len(batch) <= limit or len(page) > limit:
+                break
+            after = batch[-1].name
+        more = len(page) > limit
+        page = page[:limit]
+        shown = [render(a) for a in page]
+        out = {t.list_key: [present_table(caller, a) for a in shown] if type_name == "table" else shown}
+        if more:
             out["next_page_token"] = encode_page_token(page[-1].name)
         return out
 
@@ -150,9 +163,11 @@ class CatalogService:
         full_name = ".".join([*parent_names, name])
         creating = _CREATE_RULES[t.name]
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             parent = await self._parent_in_tx(tx, t, parent_full)
+            authz.require(t.name, "create", None, parent=parent)
             if await tx.get(t.namespace, full_name):
                 raise already_exists(f"{_label(t)} '{full_name}' already exists.")
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
@@ -168,7 +183,8 @@ class CatalogService:
             except KeyError:
                 raise already_exists(f"{_label(t)} '{full_name}' already exists.") from None
 
-        return await self.shard.write(caller.metastore(), write)
+        out = await self.shard.write(caller.metastore(), write)
+        return present_table(caller, out) if t.name == "table" else out   # policies: trusted engines only
 
     async def update(self, caller: Caller, type_name: str, full_name: str, body: dict) -> dict:
         t = TYPES[type_name]
@@ -181,11 +197,13 @@ class CatalogService:
         if new_name is not None:
             new_name = check_name(new_name, t.name)
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
                 raise not_found(f"{_label(t)} '{full_name}' does not exist.")
+            authz.require(t.name, "update", asset)
             info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
             updated = Asset(**{**asset.__dict__, "info": info})
             updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
@@ -193,7 +211,8 @@ class CatalogService:
                 return render(await self._rename(tx, t, updated, new_name))
             return render(await tx.put(updated))
 
-        return await self.shard.write(caller.metastore(), write)
+        out = await self.shard.write(caller.metastore(), write)
+        return present_table(caller, out) if t.name == "table" else out   # policies: trusted engines only
 
     async def _rename(self, tx: WriteTx, t: AssetType, asset: Asset, new_name: str) -> Asset:
         new_full = ".".join([*asset.full_name.split(".")[:-1], new_name])
@@ -209,11 +228,13 @@ class CatalogService:
     async def delete(self, caller: Caller, type_name: str, full_name: str, force: bool = False) -> None:
         t = TYPES[type_name]
         names = split_full_name(full_name, t.name_parts, t.name)
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
                 raise not_found(f"{_label(t)} '{full_name}' does not exist.")
+            authz.require(t.name, "delete", asset)
             below = await tx.descendants(asset.id)
             visible = [a for a in below if a.type != "staging_table"]
             if visible and not force:
@@ -241,6 +262,8 @@ class CatalogService:
             if body.get(key) is not None and not isinstance(body[key], str):
                 raise invalid(f"Field '{key}' must be a string.")
         catalog = await self._get(caller, CATALOG, check_name(catalog_name, "catalog"))
+        authz = await authorizer(self.shard, caller)
+        authz.require("catalog", "read", catalog)
         limit = page_size(body.get("max_results"))
         after = decode_page_token(body.get("page_token"))
         ms = caller.metastore()
@@ -248,9 +271,11 @@ class CatalogService:
             ms, catalog.id, (body.get("schema_name_pattern") or "%").lower(),
             (body.get("table_name_pattern") or "%").lower(), after, limit + 1,
         ))
+        more = len(tables) > limit
         page = tables[:limit]
-        out = {"tables": [{"full_name": a.full_name, "table_type": a.info.get("table_type")} for a in page]}
-        if len(tables) > limit:
+        shown = authz.filter_any("table", page)   # a page may come back short: the token still moves on
+        out = {"tables": [{"full_name": a.full_name, "table_type": a.info.get("table_type")} for a in shown]}
+        if more:
             out["next_page_token"] = encode_page_token(page[-1].full_name)
         return out
 

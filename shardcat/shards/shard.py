@@ -18,6 +18,7 @@ from ..cache.metastore_cache import MISS, MetastoreCache
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
+from ..governance import grants as governance
 from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class MetastoreState:
     # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
     locations: UrlTrie = field(default_factory=UrlTrie)
     location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
+    privileges: object = None   # governance/grants.py: the privilege index, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -164,6 +166,7 @@ class Shard:
                 state.forget(asset_id)
             for asset in assets:
                 state.remember(asset)
+            await governance.on_reconcile(self.store, state, sorted({i for c in changes for i in c.changed}), assets)
             if state.cache is not None:
                 state.cache.advance(changes[-1].version, changed, parents)
             state.version = changes[-1].version
@@ -198,6 +201,7 @@ class Shard:
         state.storage_root = fresh.storage_root
         state.trie, state.path_of = fresh.trie, fresh.path_of
         state.locations, state.location_of = fresh.locations, fresh.location_of
+        state.privileges = None     # reloaded on first use, at the new version
         if self.cache_config.enabled:
             c = self.cache_config
             state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)
@@ -317,6 +321,7 @@ class Shard:
             state.forget(asset_id)
         for asset in tx.written.values():
             state.remember(asset)
+        governance.on_applied(state, tx)
         if state.cache is not None:
             state.cache.apply_write(tx.version, tx.written.values(), tx.deleted.keys(), created=tx.created)
         state.version = tx.version

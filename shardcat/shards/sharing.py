@@ -23,6 +23,7 @@ from ..entities.asset import Asset
 from ..entities.names import check_name
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
 from ..errors import already_exists, invalid, not_found
+from ..governance.authorize import authorizer
 from ..store.db import now_ms
 from .service import render
 from .shard import Shard
@@ -197,8 +198,11 @@ class Shares(TopLevel):
                     raise invalid(f"'{key}' must be a list of privileges from {', '.join(SHARE_PRIVILEGES)}; "
                                   f"got {privs!r:.80}.")
 
+        authz = await authorizer(self.shard, caller)
+
         async def write(tx, state):
             share = await self.find_in_tx(tx, name)
+            authz.require("share", "grant", share)   # the 2.1 spec: a metastore admin or the share's owner
             grants = {k: set(v) for k, v in share.info.get("permissions", {}).items()}
             for c in changes:
                 recipient = await tx.get("recipient", c["principal"].lower())
@@ -298,9 +302,11 @@ class Recipients(TopLevel):
         if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
             raise invalid("existing_token_expire_in_seconds must be a non-negative integer (0 expires it now).")
         shown = {}
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx, state):
             recipient = await self.find_in_tx(tx, name)
+            authz.require("recipient", "update", recipient)   # the recipient's owner (or an admin)
             if recipient.info.get("authentication_type") != "TOKEN":
                 raise invalid(f"Recipient '{recipient.name}' does not use TOKEN authentication; it has no tokens.")
             now = now_ms()

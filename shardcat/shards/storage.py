@@ -29,6 +29,7 @@ from ..cache.urls import InvalidUrl, is_within, join_url, normalize_url, url_seg
 from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..errors import CatalogError, invalid, not_found
+from ..governance.authorize import require_data_access
 from ..store.db import WriteTx
 from .locations import location_of
 from .service import page_size, render
@@ -323,9 +324,12 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     limit = page_size(max_results)
     after = _files_after(page_token)
     state = await shard.state(caller.metastore(), caller.min_version)
-    if location_of(state, url) is None:
+    owner = location_of(state, url)
+    if owner is None:
         raise invalid(f"The url '{url}' is not inside any external location; only external locations can be listed.")
-    # Whether the caller may READ FILES on that location comes with governance.
+    location = await shard.lookup(state.id, "external_location", owner.full_name, caller.min_version)
+    if location is not None:    # READ FILES on the external location
+        await require_data_access(shard, caller, location, write=False)
     scheme = url.split(":", 1)[0]
     if scheme == "file":
         files, more = await asyncio.to_thread(_list_local, url, after, limit)

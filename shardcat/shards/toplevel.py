@@ -19,6 +19,7 @@ from ..entities.asset import Asset
 from ..entities.manifest import AssetType
 from ..entities.names import check_name
 from ..errors import already_exists, not_found
+from ..governance.authorize import authorizer
 from ..store.db import WriteTx, now_ms
 from .service import decode_page_token, encode_page_token, page_size, render
 from .shard import MetastoreState, Shard
@@ -67,11 +68,13 @@ class TopLevel:
     def missing(self, name: str):
         return not_found(f"{self.label} '{name}' does not exist.")
 
-    async def find(self, caller: Caller, name: str) -> Asset:
+    async def find(self, caller: Caller, name: str, op: str = "read") -> Asset:
+        """The object, if the caller may do `op` on it (governance/privileges.py has the rules)."""
         asset = await self.shard.lookup(caller.metastore(), self.t.namespace, check_name(name, self.t.name),
                                         caller.min_version)
         if asset is None or not self.visible(asset):
             raise self.missing(name)
+        (await authorizer(self.shard, caller)).require(self.t.name, op, asset)
         return asset
 
     async def find_in_tx(self, tx: WriteTx, name: str) -> Asset:
@@ -87,11 +90,13 @@ class TopLevel:
         limit = page_size(max_results)
         after = decode_page_token(page_token)
         ms = caller.metastore()
+        authz = await authorizer(self.shard, caller)
+        allowed = authz.visible_under(self.t.name, None)   # None: all of them
         page: list[Asset] = []
         while len(page) <= limit:   # filtered types may need several batches to fill a page
             batch = await self.shard.children(ms, ms, self.t.namespace, after=after, limit=limit + 1,
                                               min_version=caller.min_version)
-            page += [a for a in batch if self.visible(a)]
+            page += [a for a in batch if self.visible(a) and (allowed is None or authz.index.find(a.id) in allowed)]
             if len(batch) <= limit:
                 break
             after = batch[-1].name
@@ -108,8 +113,10 @@ class TopLevel:
         fields.pop("new_name", None)
         name = check_name(fields.pop("name"), self.t.name)
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
+            authz.require(self.t.name, "create", None)
             if await tx.get(self.t.namespace, name):
                 raise already_exists(f"{self.label} '{name}' already exists.")
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
@@ -134,9 +141,11 @@ class TopLevel:
         if new_name is not None:
             new_name = check_name(new_name, self.t.name)
         now = now_ms()
+        authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             old = await self.find_in_tx(tx, name)
+            authz.require(self.t.name, "update", old)
             info = {**old.info, **fields, "updated_at": now, "updated_by": caller.name}
             new = await self.on_update(tx, state, old, Asset(**{**old.__dict__, "info": info}), fields, flags)
             if new_name is not None and new_name != old.name:
@@ -151,8 +160,11 @@ class TopLevel:
         return self.output(await self.shard.write(caller.metastore(), write))
 
     async def delete(self, caller: Caller, name: str, force: bool = False) -> None:
+        authz = await authorizer(self.shard, caller)
+
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await self.find_in_tx(tx, name)
+            authz.require(self.t.name, "delete", asset)
             await self.on_delete(tx, state, asset, force)
             await tx.delete([asset])
 

@@ -18,6 +18,7 @@ from importlib import resources
 import asyncpg
 
 from ..entities.asset import Asset
+from .principals import Principals
 
 
 def now_ms() -> int:
@@ -138,6 +139,11 @@ class Store:
 
     async def close(self) -> None:
         await self.pool.close()
+
+    @property
+    def principals(self) -> Principals:
+        """Principals, groups and tokens beyond the basics below (shardcat/store/principals.py)."""
+        return Principals(self.pool, now_ms)
 
     # ---- migrations -------------------------------------------------------
 

@@ -284,7 +284,8 @@ async def test_workspace_assignment_lifecycle(ws, server):
     m = await create_metastore(ws)
     m_id = m["metastore_id"]
     workspace = fresh_workspace_id()
-    member = await as_principal(server, ws, workspace, admin=False)
+    member_name = unique("member")
+    member = await as_principal(server, ws, workspace, admin=False, name=member_name)
     path = f"/workspaces/{workspace}/metastore"
 
     status, body = await member.call("GET", "/metastore_summary")
@@ -299,7 +300,10 @@ async def test_workspace_assignment_lifecycle(ws, server):
     assert status == 200 and summary["metastore_id"] == m_id and summary["name"] == m["name"]
     status, listed = await member.call("GET", "/metastores")
     assert [x["metastore_id"] for x in listed["metastores"]] == [m_id]
-    # The member's catalogs live in the new metastore, not in the ws fixture's one.
+    # The member's catalogs live in the new metastore, not in the ws fixture's one. (Governance: the
+    # member creates them as the new metastore's admin, its owner.)
+    status, body = await ws.call("PATCH", f"/metastores/{m_id}", json={"owner": member_name})
+    assert status == 200, body
     status, body = await member.call("POST", "/catalogs", json={"name": "only_here"})
     assert status == 200 and body["metastore_id"] == m_id
     status, body = await ws.call("GET", "/catalogs/only_here")

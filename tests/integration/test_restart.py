@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 PREFIX = "/api/2.1/unity-catalog"
-START_TIMEOUT = 30      # seconds for `shardcat serve` to print its URL (includes initdb on first start)
-STOP_TIMEOUT = 15       # seconds for it to exit after SIGTERM / SIGKILL
+START_TIMEOUT = 90      # seconds for `shardcat serve` to print its URL (includes initdb on first start; generous for a busy machine)
+STOP_TIMEOUT = 30       # seconds for it to exit after SIGTERM / SIGKILL
 REQUEST_TIMEOUT = 10
 LISTENING = re.compile(r"shardcat listening on (http://\S+?)/api/2\.1/unity-catalog")
 

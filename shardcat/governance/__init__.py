@@ -1,0 +1,1 @@
+"""Governance: principals and groups, privileges and their enforcement, credential vending, audit."""

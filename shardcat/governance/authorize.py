@@ -1,0 +1,296 @@
+"""Who may do what: the authorization entry points the rest of shardcat calls.
+
+`await authorizer(shard, caller)` gives an `Authz` over the metastore's privilege index
+(governance/grants.py keeps one per metastore in each shard, current with the shard's
+version); its checks are then pure and fast, so services call them inside their write
+transactions, against the asset the write already read. A refusal is
+CatalogError("PERMISSION_DENIED", <what is missing, on which securable>). Account admins
+and metastore admins (the metastore's owner, a user or a group) pass every check.
+
+The rules are data (governance/privileges.py): for each (securable type, operation) which
+privilege, on the securable or an ancestor, plus USE CATALOG / USE SCHEMA on the catalogs
+and schemas above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyroaring import BitMap
+
+from ..auth import Caller
+from ..cache.privilege_index import MANAGE, PrivilegeIndex
+from ..entities.asset import Asset
+from ..errors import CatalogError
+from . import privileges as P
+
+_USE = {"catalog": P.USE_CATALOG, "schema": P.USE_SCHEMA}
+_LABEL = {"registered_model": "registered model", "external_location": "external location"}
+
+
+def label(kind: str) -> str:
+    return _LABEL.get(kind, kind)
+
+
+def is_metastore_admin(caller: Caller, metastore) -> bool:
+    """Whether the caller (or a group it is in) owns the metastore: a Metastore record, its info, or the owner."""
+    owner = metastore
+    if hasattr(metastore, "info"):
+        owner = metastore.info.get("owner")
+    elif isinstance(metastore, dict):
+        owner = metastore.get("owner")
+    return owner is not None and owner in caller.principals
+
+
+def denied(message: str) -> CatalogError:
+    return CatalogError("PERMISSION_DENIED", message)
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    how: dict | None = None       # allowed: {"source": "admin"|"owner"|"grant", ...}
+    reason: str | None = None     # denied: what is missing
+
+    def json(self) -> dict:
+        return {"allowed": True, "how": self.how} if self.allowed else {"allowed": False, "reason": self.reason}
+
+
+class Authz:
+    """One caller's view of one metastore's privileges (index None: an account admin)."""
+
+    def __init__(self, caller: Caller, index: PrivilegeIndex | None, principals: frozenset[str] | None = None,
+                 is_account_admin: bool | None = None):
+        self.caller = caller
+        self.index = index
+        self.principals = caller.principals if principals is None else principals
+        account_admin = caller.is_account_admin if is_account_admin is None else is_account_admin
+        if account_admin:
+            self.admin = "account admin"
+        elif index is not None and index.root_owner in self.principals:
+            self.admin = "metastore admin"
+        else:
+            self.admin = None
+
+    # ---- the securable's place in the index ---------------------------------------
+
+    def _n(self, asset: Asset | None) -> int:
+        """The index number of an asset (None: the metastore); an asset newer than the index joins it."""
+        if asset is None:
+            return 0
+        n = self.index.find(asset.id)
+        if n is None or n not in self.index.kind:
+            self.index.put(asset.id, asset.parent_id, asset.type, asset.info.get("owner"), asset.full_name)
+            n = self.index.find(asset.id)
+        return n
+
+    def _where(self, n: int) -> str:
+        if n == 0:
+            return "the metastore"
+        return f"{label(self.index.kind.get(n, 'securable'))} '{self.index.name.get(n, '?')}'"
+
+    def _holder(self, n: int, privilege: str) -> str | None:
+        """Which of the caller's principals holds `privilege` directly on securable n."""
+        granted = self.index.grants.get(n, {})
+        for p in sorted(self.principals, key=lambda p: p != self.caller.name):
+            if any(g == privilege or (g == P.ALL_PRIVILEGES and privilege != MANAGE) for g in granted.get(p, ())):
+                return p
+        return None
+
+    def _how(self, source: str, n: int, at: int, principal: str | None, privilege: str | None = None) -> dict:
+        how = {"source": source, "securable_type": self.index.kind.get(at, "metastore").upper(),
+               "full_name": self.index.name.get(at, self.index.root_id) if at else self.index.root_id,
+               "inherited": at != n}
+        if privilege:
+            how["privilege"] = privilege
+        if principal and principal != self.caller.name:
+            how["via_group"] = principal
+        return how
+
+    # ---- the one generic check ------------------------------------------------------
+
+    def _alternative(self, n: int, want: str) -> dict | None:
+        """How the caller meets one alternative of a rule on securable n, or None."""
+        ix, principals = self.index, self.principals
+        if want == P.ADMINISTER:
+            for m in ix.chain(n):
+                owner = ix.owner.get(m)
+                if owner in principals:
+                    return self._how("owner", n, m, owner)
+            at = ix.first_in_chain(n, ix.granted(principals, MANAGE))
+            return None if at is None else self._how("grant", n, at, self._holder(at, MANAGE), MANAGE)
+        if want == P.OWNER:
+            owner = ix.owner.get(n)
+            return self._how("owner", n, n, owner) if owner in principals else None
+        if want == P.ANY:
+            at = ix.first_in_chain(n, ix.with_any_grant(principals))
+            if at is None:
+                return None
+            holder = next(p for p in sorted(self.principals, key=lambda p: p != self.caller.name)
+                          if p in ix.grants.get(at, {}))
+            return self._how("grant", n, at, holder, sorted(ix.grants[at][holder])[0])
+        at = ix.first_in_chain(n, ix.granted(principals, want))
+        return None if at is None else self._how("grant", n, at, self._holder(at, want), want)
+
+    def _uses(self, containers: list[int]) -> str | None:
+        """The first catalog or schema among `containers` the caller may not use, as a reason; else None."""
+        ix = self.index
+        owned = ix.owned_by(self.principals)
+        for c in reversed(containers):          # catalog first, then schema
+            privilege = _USE.get(ix.kind.get(c))
+            if privilege is None:
+                continue
+            if ix.first_in_chain(c, owned) is None and ix.first_in_chain(c, ix.granted(self.principals, privilege)) \
+                    is None:
+                return f"{privilege} on {self._where(c)}"
+        return None
+
+    def decide(self, kind: str, op: str, asset: Asset | None, *, parent: Asset | None = None,
+               rule: P.Rule | None = None) -> Decision:
+        """May the caller do `op` on `asset` (of type `kind`)? For create, `asset` is None and `parent`
+        the container it goes into (None: the metastore)."""
+        if self.admin:
+            return Decision(True, {"source": "admin", "as": self.admin})
+        rule = rule or P.rule(kind, op)
+        if op == "create":
+            n, containers = None, self.index.chain(self._n(parent))
+        else:
+            n = self._n(asset)
+            containers = self.index.chain(n)[1:]
+        target = {"self": n, "parent": self._n(parent) if op == "create" else self.index.parent.get(n, 0),
+                  "metastore": 0}[rule.target]
+        if rule.use:
+            missing = self._uses(containers)
+            if missing is not None:
+                return Decision(False, reason=f"{self._caller()} lacks {missing}.")
+        for want in rule.any_of:
+            how = self._alternative(target, want)
+            if how is not None:
+                return Decision(True, how)
+        what = f"create a {label(kind)} in" if op == "create" else f"{_VERB.get(op, op)}"
+        return Decision(False, reason=f"{self._caller()} may not {what} {self._where(target)}: that needs "
+                                      f"{rule.names()}.")
+
+    def _caller(self) -> str:
+        return f"User '{self.caller.name}'" if self.principals == self.caller.principals else \
+            f"Principal '{sorted(self.principals)[0]}'"
+
+    def require(self, kind: str, op: str, asset: Asset | None, *, parent: Asset | None = None) -> None:
+        decision = self.decide(kind, op, asset, parent=parent)
+        if not decision.allowed:
+            raise denied(decision.reason)
+
+    def require_data(self, asset: Asset, *, write: bool) -> None:
+        """Pure data-access check (for use inside a write): see `require_data_access`."""
+        decision = data_decision(self, asset, write=write)
+        if not decision.allowed:
+            raise denied(decision.reason)
+
+    # ---- lists ------------------------------------------------------------------------
+
+    def visible_under(self, kind: str, parent: Asset | None) -> BitMap | None:
+        """The children of `parent` (None: the metastore) the caller may see in a list of `kind`:
+        those it may read (own or inherited grant, ownership, MANAGE), and containers that hold
+        something it has a grant on or owns; nothing where it may not use the catalog or schema
+        above. None: everything (admins)."""
+        if self.admin:
+            return None
+        return self._visible_n(kind, self._n(parent))
+
+    def _visible_n(self, kind: str, parent_n: int) -> BitMap:
+        ix, principals = self.index, self.principals
+        if self._uses(ix.chain(parent_n)) is not None:
+            return BitMap()
+        marked = ix.owned_by(principals) | ix.granted(principals, MANAGE)
+        for want in P.rule(kind, "read").any_of:
+            if want == P.ANY:
+                marked |= ix.with_any_grant(principals)
+            elif want not in (P.ADMINISTER, P.OWNER):
+                marked |= ix.granted(principals, want)
+        out = ix.covered_children(parent_n, marked)
+        if kind in ("catalog", "schema"):
+            out |= ix.children.get(parent_n, BitMap()) & ix.above(ix.with_any_grant(principals) |
+                                                                   ix.owned_by(principals))
+        return out
+
+    def filter(self, kind: str, parent: Asset | None, assets: list[Asset]) -> list[Asset]:
+        seen = self.visible_under(kind, parent)
+        if seen is None:
+            return assets
+        return [a for a in assets if self.index.find(a.id) in seen]
+
+    def filter_any(self, kind: str, assets: list[Asset]) -> list[Asset]:
+        """Assets of one type under different parents: each parent's visible set computed once."""
+        if self.admin:
+            return assets
+        by_parent: dict[str, BitMap] = {}
+        out = []
+        for a in assets:
+            n = self._n(a)
+            if a.parent_id not in by_parent:
+                by_parent[a.parent_id] = self._visible_n(kind, self.index.parent.get(n, 0))
+            if n in by_parent[a.parent_id]:
+                out.append(a)
+        return out
+
+
+_VERB = {"read": "read", "update": "update", "owner": "change the owner of", "delete": "delete",
+         "grant": "manage the permissions of", "read_data": "read the data of", "write_data": "write the data of",
+         "check": "use"}
+
+
+async def authorizer(shard, caller: Caller) -> Authz:
+    """The caller's Authz for its metastore; account admins need no index."""
+    if caller.is_account_admin:
+        return Authz(caller, None)
+    from .grants import privilege_index   # grants.py imports this module
+    return Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+
+
+# ---- data access: tables, volumes, model versions, external locations ------------------
+
+_DATA_KIND = {"table": "table", "volume": "volume", "model_version": "registered_model",
+              "registered_model": "registered_model", "external_location": "external_location",
+              "function": "function"}
+
+
+def has_policies(asset: Asset) -> bool:
+    """Whether a table carries a row filter or a column mask."""
+    return asset.type == "table" and (bool(asset.info.get("row_filter")) or
+                                      any(c.get("mask") for c in asset.info.get("columns") or []))
+
+
+def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
+    """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
+    if has_policies(asset) and not authz.caller.trusted_engine:
+        return Decision(False, reason=f"Table '{asset.full_name}' has a row filter or column masks; only a "
+                                      "trusted engine, which enforces them, may read or write its data.")
+    kind = _DATA_KIND[asset.type]
+    target = parent if asset.type == "model_version" else asset
+    return authz.decide(kind, "write_data" if write else "read_data", target)
+
+
+async def require_data_access(shard, caller: Caller, asset: Asset, *, write: bool) -> None:
+    """Raise PERMISSION_DENIED unless `caller` may read (or, with `write`, change) `asset`'s data:
+    SELECT/MODIFY on a table, READ/WRITE VOLUME on a volume, EXECUTE on a model version's model
+    (writing its files: the model's owner or MANAGE), READ/WRITE FILES on an external location;
+    each with USE CATALOG and USE SCHEMA on the parents. Tables with row filters or column
+    masks are for trusted engines only."""
+    authz = await authorizer(shard, caller)
+    parent = None
+    if asset.type == "model_version":
+        ms = caller.metastore()
+        parent = await shard.read(ms, shard.store.get_asset_by_id(ms, asset.parent_id))
+    decision = data_decision(authz, asset, write=write, parent=parent)
+    if not decision.allowed:
+        raise denied(decision.reason)
+
+
+def present_table(caller: Caller, out: dict) -> dict:
+    """A table as this caller may see it: row filter and column masks for trusted engines only."""
+    if caller.trusted_engine:
+        return out
+    out.pop("row_filter", None)
+    if out.get("columns") and any("mask" in c for c in out["columns"]):
+        out["columns"] = [{k: v for k, v in c.items() if k != "mask"} for c in out["columns"]]
+    return out

@@ -1,0 +1,364 @@
+"""Grants: their storage, each shard's privilege index, and the permissions and authorization APIs.
+
+Grants are metastore state (table `grants`, migration 0005). Every change is one
+`Shard.write`: the rows change in the transaction that bumps the metastore version, and the
+change-log row names the securable, so every shard owning the metastore picks the change up
+when it reconciles, exactly as it does for assets. Each shard keeps, per metastore, a
+`PrivilegeIndex` (cache/privilege_index.py) loaded on first need and then kept current by
+two hooks the shard calls: `on_applied` (its own writes, no I/O) and `on_reconcile` (others'
+writes: re-read the grants and assets the change log names). A rebuild drops the index.
+
+Endpoints:
+- `GET/PATCH/PUT /permissions/{securable_type}/{full_name}`: PermissionsList
+  {privilege_assignments: [{principal, privileges}]}, UpdatePermissions {changes: [{principal,
+  add, remove}]}; PUT replaces every grant on the securable. `principal` filters a GET.
+- `GET /effective-permissions/{securable_type}/{full_name}`: what each principal holds there,
+  with `inherited_from_type` / `inherited_from_name` for what comes from above.
+- `POST /shardcat/authorize`: may a principal (self; anyone, for admins) use these securables, and how.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from ..auth import Caller
+from ..cache.privilege_index import PrivilegeIndex
+from ..entities.asset import Asset
+from ..entities.names import split_full_name
+from ..entities.types import TYPES
+from ..errors import CatalogError, invalid, not_found
+from ..store.db import WriteTx, now_ms
+from . import privileges as P
+from .authorize import Authz, authorizer, denied, label
+
+MAX_AUTHORIZE_ITEMS = 1000
+
+
+# ---- the index: load, and keep current ---------------------------------------------------
+
+async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
+    """The metastore's securables, owners and grants at one version (one repeatable-read snapshot)."""
+    ms = uuid.UUID(metastore_id)
+    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
+        if meta is None:
+            from ..store.db import MetastoreGone
+            raise MetastoreGone(metastore_id)
+        assets = await conn.fetch(
+            """SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets
+               WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
+        grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
+    index = PrivilegeIndex(metastore_id, meta["info"].get("owner"))
+    # Parents first, so that dense ids follow the hierarchy (not needed for correctness).
+    order = {"catalog": 0, "schema": 1, "registered_model": 3}
+    for r in sorted(assets, key=lambda r: order.get(r["type"], 2)):
+        index.put(str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
+    for sid, held in _group(grants).items():
+        index.set_grants(sid, held)
+    return meta["version"], index
+
+
+def _group(rows) -> dict[str, dict[str, set[str]]]:
+    out: dict[str, dict[str, set[str]]] = {}
+    for r in rows:
+        out.setdefault(str(r["securable_id"]), {}).setdefault(r["principal"], set()).add(r["privilege"])
+    return out
+
+
+async def privilege_index(shard, metastore_id: str, min_version: int = 0) -> PrivilegeIndex:
+    """The shard's privilege index of a metastore, loaded on first use, at least as new as its state."""
+    for _ in range(3):
+        state = await shard.state(metastore_id, min_version)
+        if state.privileges is None:
+            behind = False
+            async with state.reconcile_lock:
+                if state.privileges is None:
+                    version, state.privileges = await load_index(shard.store, metastore_id)
+                    behind = version > state.version
+            if behind:
+                await shard.reconcile(state)      # replaying what the load already saw is harmless
+        index = state.privileges
+        if index is None:
+            continue                              # a rebuild dropped it meanwhile
+        if index.root_owner is _STALE:
+            meta = await shard.store.get_metastore(metastore_id)
+            index.root_owner = meta.info.get("owner") if meta else None
+        return index
+    raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+
+
+_STALE = object()   # the metastore's owner may have changed: read it again
+
+
+def on_applied(state, tx: WriteTx) -> None:
+    """This shard's own write, applied to its index (no I/O): assets written or deleted, grants set."""
+    index = state.privileges
+    if index is None:
+        return
+    for asset_id in tx.deleted:
+        index.remove(asset_id)
+    for a in tx.written.values():
+        if a.type != "staging_table":
+            index.put(a.id, a.parent_id, a.type, a.info.get("owner"), a.full_name)
+    updates = getattr(tx, "grant_updates", {})
+    for sid, held in updates.items():
+        index.set_grants(sid, held)
+    if state.id in tx.changed and state.id not in updates:
+        index.root_owner = _STALE
+
+
+async def on_reconcile(store, state, changed: list[str], assets: list[Asset]) -> None:
+    """Others' writes (from the change log): re-read the grants of every changed securable."""
+    index = state.privileges
+    if index is None or not changed:
+        return
+    rows = await store.pool.fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
+                                  [uuid.UUID(i) for i in changed])
+    held = _group(rows)
+    found = {a.id for a in assets}
+    for a in assets:
+        if a.type != "staging_table":
+            index.put(a.id, a.parent_id, a.type, a.info.get("owner"), a.full_name)
+    for sid in changed:
+        if sid != state.id and sid not in found:
+            index.remove(sid)
+        else:
+            index.set_grants(sid, held.get(sid, {}))
+    if state.id in changed:
+        index.root_owner = _STALE
+
+
+# ---- the permissions API -------------------------------------------------------------------
+
+def _assignments(held: dict[str, set[str]] | dict[str, frozenset[str]], principal: str | None = None) -> dict:
+    return {"privilege_assignments": [
+        {"principal": p, "privileges": sorted(privs)} for p, privs in sorted(held.items())
+        if privs and (principal is None or p == principal)]}
+
+
+def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
+    changes = body.get("changes")
+    if not isinstance(changes, list):
+        raise invalid("Field 'changes' must be a list of {principal, add, remove} objects.")
+    out = []
+    for i, c in enumerate(changes):
+        if not isinstance(c, dict) or not isinstance(c.get("principal"), str) or not c["principal"].strip():
+            raise invalid(f"changes[{i}] must be an object with a non-empty string 'principal'.")
+        lists = []
+        for key in ("add", "remove"):
+            value = c.get(key) or []
+            if not isinstance(value, list):
+                raise invalid(f"changes[{i}].{key} must be a list of privileges.")
+            lists.append({P.privilege_name(v, kind) for v in value})
+        out.append((c["principal"], *lists))
+    return out
+
+
+class PermissionsService:
+    def __init__(self, shard):
+        self.shard = shard
+        self.store = shard.store
+
+    def _key(self, caller: Caller, type_name: str, full_name: str) -> tuple[str, tuple[str, str] | None]:
+        kind = P.securable_type(type_name)
+        if kind == "metastore":
+            if full_name != caller.metastore():
+                raise not_found(f"Metastore '{full_name:.60}' is not this workspace's metastore.")
+            return kind, None
+        t = TYPES[kind]
+        return kind, (t.namespace, ".".join(split_full_name(full_name, t.name_parts, t.name)))
+
+    async def _securable(self, caller: Caller, type_name: str, full_name: str) -> tuple[str, Asset | None]:
+        kind, key = self._key(caller, type_name, full_name)
+        if key is None:
+            return kind, None
+        asset = await self.shard.lookup(caller.metastore(), *key, caller.min_version)
+        if asset is None or (kind != "table" and asset.type != kind):
+            raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
+        return kind, asset
+
+    async def _authz(self, caller: Caller) -> Authz:
+        """With the index even for account admins: these answers read it."""
+        return Authz(caller, await privilege_index(self.shard, caller.metastore(), caller.min_version))
+
+    async def get(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
+        kind, asset = await self._securable(caller, type_name, full_name)
+        authz = await self._authz(caller)
+        authz.require(kind, "read", asset)
+        n = authz._n(asset)
+        return _assignments(authz.index.grants.get(n, {}), principal)
+
+    async def update(self, caller: Caller, type_name: str, full_name: str, body: dict) -> dict:
+        kind, key = self._key(caller, type_name, full_name)
+        changes = _changes(body, kind)
+
+        def apply(held: dict[str, set[str]]) -> dict[str, set[str]]:
+            for principal, add, remove in changes:
+                held[principal] = (held.get(principal, set()) | add) - remove
+            return held
+
+        return _assignments(await self._write(caller, kind, key, full_name, apply))
+
+    async def replace(self, caller: Caller, type_name: str, full_name: str, body: dict) -> dict:
+        kind, key = self._key(caller, type_name, full_name)
+        assignments = body.get("privilege_assignments")
+        if not isinstance(assignments, list):
+            raise invalid("Field 'privilege_assignments' must be a list of {principal, privileges} objects.")
+        new: dict[str, set[str]] = {}
+        for i, a in enumerate(assignments):
+            if not isinstance(a, dict) or not isinstance(a.get("principal"), str) or not a["principal"].strip() \
+                    or not isinstance(a.get("privileges"), list):
+                raise invalid(f"privilege_assignments[{i}] must be {{principal: string, privileges: list}}.")
+            new.setdefault(a["principal"], set()).update(P.privilege_name(p, kind) for p in a["privileges"])
+        await self._write(caller, kind, key, full_name, lambda held: new)
+        return {}
+
+    async def _write(self, caller: Caller, kind: str, key, full_name: str, change) -> dict:
+        authz = await authorizer(self.shard, caller)
+        now = now_ms()
+
+        async def write(tx: WriteTx, state):
+            asset = None
+            if key is not None:
+                asset = await tx.get(*key)
+                if asset is None or (kind != "table" and asset.type != kind):
+                    raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
+            authz.require(kind, "grant", asset)
+            sid = asset.id if asset else state.id
+            rows = await tx.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
+                                       uuid.UUID(sid))
+            held = _group([{"securable_id": sid, **r} for r in rows]).get(sid, {})
+            new = {p: set(v) for p, v in change({p: set(v) for p, v in held.items()}).items() if v}
+            await tx.conn.execute("DELETE FROM grants WHERE securable_id = $1", uuid.UUID(sid))
+            await tx.conn.executemany(
+                "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [(uuid.UUID(state.id), uuid.UUID(sid), uuid.UUID(sid) if asset else None, p, priv, caller.name, now)
+                 for p, privs in new.items() for priv in privs])
+            tx.changed.add(sid)
+            if not hasattr(tx, "grant_updates"):
+                tx.grant_updates = {}
+            tx.grant_updates[sid] = new
+            return new
+
+        return await self.shard.write(caller.metastore(), write)
+
+    async def effective(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
+        kind, asset = await self._securable(caller, type_name, full_name)
+        authz = await self._authz(caller)
+        authz.require(kind, "read", asset)
+        ix = authz.index
+        n = authz._n(asset)
+        kind_of_n = ix.kind.get(n, "metastore")
+        out: dict[str, list[dict]] = {}
+        for m in ix.chain(n) if n else [0]:
+            for p, privs in sorted(ix.grants.get(m, {}).items()):
+                if principal is not None and p != principal:
+                    continue
+                for priv in sorted(privs):
+                    if priv not in P.APPLICABLE.get(kind_of_n, ()):
+                        continue    # a privilege for other types (CREATE SCHEMA seen from a table)
+                    entry = {"privilege": priv}
+                    if m != n:
+                        entry.update(inherited_from_type=ix.kind.get(m, "metastore").upper(),
+                                     inherited_from_name=ix.name.get(m) if m else ix.root_id)
+                    out.setdefault(p, []).append(entry)
+        return {"privilege_assignments": [{"principal": p, "privileges": privs} for p, privs in sorted(out.items())]}
+
+    # ---- the authorization API ----------------------------------------------------------
+
+    async def authorize(self, caller: Caller, body: dict) -> dict:
+        """Per item {securable_type, full_name, privilege}: allowed and how (owner, admin, a grant on
+        it or inherited from an ancestor, directly or via a group), or the reason it is not."""
+        items = body.get("items")
+        if not isinstance(items, list) or not items:
+            raise invalid("Field 'items' must be a non-empty list of {securable_type, full_name, privilege}.")
+        if len(items) > MAX_AUTHORIZE_ITEMS:
+            raise invalid(f"At most {MAX_AUTHORIZE_ITEMS} items per request, got {len(items)}.")
+        ms = caller.metastore()
+        index = await privilege_index(self.shard, ms, caller.min_version)
+        me = Authz(caller, index)
+        principal = body.get("principal")
+        if principal is None or principal == caller.name:
+            authz = me
+        else:
+            if not isinstance(principal, str) or not principal:
+                raise invalid("Field 'principal' must be a non-empty string.")
+            if not me.admin:
+                raise denied("Only account admins and metastore admins may ask about another principal.")
+            authz = Authz(caller, index, frozenset({principal, *await _groups_of(self.store, principal)}),
+                          is_account_admin=await _is_account_admin(self.store, principal))
+        parsed, names = [], []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not all(isinstance(item.get(k), str)
+                                                     for k in ("securable_type", "full_name", "privilege")):
+                raise invalid(f"items[{i}] must have string securable_type, full_name and privilege.")
+            kind, key = self._key(caller, item["securable_type"], item["full_name"])
+            privilege = item["privilege"]
+            if privilege.lower() not in P.OPERATIONS:
+                privilege = P.privilege_name(privilege, kind)
+            parsed.append((item, kind, key, privilege))
+            if key is not None:
+                names.append(key)
+        snap = await self.shard.snapshot(ms, names, [], caller.min_version)
+        out = []
+        for item, kind, key, privilege in parsed:
+            answer = {k: item[k] for k in ("securable_type", "full_name", "privilege")}
+            asset = snap.by_name.get(key) if key is not None else None
+            if key is not None and (asset is None or (kind != "table" and asset.type != kind)):
+                answer.update(allowed=False, reason=f"{label(kind).capitalize()} '{item['full_name']}' does not exist.")
+            else:
+                if privilege.lower() in P.OPERATIONS:
+                    decision = authz.decide(kind, privilege.lower(), asset, parent=None)
+                else:
+                    use = privilege not in (P.USE_CATALOG, P.USE_SCHEMA, P.BROWSE)
+                    decision = authz.decide(kind, "check", asset, rule=P.Rule((P.OWNER, privilege), use=use))
+                answer.update(decision.json())
+            out.append(answer)
+        return {"metastore_version": snap.version, "principal": principal or caller.name, "items": out}
+
+
+async def _groups_of(store, principal: str) -> set[str]:
+    """The groups a principal is in, transitively (identity's store/principals.py)."""
+    principals = getattr(store, "principals", None)
+    if principals is None:
+        return set()
+    info = await principals.get_by_name(principal)
+    if info is None:
+        return set()
+    return {m.group_name for m in (await principals.memberships([info.id]))[info.id]}
+
+
+async def _is_account_admin(store, principal: str) -> bool:
+    return bool(await store.pool.fetchval("SELECT is_account_admin FROM principals WHERE name = $1", principal))
+
+
+def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
+    from ..shards.http import json_body, ok
+    service = PermissionsService(shard)
+    item = "/{securable_type}/{full_name}"
+
+    def args(request):
+        return request["caller"], request.match_info["securable_type"], request.match_info["full_name"]
+
+    async def get(request):
+        return ok(await service.get(*args(request), request.query.get("principal")))
+
+    async def patch(request):
+        return ok(await service.update(*args(request), await json_body(request)))
+
+    async def put(request):
+        return ok(await service.replace(*args(request), await json_body(request)))
+
+    async def effective(request):
+        return ok(await service.effective(*args(request), request.query.get("principal")))
+
+    async def authorize(request):
+        return ok(await service.authorize(request["caller"], await json_body(request)))
+
+    return [web.get(f"{prefix}/permissions{item}", get), web.patch(f"{prefix}/permissions{item}", patch),
+            web.put(f"{prefix}/permissions{item}", put),
+            web.get(f"{prefix}/effective-permissions{item}", effective),
+            web.post(f"{prefix}/shardcat/authorize", authorize)]
+

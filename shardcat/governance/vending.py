@@ -1,0 +1,236 @@
+"""Credential vending: short-lived storage credentials scoped to one storage prefix.
+
+`vend(shard, caller, url, write=...)` answers the temporary-credentials endpoints in the
+client's TemporaryCredentials shape (`url`, `expiration_time`, and for S3
+`aws_temp_credentials`). Callers authorize first (`require_data_access`); this module
+only decides *which* cloud identity covers the URL and down-scopes it:
+
+- file:// needs no secret: the answer carries the url and an expiry only.
+- s3:// calls STS AssumeRole on the IAM role of the storage credential that covers the
+  URL, with an inline session policy that allows only the URL's prefix (read: GetObject;
+  read-write: also Put/DeleteObject; ListBucket only with an s3:prefix condition). The
+  covering credential is the one of the external location holding the URL; for managed
+  storage under the metastore's storage root it is the metastore's
+  `storage_root_credential_id`, else the role in $SHARDCAT_STORAGE_ROOT_ROLE_ARN.
+- gs:// and abfss:// are refused with FAILED_PRECONDITION (not vended yet).
+
+Configuration (read on each call, so a process can be reconfigured): $SHARDCAT_STS_ENDPOINT
+(required for s3:// vending: e.g. https://sts.amazonaws.com, or a local moto server),
+$SHARDCAT_AWS_REGION (else $AWS_DEFAULT_REGION, else us-east-1), $SHARDCAT_CREDENTIAL_SECONDS
+(the lifetime asked of STS, 900..43200, default 3600). shardcat's own AWS identity comes from
+boto3's usual chain (environment, profile, instance role).
+
+Unexpired credentials are reused: a TLRU cache keyed by (STS endpoint, role, prefix, mode)
+keeps each one until a safety margin before it expires. The policy construction is pure;
+the boto3 call blocks, so it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from cachetools import TLRUCache
+
+from ..cache.urls import is_within, url_segments
+from ..errors import CatalogError
+from ..store.db import now_ms
+
+FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
+MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
+SAFETY_MARGIN_SECONDS = 300               # a cached credential is not handed out this close to its expiry
+SESSION_NAME = "shardcat"
+
+
+# ---- pure parts: where the data lies, and the session policy ------------------------------
+
+
+def s3_location(url: str) -> tuple[str, str]:
+    """(bucket, key prefix without slashes at either end) of a canonical s3:// URL."""
+    segments = url_segments(url)
+    bucket = segments[0].removeprefix("s3://")
+    return bucket, "/".join(unquote(s) for s in segments[1:])
+
+
+def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
+    """The inline session policy that limits an assumed role to `prefix` of `bucket`.
+
+    Objects: s3:GetObject (and with `write` s3:PutObject, s3:DeleteObject) on
+    arn:aws:s3:::bucket/prefix/*. Listing: s3:ListBucket on the bucket, only for
+    s3:prefix values at or under the prefix (a plain prefix match would also admit a
+    sibling such as prefix-old/, hence the two patterns)."""
+    objects = f"arn:aws:s3:::{bucket}/{prefix}/*" if prefix else f"arn:aws:s3:::{bucket}/*"
+    actions = ["s3:GetObject"] + (["s3:PutObject", "s3:DeleteObject"] if write else [])
+    listing = [prefix, f"{prefix}/*"] if prefix else ["*"]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ObjectsUnderPrefix", "Effect": "Allow", "Action": actions, "Resource": [objects]},
+            {"Sid": "ListPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"],
+             "Resource": [f"arn:aws:s3:::{bucket}"],
+             "Condition": {"StringLike": {"s3:prefix": listing}}},
+        ],
+    }
+
+
+def lifetime_seconds() -> int:
+    raw = os.environ.get("SHARDCAT_CREDENTIAL_SECONDS", "")
+    seconds = int(raw) if raw.isdigit() else DEFAULT_SECONDS
+    return max(MIN_SECONDS, min(MAX_SECONDS, seconds))
+
+
+def _region() -> str:
+    return os.environ.get("SHARDCAT_AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+# ---- the STS call and its cache -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AwsCredential:
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+    expires_at: float          # seconds since the epoch
+
+
+def _assume_role(endpoint: str, role_arn: str, external_id: str | None, policy: dict, seconds: int) -> AwsCredential:
+    """One blocking STS AssumeRole call (run it in a thread)."""
+    import boto3.session
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    # A fresh session: boto3's default one keeps the credentials it resolved first, and shardcat's
+    # identity may change under a running process (rotated keys, tests). STS calls are rare (cached).
+    sts = boto3.session.Session().client(
+        "sts", endpoint_url=endpoint, region_name=_region(),
+        config=Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2}))
+    args = {"RoleArn": role_arn, "RoleSessionName": SESSION_NAME, "Policy": json.dumps(policy),
+            "DurationSeconds": seconds}
+    if external_id:
+        args["ExternalId"] = external_id
+    try:
+        c = sts.assume_role(**args)["Credentials"]
+    except ClientError as e:
+        error = e.response.get("Error", {})
+        raise CatalogError("FAILED_PRECONDITION", f"STS refused to assume role '{role_arn}': "
+                                                  f"{error.get('Code', '')} {error.get('Message', '')}".strip()) from None
+    except BotoCoreError as e:
+        raise CatalogError("TEMPORARILY_UNAVAILABLE", f"Cannot reach STS at {endpoint}: {e}") from None
+    return AwsCredential(c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"], c["Expiration"].timestamp())
+
+
+def _usable_until(key, value: AwsCredential, now: float) -> float:
+    return value.expires_at - SAFETY_MARGIN_SECONDS
+
+
+class AwsVendor:
+    """STS AssumeRole with a per-prefix session policy; unexpired answers are reused."""
+
+    def __init__(self, maxsize: int = 10_000):
+        self.cache: TLRUCache = TLRUCache(maxsize=maxsize, ttu=_usable_until, timer=time.time)
+        self.pending: dict[tuple, asyncio.Future] = {}
+        self.stats = {"assume_role": 0, "cache_hits": 0}
+
+    async def credential(self, role_arn: str, external_id: str | None, url: str, *, write: bool) -> AwsCredential:
+        endpoint = os.environ.get("SHARDCAT_STS_ENDPOINT")
+        if not endpoint:
+            raise CatalogError("FAILED_PRECONDITION",
+                               "shardcat does not vend s3:// credentials here: no STS is configured "
+                               "(set SHARDCAT_STS_ENDPOINT, e.g. https://sts.amazonaws.com).")
+        key = (endpoint, role_arn, url, "READ_WRITE" if write else "READ")
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.stats["cache_hits"] += 1
+            return hit
+        if key in self.pending:            # the same credential is being fetched: share that call
+            return await asyncio.shield(self.pending[key])
+        future = asyncio.get_running_loop().create_future()
+        self.pending[key] = future
+        try:
+            bucket, prefix = s3_location(url)
+            self.stats["assume_role"] += 1
+            found = await asyncio.to_thread(_assume_role, endpoint, role_arn, external_id,
+                                            session_policy(bucket, prefix, write=write), lifetime_seconds())
+            self.cache[key] = found
+            future.set_result(found)
+            return found
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()              # retrieved: no "never retrieved" warning when nobody shared it
+            raise
+        finally:
+            del self.pending[key]
+
+
+AWS = AwsVendor()     # one per process: every shard app in it shares the cache
+
+
+# ---- which storage credential covers a URL --------------------------------------------------
+
+
+async def _credential_asset(shard, caller, url: str):
+    """The storage credential (asset) whose identity reaches `url`, or None with the reason."""
+    from ..shards.locations import location_of
+
+    ms = caller.metastore()
+    state = await shard.state(ms, caller.min_version)
+    location = location_of(state, url)
+    if location is not None:
+        loc = await shard.lookup(ms, "external_location", location.full_name, caller.min_version)
+        if loc is None:
+            return None, f"external location '{location.full_name}' is gone"
+        credential = await shard.lookup(ms, "credential", loc.info.get("credential_name", "").lower(),
+                                        caller.min_version)
+        if credential is None:
+            return None, f"the credential of external location '{loc.name}' is gone"
+        return credential, None
+    if state.storage_root and is_within(url, state.storage_root):
+        meta = await shard.store.get_metastore(ms)
+        credential_id = (meta.info.get("storage_root_credential_id") if meta else None) or ""
+        if credential_id:
+            credential = await shard.read(ms, shard.store.get_asset_by_id(ms, credential_id))
+            if credential is not None and credential.type == "credential":
+                return credential, None
+            return None, f"the metastore's storage_root_credential_id '{credential_id}' names no credential"
+        role = os.environ.get("SHARDCAT_STORAGE_ROOT_ROLE_ARN")
+        if role:
+            return {"role_arn": role}, None
+        return None, ("it lies in the metastore's managed storage, and the metastore has no "
+                      "storage_root_credential_id (nor is $SHARDCAT_STORAGE_ROOT_ROLE_ARN set)")
+    return None, "no external location covers it"
+
+
+async def _aws_role(shard, caller, url: str) -> dict:
+    credential, why = await _credential_asset(shard, caller, url)
+    if credential is None:
+        raise CatalogError("FAILED_PRECONDITION", f"No storage credential can vend temporary credentials "
+                                                  f"for '{url}': {why}.")
+    if isinstance(credential, dict):    # the configured default role of managed storage
+        return credential
+    role = credential.info.get("aws_iam_role")
+    if not role:
+        raise CatalogError("FAILED_PRECONDITION", f"Credential '{credential.name}' covers '{url}' but holds no "
+                                                  "aws_iam_role; s3:// credentials need an IAM role.")
+    return role
+
+
+async def vend(shard, caller, url: str, *, write: bool) -> dict:
+    """The TemporaryCredentials answer for `url` (already authorized), read-only or read-write."""
+    scheme = url.split(":", 1)[0]
+    if scheme == "file":
+        return {"expiration_time": now_ms() + FILE_LIFETIME_MS, "url": url}
+    if scheme != "s3":
+        raise CatalogError("FAILED_PRECONDITION",
+                           f"shardcat does not vend {scheme}:// credentials yet; it vends s3:// (STS) "
+                           "and file:// (which needs none).")
+    role = await _aws_role(shard, caller, url)
+    found = await AWS.credential(role["role_arn"], role.get("external_id"), url, write=write)
+    return {"aws_temp_credentials": {"access_key_id": found.access_key_id,
+                                     "secret_access_key": found.secret_access_key,
+                                     "session_token": found.session_token},
+            "expiration_time": int(found.expires_at * 1000), "url": url}

@@ -1,0 +1,154 @@
+"""The driver's side of the catalog: REST calls, batched resolve, and the job's cache.
+
+One `resolve` call answers everything a query needs (its tables, views, functions and paths,
+with their dependencies, decisions and credentials) at one metastore version. What it returns
+is kept for the length of the job: a later query naming only cached assets makes no call. A
+query with anything not cached asks about all its names in one call (one snapshot per query),
+and that answer replaces what was cached. An entry is dropped when this job changes the asset
+(a write) or when its credentials near expiry; `clear()` forgets everything. Calls and time
+spent in the catalog are counted, so a pipeline can report catalog time apart from Spark time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+PREFIX = "/api/2.1/unity-catalog"
+CREDENTIAL_MARGIN_S = 60      # credentials this close to expiry are fetched again
+
+
+class CatalogError(Exception):
+    """The catalog refused or failed a request; `code` is its error_code, `name` the asset at fault."""
+
+    def __init__(self, code: str, message: str, name: str | None = None, status: int | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message, self.name, self.status = code, message, name, status
+
+
+@dataclass
+class Stats:
+    calls: int = 0                # HTTP requests to the catalog
+    resolve_calls: int = 0
+    resolved_items: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0          # wall time inside catalog calls (this library's, and the Delta client's)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Resolved:
+    """One answered resolve item, as cached for the job."""
+    item: dict
+    version: int                  # metastore version of the response it came from
+    expires_ms: int | None = None  # earliest expiration of its credentials
+    dependencies: list[dict] = field(default_factory=list)
+
+    @property
+    def asset(self) -> dict:
+        for key in ("table", "volume", "function", "registered_model"):
+            if key in self.item:
+                return self.item[key]
+        return {}
+
+
+def _credential_expiry(item: dict) -> int | None:
+    """Earliest expiration_time (ms) of any credentials an item (or its dependencies) carries."""
+    times = []
+    for entry in [item, *item.get("dependencies", ())]:
+        cred = entry.get("credentials") or entry.get("temporary_credentials")
+        if isinstance(cred, dict) and cred.get("expiration_time"):
+            times.append(int(cred["expiration_time"]))
+    return min(times) if times else None
+
+
+class CatalogClient:
+    def __init__(self, url: str, token: str, *, trusted_engine: bool = False, timeout: float = 30.0):
+        base = url.rstrip("/")
+        self.api = base if base.endswith(PREFIX) else base + PREFIX
+        self.token = token
+        self.trusted_engine = trusted_engine
+        self.timeout = timeout
+        self.stats = Stats()
+        self.version = 0                          # newest metastore version any response showed
+        self._cache: dict[tuple[str, str], Resolved] = {}
+
+    # ---- HTTP ------------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
+        url = self.api + path + (("?" + urllib.parse.urlencode(params)) if params else "")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.loads(e.read() or b"{}")
+            except ValueError:
+                err = {}
+            raise CatalogError(err.get("error_code", f"HTTP_{e.code}"), err.get("message", str(e)),
+                               status=e.code) from None
+        finally:
+            self.stats.calls += 1
+            self.stats.seconds += time.perf_counter() - started
+
+    # ---- batched resolve, cached for the job -------------------------------------------------
+
+    def resolve(self, wanted: list[tuple[str, str, str]], *, use_cache: bool = True) -> dict[tuple[str, str], Resolved]:
+        """Answer [(securable_type, name, operation)] (operation READ or WRITE): from the job's cache
+        when every entry is there and fresh, else in one resolve call for all of them (so a query's
+        assets come from one snapshot). Items keep their per-item errors; callers check them."""
+        keys = [(t.upper(), n.lower()) for t, n, _ in wanted]
+        now_ms = time.time() * 1000
+        if use_cache and all(self._fresh(k, op, now_ms) for k, (_, _, op) in zip(keys, wanted)):
+            self.stats.cache_hits += len(keys)
+            return {k: self._cache[k] for k in keys}
+        items = [{"name": n, "securable_type": t.upper(), "operation": op.upper()} for t, n, op in wanted]
+        out = self._resolve_items(items)
+        answered = {}
+        for key, item in zip(keys, out["items"]):
+            entry = Resolved(item, out["metastore_version"], _credential_expiry(item), item.get("dependencies", []))
+            answered[key] = entry
+            if "error" not in item:
+                self._cache[key] = entry
+            else:
+                self._cache.pop(key, None)
+        return answered
+
+    def resolve_path(self, path: str, operation: str = "READ") -> dict:
+        """The asset owning a storage path (and its decision and credentials), uncached: paths are
+        few per job and their owner can change."""
+        return self._resolve_items([{"path": path, "operation": operation}])["items"][0]
+
+    def _resolve_items(self, items: list[dict]) -> dict:
+        out = self.call("POST", "/resolve", {"items": items, "trusted_engine": self.trusted_engine})
+        self.stats.resolve_calls += 1
+        self.stats.resolved_items += len(items)
+        self.version = max(self.version, out["metastore_version"])
+        return out
+
+    def _fresh(self, key: tuple[str, str], operation: str, now_ms: float) -> bool:
+        entry = self._cache.get(key)
+        if entry is None or entry.item.get("operation") != operation.upper():
+            return False
+        return entry.expires_ms is None or entry.expires_ms - CREDENTIAL_MARGIN_S * 1000 > now_ms
+
+    def forget(self, securable_type: str, name: str) -> None:
+        """This job changed the asset: the next query resolves it again."""
+        self._cache.pop((securable_type.upper(), name.lower()), None)
+        # views over it keep their metadata (a view's text does not change when its tables do)
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def cached(self) -> list[str]:
+        return sorted(n for _, n in self._cache)

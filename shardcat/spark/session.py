@@ -1,0 +1,362 @@
+"""PySpark over a shardcat catalog: SQL on catalog names, reads by name or path, writes by name.
+
+    from shardcat.spark import connect
+    cat = connect(spark, "http://127.0.0.1:8080", token)
+    cat.sql("SELECT o.id, c.name FROM main.sales.orders o JOIN main.sales.customers c ON ...").show()
+    cat.write(df, "main.sales.daily", mode="append")          # created on first write (managed storage)
+
+`sql` finds every catalog name in the query (three-part `catalog.schema.table`, and qualified
+function calls), asks the catalog once (`POST /resolve`: views and functions come back expanded
+into what they depend on), registers each table as a temporary view over its files (row filters
+and column masks applied, for a trusted engine), each catalog view as a temporary view over those,
+inlines catalog SQL functions, rewrites the query to those names and runs it. What the catalog
+said is kept for the job (see catalog.py), so a pipeline does not ask twice about the same table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pyarrow import fs as pafs
+from pyspark.sql import DataFrame, SparkSession
+
+from ..delta.log import Storage
+from ..entities.sql import sql_references
+from . import sqlrewrite
+from .catalog import CatalogClient, CatalogError, Resolved
+from .delta import DeltaBridge, is_catalog_managed
+from .types import same_columns, to_arrow, to_columns, to_schema
+
+FILE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT")
+WRITE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "DELTA")
+WRITE_MODES = ("append", "overwrite", "create")
+VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
+_VOLUME_PATH = re.compile(r"^/Volumes/([^/]+)/([^/]+)/([^/]+)(/.*)?$", re.IGNORECASE)
+
+
+def connect(spark: SparkSession, url: str, token: str, *, trusted_engine: bool = False) -> "Shardcat":
+    """A catalog session for `spark`: `url` is the server (http://host:port), `token` a bearer token."""
+    return Shardcat(spark, url, token, trusted_engine=trusted_engine)
+
+
+def _quote(name: str) -> str:
+    return ".".join(f"`{p}`" for p in name.split("."))
+
+
+def _refusal(entry: dict) -> tuple[str, str] | None:
+    """(error code, message) when the catalog refused or could not answer an item."""
+    err = entry.get("error")
+    if err:
+        return err.get("error_code", "ERROR"), err.get("message", "")
+    auth = entry.get("authorization")
+    if isinstance(auth, dict) and not auth.get("allowed", True):
+        return "PERMISSION_DENIED", auth.get("reason") or f"Access to '{entry.get('name')}' is denied."
+    return None
+
+
+class Shardcat:
+    def __init__(self, spark: SparkSession, url: str, token: str, *, trusted_engine: bool = False):
+        self.spark = spark
+        self.catalog = CatalogClient(url, token, trusted_engine=trusted_engine)
+        self.delta = DeltaBridge(self.catalog.api, token, self.catalog.stats)
+        self.trusted_engine = trusted_engine
+        self.reads: dict[str, int] = {}       # full name or path -> times read
+        self.writes: list[dict] = []          # {"table", "mode", "format", "created"}
+
+    def close(self) -> None:
+        self.delta.close()
+
+    def __enter__(self) -> "Shardcat":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- SQL ----------------------------------------------------------------------------------
+
+    def sql(self, query: str) -> DataFrame:
+        """Run `query`, whose three-part names are catalog tables and views, as the catalog allows."""
+        try:
+            tables, functions = sql_references(query, None, None, query=True)
+        except ValueError as e:
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"The query does not parse: {e}") from None
+        tables = [t for t in tables if t.split(".")[0] not in ("spark_catalog", "global_temp")]
+        if not tables and not functions:
+            return self.spark.sql(query)
+        wanted = [("TABLE", t, "READ") for t in tables] + [("FUNCTION", f, "READ") for f in functions]
+        answered = self.catalog.resolve(wanted)
+        entries: list[tuple[str, Resolved]] = [(n, answered[(k, n)]) for k, n, _ in wanted]
+        funcs = self._functions(entries)
+        views: dict[str, str] = {}
+        for name, r in entries:
+            for dep in r.dependencies:
+                if "table" in dep:
+                    self._register(dep["table"], views, funcs)
+            if "table" in r.item:
+                self._register(r.item["table"], views, funcs)
+                self.reads[name] = self.reads.get(name, 0) + 1
+        try:
+            rewritten = sqlrewrite.rewrite(query, views, funcs)
+        except ValueError as e:
+            raise CatalogError("INVALID_PARAMETER_VALUE", str(e)) from None
+        return self.spark.sql(rewritten)
+
+    def _functions(self, entries: list[tuple[str, Resolved]]) -> dict[str, dict]:
+        """Check every answered item and dependency (refusal -> CatalogError naming it); the
+        catalog functions among them by full name."""
+        funcs = {}
+        for name, r in entries:
+            for entry in [*r.dependencies, r.item]:
+                refused = _refusal(entry)
+                if refused:
+                    culprit = entry.get("name", name)
+                    where = "" if culprit == name else f" (needed by '{name}')"
+                    raise CatalogError(refused[0], f"{refused[1]}{where}", name=culprit)
+                if "function" in entry:
+                    funcs[entry["function"]["full_name"]] = entry["function"]
+        return funcs
+
+    def _register(self, table: dict, views: dict[str, str], funcs: dict[str, dict]) -> None:
+        """A temporary view for one catalog table or view (its dependencies already registered)."""
+        full = table["full_name"]
+        if full in views:
+            return
+        name = "sc_" + re.sub(r"\W", "_", full) + "_" + hashlib.sha1(full.encode()).hexdigest()[:8]
+        if table.get("table_type") in VIEW_TYPES:
+            catalog, schema, _ = full.split(".")
+            try:
+                sql = sqlrewrite.rewrite(table["view_definition"], views, funcs, catalog=catalog, schema=schema)
+            except ValueError as e:
+                raise CatalogError("INVALID_PARAMETER_VALUE", f"The SQL of view '{full}' does not parse: {e}",
+                                   name=full) from None
+            except KeyError as e:
+                raise CatalogError("NOT_FOUND", f"View '{full}' calls function {e} which the catalog did not "
+                                                "return.", name=full) from None
+            df = self.spark.sql(sql)
+        else:
+            df = self._load(table)
+        df = self._policies(table, df, name, funcs)
+        df.createOrReplaceTempView(name)
+        views[full] = name
+
+    def _policies(self, table: dict, df: DataFrame, name: str, funcs: dict[str, dict]) -> DataFrame:
+        """The table's row filter and column masks, applied (they only reach trusted engines)."""
+        row_filter = table.get("row_filter") or None
+        masks = {c["name"].lower(): c["mask"] for c in table.get("columns") or [] if c.get("mask")}
+        if not row_filter and not masks:
+            return df
+
+        def call(spec: dict, first: list[str], key: str):
+            fn = funcs.get(spec["function_name"].lower())
+            if fn is None:
+                raise CatalogError("NOT_FOUND", f"The policy function '{spec['function_name']}' of table "
+                                                f"'{table['full_name']}' was not returned by the catalog.",
+                                   name=spec["function_name"])
+            return sqlrewrite.inline(fn, sqlrewrite.column_args(first + list(spec.get(key) or [])))
+
+        filt = call(row_filter, [], "input_column_names") if row_filter else None
+        masked = {col: call(spec, [col], "using_column_names") for col, spec in masks.items()}
+        df.createOrReplaceTempView(name + "_unfiltered")
+        return self.spark.sql(sqlrewrite.policy_query(name + "_unfiltered", df.columns, filt, masked))
+
+    def _load(self, table: dict) -> DataFrame:
+        """A DataFrame over a table's files, with the catalog's schema."""
+        fmt = (table.get("data_source_format") or "").upper()
+        schema = to_schema(table.get("columns") or [])
+        location = table.get("storage_location")
+        self._configure_credentials(table)
+        if fmt == "DELTA":
+            if not is_catalog_managed(table):
+                raise CatalogError("INVALID_PARAMETER_VALUE", f"Table '{table['full_name']}' is a Delta table "
+                                   "that the catalog does not manage; shardcat.spark reads catalog-managed "
+                                   "Delta tables only.", name=table["full_name"])
+            _, files = self.delta.files(table)
+            if not files:
+                return self.spark.createDataFrame([], schema)
+            return self.spark.read.schema(schema).parquet(*files)
+        if fmt not in FILE_FORMATS or not location:
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"Table '{table['full_name']}' has format "
+                               f"{fmt or 'none'}; shardcat.spark reads {', '.join(FILE_FORMATS)} and DELTA.",
+                               name=table["full_name"])
+        if not _exists(location):            # a table created but never written
+            return self.spark.createDataFrame([], schema)
+        return self._reader(fmt).schema(schema).load(location)
+
+    def _reader(self, fmt: str):
+        reader = self.spark.read.format(fmt.lower())
+        return reader.option("header", "true") if fmt == "CSV" else reader
+
+    def _configure_credentials(self, entry: dict) -> None:
+        """Temporary S3 credentials from the catalog, set for the bucket they are scoped to (file://
+        locations get none). Untested here: no S3A filesystem jar in a plain pyspark install."""
+        cred = entry.get("credentials") or entry.get("temporary_credentials") or {}
+        aws = cred.get("aws_temp_credentials") if isinstance(cred, dict) else None
+        location = entry.get("storage_location") or ""
+        if not aws or not location.startswith("s3"):
+            return
+        bucket = location.split("/")[2]
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        prefix = f"fs.s3a.bucket.{bucket}."
+        conf.set(prefix + "aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
+        conf.set(prefix + "access.key", aws["access_key_id"])
+        conf.set(prefix + "secret.key", aws["secret_access_key"])
+        conf.set(prefix + "session.token", aws.get("session_token", ""))
+
+    # ---- reads by name or path ------------------------------------------------------------------
+
+    def table(self, name: str) -> DataFrame:
+        """A catalog table or view by name."""
+        parts = name.split(".") if isinstance(name, str) else []
+        if len(parts) != 3 or not all(parts):
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"Invalid table name '{name}': expected the form "
+                                                          "catalog.schema.table.", name=name)
+        return self.sql(f"SELECT * FROM {_quote(name)}")
+
+    def read_path(self, path: str, format: str | None = None, **options) -> DataFrame:
+        """Files under a volume path (`/Volumes/catalog/schema/volume/...`) or a storage URL. A URL is
+        resolved to the one table or volume owning it, whose grants decide; a table's format and
+        schema apply unless `format` is given."""
+        m = _VOLUME_PATH.match(path)
+        table = None
+        if m:
+            volume = f"{m.group(1)}.{m.group(2)}.{m.group(3)}".lower()
+            r = self.catalog.resolve([("VOLUME", volume, "READ")])[("VOLUME", volume)]
+            self._check(r.item, volume)
+            location = r.item["volume"]["storage_location"].rstrip("/") + (m.group(4) or "")
+            self._configure_credentials(r.item["volume"])
+        else:
+            item = self.catalog.resolve_path(path, "READ")
+            self._check(item, path)
+            location = path
+            table = item.get("table")
+            if table:
+                self._configure_credentials(table)
+        self.reads[path] = self.reads.get(path, 0) + 1
+        fmt = (format or (table or {}).get("data_source_format") or "").upper()
+        if not fmt:
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"Give the format of the files at '{path}'.", name=path)
+        reader = self._reader(fmt).options(**options)
+        if table and not format and table.get("columns"):
+            reader = reader.schema(to_schema(table["columns"]))
+        df = reader.load(location)
+        if table and (table.get("row_filter") or any(c.get("mask") for c in table.get("columns") or [])):
+            # a trusted engine reading a governed table's files: its policies apply by path too
+            name = table["full_name"]
+            r = self.catalog.resolve([("TABLE", name, "READ")])[("TABLE", name)]
+            funcs = self._functions([(name, r)])
+            view = "sc_path_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+            df = self._policies(table, df, view, funcs)
+        return df
+
+    def volume_location(self, name: str, operation: str = "WRITE") -> str:
+        """The storage location of a volume, for writing raw files into it (or reading them)."""
+        key = ("VOLUME", name.lower())
+        r = self.catalog.resolve([("VOLUME", name, operation)])[key]
+        self._check(r.item, name)
+        return r.item["volume"]["storage_location"]
+
+    @staticmethod
+    def _check(item: dict, name: str) -> None:
+        refused = _refusal(item)
+        if refused:
+            raise CatalogError(refused[0], refused[1], name=item.get("name", name))
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def write(self, df: DataFrame, name: str, *, mode: str = "append", format: str = "PARQUET",
+              partition_by: list[str] | None = None, comment: str | None = None) -> dict:
+        """Write `df` to the catalog table `name`. `create` makes a new MANAGED table (the catalog
+        allocates its storage; columns from the DataFrame's schema) and fails if it exists; `append`
+        and `overwrite` create it when missing. Returns the table as the catalog has it."""
+        mode, fmt = mode.lower(), format.upper()
+        if mode not in WRITE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}.")
+        if fmt not in WRITE_FORMATS:
+            raise ValueError(f"format must be one of {', '.join(WRITE_FORMATS)}, got {format!r}.")
+        key = ("TABLE", name.lower())
+        r = self.catalog.resolve([("TABLE", name, "WRITE")], use_cache=False)[key]
+        created = False
+        err = r.item.get("error")
+        if err and err.get("error_code") == "NOT_FOUND" and "depend" not in err.get("message", ""):
+            table, created = self._create(df, name, fmt, partition_by or [], comment), True
+        else:
+            self._check(r.item, name)
+            table = r.item["table"]
+            if mode == "create":
+                raise CatalogError("ALREADY_EXISTS", f"Table '{name}' already exists.", name=name)
+            if table.get("table_type") in VIEW_TYPES:
+                raise CatalogError("INVALID_PARAMETER_VALUE", f"'{name}' is a view; write to a table.", name=name)
+            fmt = (table.get("data_source_format") or "").upper()
+            mismatch = same_columns(df.schema, table.get("columns") or [])
+            if mismatch:
+                raise CatalogError("INVALID_PARAMETER_VALUE", f"Cannot write to '{name}': {mismatch}.", name=name)
+        self._configure_credentials(table)
+        overwrite = mode == "overwrite" and not created
+        if fmt == "DELTA":
+            rel, url = self.delta.data_dir(table)
+            df.write.mode("error").parquet(url)
+            self.delta.commit_files(table, rel, overwrite=overwrite)
+        else:
+            writer = df.write.mode("overwrite" if overwrite else "append").format(fmt.lower())
+            if fmt == "CSV":
+                writer = writer.option("header", "true")
+            parts = [c["name"] for c in sorted(table.get("columns") or [], key=lambda c: c.get("partition_index", 0))
+                     if c.get("partition_index") is not None]
+            if parts:
+                writer = writer.partitionBy(*parts)
+            writer.save(table["storage_location"])
+        self.catalog.forget("TABLE", name)
+        self.writes.append({"table": table["full_name"], "mode": mode, "format": fmt, "created": created})
+        return table
+
+    def create_view(self, name: str, sql: str, *, comment: str | None = None, replace: bool = False) -> dict:
+        """A catalog view `name` over `sql` (catalog names, as in `sql()`); its columns are what
+        Spark makes of the query, so the query must run for this caller first."""
+        schema = self.sql(sql).schema
+        catalog, schema_name, view = name.split(".")
+        if replace:
+            try:
+                self.catalog.call("DELETE", f"/tables/{name}")
+            except CatalogError as e:
+                if e.code != "NOT_FOUND":
+                    raise
+        body = {"name": view, "catalog_name": catalog, "schema_name": schema_name, "table_type": "VIEW",
+                "view_definition": sql, "columns": to_columns(schema)}
+        if comment is not None:
+            body["comment"] = comment
+        out = self.catalog.call("POST", "/tables", body)
+        self.catalog.forget("TABLE", name)
+        return out
+
+    def _create(self, df: DataFrame, name: str, fmt: str, partition_by: list[str], comment: str | None) -> dict:
+        if fmt == "DELTA":
+            if partition_by:
+                raise ValueError("Partitioned Delta tables are not supported by shardcat.spark.")
+            created = self.delta.create(name, to_arrow(df.schema), comment)
+            return self.catalog.call("GET", f"/tables/{created['full_name']}")
+        catalog, schema, table = name.split(".")
+        body = {"name": table, "catalog_name": catalog, "schema_name": schema, "table_type": "MANAGED",
+                "data_source_format": fmt, "columns": to_columns(df.schema, partition_by)}
+        if comment is not None:
+            body["comment"] = comment
+        return self.catalog.call("POST", "/tables", body)
+
+    # ---- what the job did ---------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        s = self.catalog.stats.as_dict()
+        return {"catalog_calls": s["calls"], "resolve_calls": s["resolve_calls"], "cache_hits": s["cache_hits"],
+                "catalog_seconds": round(s["seconds"], 3), "reads": dict(self.reads), "writes": list(self.writes),
+                "metastore_version": self.catalog.version}
+
+
+def _exists(location: str) -> bool:
+    try:
+        storage = Storage(location)
+        return storage.fs.get_file_info(storage.root).type != pafs.FileType.NotFound
+    except Exception:   # an unreachable store: let Spark report it
+        return True
+
+
+__all__ = ["connect", "Shardcat", "CatalogError"]
