@@ -60,10 +60,12 @@ class Authz:
     """One caller's view of one metastore's privileges (index None: an account admin)."""
 
     def __init__(self, caller: Caller, index: PrivilegeIndex | None, principals: frozenset[str] | None = None,
-                 is_account_admin: bool | None = None):
+                 is_account_admin: bool | None = None, subject: str | None = None):
+        """`principals`, `is_account_admin`, `subject`: ask about someone else (the authorization API)."""
         self.caller = caller
         self.index = index
         self.principals = caller.principals if principals is None else principals
+        self.subject = subject or caller.name
         account_admin = caller.is_account_admin if is_account_admin is None else is_account_admin
         if account_admin:
             self.admin = "account admin"
@@ -92,7 +94,7 @@ class Authz:
     def _holder(self, n: int, privilege: str) -> str | None:
         """Which of the caller's principals holds `privilege` directly on securable n."""
         granted = self.index.grants.get(n, {})
-        for p in sorted(self.principals, key=lambda p: p != self.caller.name):
+        for p in sorted(self.principals, key=lambda p: p != self.subject):
             if any(g == privilege or (g == P.ALL_PRIVILEGES and privilege != MANAGE) for g in granted.get(p, ())):
                 return p
         return None
@@ -103,7 +105,7 @@ class Authz:
                "inherited": at != n}
         if privilege:
             how["privilege"] = privilege
-        if principal and principal != self.caller.name:
+        if principal and principal != self.subject:
             how["via_group"] = principal
         return how
 
@@ -126,7 +128,7 @@ class Authz:
             at = ix.first_in_chain(n, ix.with_any_grant(principals))
             if at is None:
                 return None
-            holder = next(p for p in sorted(self.principals, key=lambda p: p != self.caller.name)
+            holder = next(p for p in sorted(self.principals, key=lambda p: p != self.subject)
                           if p in ix.grants.get(at, {}))
             return self._how("grant", n, at, holder, sorted(ix.grants[at][holder])[0])
         at = ix.first_in_chain(n, ix.granted(principals, want))
@@ -172,13 +174,35 @@ class Authz:
                                       f"{rule.names()}.")
 
     def _caller(self) -> str:
-        return f"User '{self.caller.name}'" if self.principals == self.caller.principals else \
-            f"Principal '{sorted(self.principals)[0]}'"
+        return f"Principal '{self.subject}'"
 
     def require(self, kind: str, op: str, asset: Asset | None, *, parent: Asset | None = None) -> None:
         decision = self.decide(kind, op, asset, parent=parent)
         if not decision.allowed:
             raise denied(decision.reason)
+
+    def require_storage(self, state, asset: Asset) -> None:
+        """Storage inside an external location needs a privilege on it (the 2.1 spec: the external
+        table's "permissions requirement of the ... External Location"): CREATE EXTERNAL TABLE /
+        CREATE EXTERNAL VOLUME for an EXTERNAL table or volume there, CREATE MANAGED STORAGE for a
+        catalog's or schema's storage root there; owning the location also does."""
+        if self.admin:
+            return
+        if asset.type in ("table", "volume"):
+            if (asset.info.get("table_type") or asset.info.get("volume_type")) != "EXTERNAL":
+                return
+            url, privilege = asset.storage_path, f"CREATE EXTERNAL {asset.type.upper()}"
+        elif asset.type in ("catalog", "schema"):
+            url, privilege = asset.info.get("storage_root"), "CREATE MANAGED STORAGE"
+        else:
+            return
+        hit = state.locations.owner(url) if url else None
+        if hit is None:
+            return
+        n = self.index.find(hit[1].asset_id)
+        if n is None or not any(self._alternative(n, want) for want in (P.OWNER, privilege)):
+            raise denied(f"{self._caller()} may not use {self._where(n) if n is not None else 'the location'} "
+                         f"for '{url}': that needs {privilege} on it.")
 
     def require_data(self, asset: Asset, *, write: bool) -> None:
         """Pure data-access check (for use inside a write): see `require_data_access`."""

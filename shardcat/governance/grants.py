@@ -288,7 +288,7 @@ class PermissionsService:
             if not me.admin:
                 raise denied("Only account admins and metastore admins may ask about another principal.")
             authz = Authz(caller, index, frozenset({principal, *await _groups_of(self.store, principal)}),
-                          is_account_admin=await _is_account_admin(self.store, principal))
+                          is_account_admin=await _is_account_admin(self.store, principal), subject=principal)
         parsed, names = [], []
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not all(isinstance(item.get(k), str)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cachetools import LRUCache
+
 from ..entities.asset import Asset
 from ..entities.sql import qualify as _qualify, sql_references
 from ..entities.types import TYPES
@@ -34,8 +36,29 @@ class DependencyError(Exception):
         self.code, self.message = code, message
 
 
+# (asset id, version written) -> its direct dependencies, or the parse error: a view's SQL is
+# parsed once per version, not once per request (a version's info never changes).
+_PARSED: LRUCache = LRUCache(maxsize=20_000)
+
+
 def direct_dependencies(asset: Asset) -> list[Key]:
-    """The assets `asset` names directly. Raises ValueError when its definition does not parse."""
+    """The assets `asset` names directly (cached per asset version). Raises ValueError when its
+    definition does not parse."""
+    key = (asset.id, asset.written_at)
+    hit = _PARSED.get(key)
+    if hit is None:
+        try:
+            hit = _parse_dependencies(asset)
+        except ValueError as e:
+            hit = e
+        if asset.written_at:            # 0: not tagged with a version, so not cacheable
+            _PARSED[key] = hit
+    if isinstance(hit, ValueError):
+        raise hit
+    return hit
+
+
+def _parse_dependencies(asset: Asset) -> list[Key]:
     info = asset.info
     catalog, schema, _ = asset.full_name.split(".")
     tables: list[str] = []

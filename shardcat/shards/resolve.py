@@ -123,7 +123,10 @@ class ResolveService:
     def _add_dependencies(self, entry: dict, key, nodes: dict, body: dict, authz, caller: Caller) -> None:
         """`dependencies` (deepest first) and `depends_on` on an item, or its error naming the culprit.
         Each dependency carries the caller's own READ decision, and its asset only if allowed."""
-        entry["depends_on"] = depends_on(nodes[key])
+        node = nodes[key]
+        entry["depends_on"] = depends_on(node)
+        if not node.deps and node.error is None:
+            return                      # a plain table: nothing to expand or check
         try:
             order = closure(key, nodes, _max_depth(body))
         except DependencyError as e:

@@ -178,6 +178,7 @@ class CatalogService:
                 storage_path=None, info=info,
             )
             asset = await creating(self, tx, state, asset, parent)
+            authz.require_storage(state, asset)     # storage inside an external location
             try:
                 return render(await tx.put(asset))
             except KeyError:
@@ -207,7 +208,12 @@ class CatalogService:
             info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
             updated = Asset(**{**asset.__dict__, "info": info})
             updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
+            if updated.storage_path != asset.storage_path:
+                authz.require_storage(state, updated)
             if new_name is not None and new_name != asset.name:
+                # Renaming is creating under the new name too: the create privilege on the container.
+                container = await self._parent_in_tx(tx, t, ".".join(names[:-1]))
+                authz.require(t.name, "create", None, parent=container)
                 return render(await self._rename(tx, t, updated, new_name))
             return render(await tx.put(updated))
 

@@ -208,6 +208,8 @@ class Shares(TopLevel):
                 recipient = await tx.get("recipient", c["principal"].lower())
                 if recipient is None:
                     raise not_found(f"Recipient '{c['principal']}' does not exist.")
+                if c.get("add"):      # the 2.1 spec: new grants also need the recipient's owner
+                    authz.require("recipient", "update", recipient)
                 held = grants.setdefault(recipient.id, set())
                 held |= set(c.get("add") or [])
                 held -= set(c.get("remove") or [])

@@ -149,6 +149,7 @@ class TopLevel:
             info = {**old.info, **fields, "updated_at": now, "updated_by": caller.name}
             new = await self.on_update(tx, state, old, Asset(**{**old.__dict__, "info": info}), fields, flags)
             if new_name is not None and new_name != old.name:
+                authz.require(self.t.name, "create", None)   # renaming: the create privilege too
                 if await tx.get(self.t.namespace, new_name):
                     raise already_exists(f"{self.label} '{new_name}' already exists.")
                 new = Asset(**{**new.__dict__, "name": new_name, "full_name": new_name})

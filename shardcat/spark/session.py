@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ..delta.log import Storage
 from ..entities.sql import sql_references
@@ -63,6 +65,8 @@ class Shardcat:
         self.trusted_engine = trusted_engine
         self.reads: dict[str, int] = {}       # full name or path -> times read
         self.writes: list[dict] = []          # {"table", "mode", "format", "created"}
+        self._credentials: dict[str, dict] = {}   # full name -> temporary credentials from resolve
+        self._prefix = "sc" + uuid.uuid4().hex[:6]  # this session's temporary views, apart from others
 
     def close(self) -> None:
         self.delta.close()
@@ -100,6 +104,8 @@ class Shardcat:
             rewritten = sqlrewrite.rewrite(query, views, funcs)
         except ValueError as e:
             raise CatalogError("INVALID_PARAMETER_VALUE", str(e)) from None
+        except KeyError as e:
+            raise CatalogError("NOT_FOUND", f"The catalog returned no function {e}.", name=e.args[0]) from None
         return self.spark.sql(rewritten)
 
     def _functions(self, entries: list[tuple[str, Resolved]]) -> dict[str, dict]:
@@ -115,14 +121,20 @@ class Shardcat:
                     raise CatalogError(refused[0], f"{refused[1]}{where}", name=culprit)
                 if "function" in entry:
                     funcs[entry["function"]["full_name"]] = entry["function"]
+                self._remember_credentials(entry)
         return funcs
+
+    def _remember_credentials(self, entry: dict) -> None:
+        cred = entry.get("credentials") or entry.get("temporary_credentials")
+        if isinstance(cred, dict) and entry.get("name"):
+            self._credentials[entry["name"].lower()] = cred
 
     def _register(self, table: dict, views: dict[str, str], funcs: dict[str, dict]) -> None:
         """A temporary view for one catalog table or view (its dependencies already registered)."""
         full = table["full_name"]
         if full in views:
             return
-        name = "sc_" + re.sub(r"\W", "_", full) + "_" + hashlib.sha1(full.encode()).hexdigest()[:8]
+        name = f"{self._prefix}_" + re.sub(r"\W", "_", full) + "_" + hashlib.sha1(full.encode()).hexdigest()[:8]
         if table.get("table_type") in VIEW_TYPES:
             catalog, schema, _ = full.split(".")
             try:
@@ -136,11 +148,11 @@ class Shardcat:
             df = self.spark.sql(sql)
         else:
             df = self._load(table)
-        df = self._policies(table, df, name, funcs)
+        df = self._policies(table, df, funcs)
         df.createOrReplaceTempView(name)
         views[full] = name
 
-    def _policies(self, table: dict, df: DataFrame, name: str, funcs: dict[str, dict]) -> DataFrame:
+    def _policies(self, table: dict, df: DataFrame, funcs: dict[str, dict]) -> DataFrame:
         """The table's row filter and column masks, applied (they only reach trusted engines)."""
         row_filter = table.get("row_filter") or None
         masks = {c["name"].lower(): c["mask"] for c in table.get("columns") or [] if c.get("mask")}
@@ -155,10 +167,13 @@ class Shardcat:
                                    name=spec["function_name"])
             return sqlrewrite.inline(fn, sqlrewrite.column_args(first + list(spec.get(key) or [])))
 
-        filt = call(row_filter, [], "input_column_names") if row_filter else None
-        masked = {col: call(spec, [col], "using_column_names") for col, spec in masks.items()}
-        df.createOrReplaceTempView(name + "_unfiltered")
-        return self.spark.sql(sqlrewrite.policy_query(name + "_unfiltered", df.columns, filt, masked))
+        # DataFrame operations, not SQL over a temporary view of the raw rows: no name in the Spark
+        # session ever holds the unfiltered, unmasked data. The filter sees the raw values.
+        if row_filter:
+            df = df.filter(F.expr(sqlrewrite.to_spark(call(row_filter, [], "input_column_names"))))
+        masked = {col: sqlrewrite.to_spark(call(spec, [col], "using_column_names")) for col, spec in masks.items()}
+        return df.select(*[F.expr(masked[c.lower()]).alias(c) if c.lower() in masked else F.col(f"`{c}`")
+                           for c in df.columns])
 
     def _load(self, table: dict) -> DataFrame:
         """A DataFrame over a table's files, with the catalog's schema."""
@@ -187,12 +202,13 @@ class Shardcat:
         reader = self.spark.read.format(fmt.lower())
         return reader.option("header", "true") if fmt == "CSV" else reader
 
-    def _configure_credentials(self, entry: dict) -> None:
-        """Temporary S3 credentials from the catalog, set for the bucket they are scoped to (file://
-        locations get none). Untested here: no S3A filesystem jar in a plain pyspark install."""
-        cred = entry.get("credentials") or entry.get("temporary_credentials") or {}
-        aws = cred.get("aws_temp_credentials") if isinstance(cred, dict) else None
-        location = entry.get("storage_location") or ""
+    def _configure_credentials(self, asset: dict) -> None:
+        """Temporary S3 credentials the catalog sent with an asset, set for the bucket they are
+        scoped to (file:// locations get none). Untested here: no S3A filesystem jar in a plain
+        pyspark install, and no S3 in the tests' reach but moto."""
+        cred = self._credentials.get((asset.get("full_name") or "").lower()) or {}
+        aws = cred.get("aws_temp_credentials")
+        location = asset.get("storage_location") or ""
         if not aws or not location.startswith("s3"):
             return
         bucket = location.split("/")[2]
@@ -223,11 +239,13 @@ class Shardcat:
             volume = f"{m.group(1)}.{m.group(2)}.{m.group(3)}".lower()
             r = self.catalog.resolve([("VOLUME", volume, "READ")])[("VOLUME", volume)]
             self._check(r.item, volume)
+            self._remember_credentials(r.item)
             location = r.item["volume"]["storage_location"].rstrip("/") + (m.group(4) or "")
             self._configure_credentials(r.item["volume"])
         else:
             item = self.catalog.resolve_path(path, "READ")
             self._check(item, path)
+            self._remember_credentials(item)
             location = path
             table = item.get("table")
             if table:
@@ -245,8 +263,7 @@ class Shardcat:
             name = table["full_name"]
             r = self.catalog.resolve([("TABLE", name, "READ")])[("TABLE", name)]
             funcs = self._functions([(name, r)])
-            view = "sc_path_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-            df = self._policies(table, df, view, funcs)
+            df = self._policies(table, df, funcs)
         return df
 
     def volume_location(self, name: str, operation: str = "WRITE") -> str:
@@ -282,6 +299,7 @@ class Shardcat:
             table, created = self._create(df, name, fmt, partition_by or [], comment), True
         else:
             self._check(r.item, name)
+            self._remember_credentials(r.item)
             table = r.item["table"]
             if mode == "create":
                 raise CatalogError("ALREADY_EXISTS", f"Table '{name}' already exists.", name=name)

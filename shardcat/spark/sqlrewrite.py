@@ -1,5 +1,5 @@
 """Rewriting SQL for Spark: catalog names to the job's temporary views, catalog SQL functions
-inlined, and the SQL of row filters and column masks. Pure sqlglot, no Spark, no I/O."""
+inlined (also into row filters and column masks). Pure sqlglot, no Spark, no I/O."""
 
 from __future__ import annotations
 
@@ -65,23 +65,13 @@ def _rewrite_tree(tree, views, functions, catalog, schema) -> None:
         table.replace(exp.Table(this=exp.to_identifier(views[full]), alias=alias.copy()))
 
 
-def policy_query(base_view: str, columns: list[str], row_filter: exp.Expression | None,
-                 masks: dict[str, exp.Expression]) -> str:
-    """`SELECT <columns, masked ones replaced> FROM base_view WHERE <row filter>` in Spark SQL."""
-    select = []
-    for c in columns:
-        if c.lower() in masks:
-            select.append(exp.alias_(masks[c.lower()], exp.to_identifier(c, quoted=True)))
-        else:
-            select.append(exp.column(c, quoted=True))
-    q = exp.select(*select).from_(exp.to_identifier(base_view))
-    if row_filter is not None:
-        q = q.where(row_filter)
-    return q.sql(dialect=OUT)
+def to_spark(expression: exp.Expression) -> str:
+    """An expression in Spark SQL, for `pyspark.sql.functions.expr`."""
+    return expression.sql(dialect=OUT)
 
 
 def column_args(names: list[str]) -> list[exp.Expression]:
     return [exp.column(n, quoted=True) for n in names]
 
 
-__all__ = ["rewrite", "inline", "policy_query", "column_args", "DIALECT"]
+__all__ = ["rewrite", "inline", "to_spark", "column_args", "DIALECT"]

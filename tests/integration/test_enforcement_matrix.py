@@ -167,6 +167,11 @@ CASES = [
     Case("updatePermissions", "table", obj("table", "t"), "MANAGE", "PATCH",
          lambda c: f"/permissions/table/{c['s']}.t",
          lambda c: {"changes": [{"principal": "somebody", "add": ["SELECT"]}]}),
+    Case("replacePermissions", "table", obj("table", "t"), "MANAGE", "PUT",
+         lambda c: f"/permissions/table/{c['s']}.t",
+         lambda c: {"privilege_assignments": [{"principal": "somebody", "privileges": ["SELECT"]}]}),
+    Case("getEffectivePermissions", "table", obj("table", "t"), "SELECT", "GET",
+         lambda c: f"/effective-permissions/table/{c['s']}.t", alternatives=READ),
     # volumes
     Case("createVolume", "none", sch, "CREATE VOLUME", "POST", lambda c: "/volumes",
          lambda c: {"name": "n", "catalog_name": c["c"], "schema_name": "s", "volume_type": "MANAGED"}, creates=True),

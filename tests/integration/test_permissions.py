@@ -161,3 +161,102 @@ async def test_authorize_api_says_how(ws, server):
     assert status == 200 and [i["allowed"] for i in body["items"]] == [True, False, True, False, True], body
     status, body = await ws.call("POST", "/shardcat/authorize", json={"items": items[:1]})
     assert body["items"][0]["how"] == {"source": "admin", "as": "account admin"}
+
+
+async def test_rename_and_external_storage_need_their_own_privileges(ws, server):
+    c = await _tree(ws)
+    owner = await user(server, ws)
+    await grant(ws, "catalog", c, owner.name, "USE CATALOG", "USE SCHEMA")
+    assert (await ws.call("PATCH", f"/tables/{c}.s.t", json={"owner": owner.name}))[0] == 200
+    # The table's owner may change it, but renaming also needs CREATE TABLE in the schema.
+    assert (await owner.call("PATCH", f"/tables/{c}.s.t", json={"comment": "mine"}))[0] == 200
+    status, body = await owner.call("PATCH", f"/tables/{c}.s.t", json={"new_name": "t2"})
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED") and "CREATE TABLE" in body["message"]
+    await grant(ws, "schema", f"{c}.s", owner.name, "CREATE TABLE")
+    status, body = await owner.call("PATCH", f"/tables/{c}.s.t", json={"new_name": "t2"})
+    assert status == 200 and body["full_name"] == f"{c}.s.t2", body
+
+    # An EXTERNAL table inside an external location needs CREATE EXTERNAL TABLE on that location.
+    loc = unique("loc")
+    url = ws.storage_root.rsplit("/storage/", 1)[0] + f"/ext/{loc}"
+    assert (await ws.call("POST", "/storage-credentials", json={
+        "name": loc, "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}}))[0] == 200
+    assert (await ws.call("POST", "/external-locations", json={"name": loc, "url": url,
+                                                               "credential_name": loc}))[0] == 200
+    external = {"name": "ext", "catalog_name": c, "schema_name": "s", "table_type": "EXTERNAL",
+                "data_source_format": "PARQUET", "columns": [], "storage_location": f"{url}/ext"}
+    version = await _version(server, ws)
+    status, body = await owner.call("POST", "/tables", json=external)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), body
+    assert "CREATE EXTERNAL TABLE" in body["message"] and loc in body["message"]
+    assert await _version(server, ws) == version
+    await grant(ws, "external_location", loc, owner.name, "CREATE EXTERNAL TABLE")
+    status, body = await owner.call("POST", "/tables", json=external)
+    assert status == 200 and body["owner"] == owner.name, body
+    # A catalog whose managed storage lies in the location: CREATE MANAGED STORAGE on it.
+    await grant(ws, "metastore", ws.metastore_id, owner.name, "CREATE CATALOG")
+    rooted = {"name": unique("rooted"), "storage_root": f"{url}/managed"}
+    status, body = await owner.call("POST", "/catalogs", json=rooted)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED") and "CREATE MANAGED STORAGE" in body["message"]
+    await grant(ws, "external_location", loc, owner.name, "CREATE MANAGED STORAGE")
+    status, body = await owner.call("POST", "/catalogs", json=rooted)
+    assert status == 200, body
+
+
+async def test_administration_is_not_data_access(ws, server):
+    c = await _tree(ws)
+    manager, schema_owner = await user(server, ws), await user(server, ws)
+    for u in (manager, schema_owner):
+        await grant(ws, "catalog", c, u.name, "USE CATALOG", "USE SCHEMA")
+    await grant(ws, "catalog", c, manager.name, "MANAGE")
+    assert (await ws.call("PATCH", f"/schemas/{c}.s", json={"owner": schema_owner.name}))[0] == 200
+    items = {"items": [{"name": f"{c}.s.t", "operation": "READ"}]}
+    for u in (manager, schema_owner):
+        status, table = await u.call("GET", f"/tables/{c}.s.t")     # they administer it: they see it
+        assert status == 200, table
+        status, body = await u.call("POST", "/resolve", json=items)
+        decision = body["items"][0]["authorization"]
+        assert decision["allowed"] is False and "SELECT" in decision["reason"], decision
+        status, body = await u.call("POST", "/temporary-table-credentials",
+                                    json={"table_id": table["table_id"], "operation": "READ"})
+        assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
+        assert (await u.call("PATCH", f"/tables/{c}.s.t", json={"comment": u.name}))[0] == 200
+
+
+async def test_filtered_lists_page_through_what_is_visible(ws, server):
+    c = await _tree(ws)
+    for i in range(6):
+        assert (await ws.call("POST", "/tables", json={"name": f"x{i}", "catalog_name": c, "schema_name": "s",
+                                                       **TABLE}))[0] == 200
+    reader = await user(server, ws)
+    await grant(ws, "catalog", c, reader.name, "USE CATALOG", "USE SCHEMA")
+    for name in ("x1", "x3", "x4"):
+        await grant(ws, "table", f"{c}.s.{name}", reader.name, "SELECT")
+    seen, token = [], None
+    for _ in range(3):
+        params = {"catalog_name": c, "schema_name": "s", "max_results": "2", **({"page_token": token} if token else {})}
+        status, body = await reader.call("GET", "/tables", params=params)
+        assert status == 200, body
+        seen.append([t["name"] for t in body["tables"]])
+        token = body.get("next_page_token")
+        if token is None:
+            break
+    assert seen == [["x1", "x3"], ["x4"]]
+    status, body = await reader.call("GET", "/catalogs")
+    assert [x["name"] for x in body["catalogs"]] == [c]       # only the catalog it may use
+    status, body = await reader.call("POST", "/table-summaries", json={"catalog_name": c})
+    assert [t["full_name"] for t in body["tables"]] == [f"{c}.s.{n}" for n in ("x1", "x3", "x4")]
+
+
+async def test_share_grants_need_the_share_and_the_recipient(ws, server):
+    owner = await user(server, ws)
+    share, recipient = unique("share"), unique("rcpt")
+    assert (await ws.call("POST", "/shares", json={"name": share}))[0] == 200
+    assert (await ws.call("POST", "/recipients", json={"name": recipient, "authentication_type": "TOKEN"}))[0] == 200
+    assert (await ws.call("PATCH", f"/shares/{share}", json={"owner": owner.name}))[0] == 200
+    change = {"changes": [{"principal": recipient, "add": ["SELECT"]}]}
+    status, body = await owner.call("PATCH", f"/shares/{share}/permissions", json=change)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED") and recipient in body["message"], body
+    assert (await ws.call("PATCH", f"/recipients/{recipient}", json={"owner": owner.name}))[0] == 200
+    status, body = await owner.call("PATCH", f"/shares/{share}/permissions", json=change)
+    assert status == 200 and body["privilege_assignments"] == [{"principal": recipient, "privileges": ["SELECT"]}]
