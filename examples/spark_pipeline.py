@@ -209,7 +209,8 @@ def print_summary(out: dict) -> None:
     print(f"  reads by name:    {sum(v for k, v in job['reads'].items() if not k.startswith('/'))}, "
           f"by path: {sum(v for k, v in job['reads'].items() if k.startswith('/'))}")
     print(f"  catalog:          {job['catalog_calls'] + out['admin_calls']} calls "
-          f"({job['resolve_calls']} batched resolves, {job['cache_hits']} names answered from the job cache)")
+          f"({job['resolve_calls']} batched resolves, {job['cache_hits']} names answered from the job cache, "
+          f"{job['unchanged']} revalidated as unchanged)")
     print(f"  top customers (email masked by the catalog's function): {out['top']}")
     print(f"  wall time {out['wall_seconds']} s = catalog {out['catalog_seconds']} s + Spark and files "
           f"{out['spark_seconds']} s")

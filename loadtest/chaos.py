@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import ray
 
 from shardcat.cluster.embedded_db import restart_embedded_postgres
 
@@ -127,7 +128,11 @@ async def inject(cfg, running, metastores, rng, details, session, budget, stale_
                            seed=rng.randrange(10**6), write_share=cfg.write_share, min_version_header=True)
         details["_stale_client"] = stale
         await stale.run()
-        details["old_still_owns"] = target.id in await old.actor.owned.remote()
+        try:
+            details["old_still_owns"] = target.id in await old.actor.owned.remote()
+        except ray.exceptions.RayActorError:      # the supervisor took it for hung under the load and replaced it
+            details["old_still_owns"] = None
+            details["old_owner_died"] = True
     elif cfg.experiment == "pg-restart":
         if pgdata is None:
             raise ValueError("pg-restart needs the embedded PostgreSQL's data dir")

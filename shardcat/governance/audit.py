@@ -346,17 +346,20 @@ def middleware(audit_log: AuditLog):
 def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamResponse, current: dict,
             route: str, at: int, sent: bytes | None) -> None:
     status = response.status
-    answer = _json_of(getattr(response, "body", None)) if isinstance(getattr(response, "body", None), bytes) else {}
     kind, name, ident = _securable_from_route(route, dict(request.match_info))
+    creates = request.method == "POST" and name is None and "securable_name" not in current \
+        and "securable_type" not in current
+    # Decode the answer only when it is needed: errors (small) and creates (they name their object).
+    # Reads are the bulk of the traffic and their answers can be large; their route names the securable.
+    body = getattr(response, "body", None)
+    answer = _json_of(body) if isinstance(body, bytes) and (status >= 400 or creates) else {}
     if "securable_name" in current or "securable_type" in current:
         kind = current.get("securable_type") or kind
         name, ident = current.get("securable_name"), current.get("securable_id")
-    elif request.method == "POST" and name is None:
+    elif creates:
         # A create names its object in the answer (or, when refused, in the request body).
         source = answer if status < 400 else _json_of(sent)
         name, ident = _from_json(source, kind)
-    elif status < 400 and ident is None and request.method in ("GET", "PATCH"):
-        ident = _from_json(answer, kind)[1]
     caller = request.get("caller")
     fields = _caller_fields(caller)
     if fields["metastore_id"] is None and kind == "METASTORE" and _is_uuid(ident):

@@ -165,11 +165,10 @@ def closure(root: Key, nodes: dict[Key, Node], max_depth: int = MAX_DEPTH) -> li
                                   f"The definition of {_label(key, node).lower()} does not parse: {node.error}"
                                   + (f" (needed through {chain(path, key)})." if path else ""))
         if key in height:
-            if len(path) + height[key] > max_depth:
-                visit_deeper = path + [key]
+            if len(path) + height[key] > max_depth:     # reached again, deeper than before
                 raise DependencyError("INVALID_PARAMETER_VALUE",
                                       f"{_label(path[0], nodes.get(path[0]))} nests deeper than {max_depth} "
-                                      f"levels of views and functions (through {chain(visit_deeper[:-1], key)}).")
+                                      f"levels of views and functions (through {chain(path, key)}).")
             return height[key]
         h = 0
         for dep in node.deps:

@@ -4,6 +4,8 @@ An engine sends the names (three-level: tables and views, and every other three-
 type the manifests define) and storage paths a query touches, with the operation for
 each; one `Shard.snapshot` answers them all, and the response names that version. A
 problem with one item (a bad name, a missing table) is reported on that item alone.
+Views and functions are expanded into what they depend on, at the same version
+(shards/dependencies.py); `if_changed_since` lets a caller revalidate its copy cheaply.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class ResolveService:
                     key = (t.namespace, ".".join(split_full_name(item["name"], 3, t.name)))
                     names.append(key)
                     entry["_key"] = key
+                    if "if_changed_since" in item:
+                        entry["_since"] = item["if_changed_since"]
                 else:
                     entry["path"] = item["path"]
                     try:
@@ -104,6 +108,7 @@ class ResolveService:
                                                          f"'{entry['name']}' does not exist.")
                 else:
                     self._authorized(authz, caller, entry, asset)
+                self._unchanged(entry, asset, deps, key)
             elif "_path" in entry:
                 self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller)
         self._count(caller, out)
@@ -140,6 +145,25 @@ class ResolveService:
                 entry["dependencies"].append(dep)
 
     @staticmethod
+    def _unchanged(entry: dict, asset, nodes, key) -> None:
+        """With `if_changed_since` v (the version the caller's copy was taken at): `"unchanged": true`
+        instead of the assets when neither the asset nor any dependency was written after v. The
+        decisions stay: they are taken fresh on every call."""
+        since = entry.pop("_since", None)
+        if since is None or asset is None or "error" in entry:
+            return
+        newest = asset.written_at
+        for dep in entry.get("dependencies", ()):
+            node = nodes[("function" if dep["securable_type"] == "FUNCTION" else "table", dep["name"])]
+            newest = max(newest, node.asset.written_at)
+        if newest > since:
+            return
+        entry["unchanged"] = True
+        for item in (entry, *entry.get("dependencies", ())):
+            for kind in ("table", "volume", "function", "registered_model"):
+                item.pop(kind, None)
+
+    @staticmethod
     def _authorized(authz, caller: Caller, entry: dict, asset) -> None:
         """The item's authorization decision, taken at the snapshot's version (governance/authorize.py);
         the asset (row filter and column masks for trusted engines only) only if allowed: a denied
@@ -173,6 +197,9 @@ class ResolveService:
             for field_name in ("name", "path", "securable_type", "operation"):
                 if field_name in item and not isinstance(item[field_name], str):
                     raise invalid(f"items[{i}].{field_name} must be a string.")
+            since = item.get("if_changed_since", 0)
+            if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+                raise invalid(f"items[{i}].if_changed_since must be a metastore version (an integer >= 0).")
             if item.get("operation", "READ").upper() not in OPERATIONS:
                 raise invalid(f"items[{i}].operation must be READ or WRITE, got {item['operation']!r:.40}.")
         return items

@@ -3,9 +3,12 @@
 One `resolve` call answers everything a query needs (its tables, views, functions and paths,
 with their dependencies, decisions and credentials) at one metastore version. What it returns
 is kept for the length of the job: a later query naming only cached assets makes no call. A
-query with anything not cached asks about all its names in one call (one snapshot per query),
-and that answer replaces what was cached. An entry is dropped when this job changes the asset
-(a write) or when its credentials near expiry; `clear()` forgets everything. Calls and time
+query with anything not cached asks about all its names in one call (one snapshot per query);
+for the cached ones it sends the metastore version their copy was taken at
+(`if_changed_since`), and the server answers "unchanged" (with fresh decisions, without the
+assets) unless the asset or a dependency was written since. An entry is dropped when this job
+changes the asset (a write) or when its credentials near expiry; `clear()` forgets everything.
+Calls and time
 spent in the catalog are counted, so a pipeline can report catalog time apart from Spark time.
 """
 
@@ -36,6 +39,7 @@ class Stats:
     resolve_calls: int = 0
     resolved_items: int = 0
     cache_hits: int = 0
+    unchanged: int = 0            # items the server answered "unchanged since the cached version"
     seconds: float = 0.0          # wall time inside catalog calls (this library's, and the Delta client's)
 
     def as_dict(self) -> dict:
@@ -56,6 +60,16 @@ class Resolved:
             if key in self.item:
                 return self.item[key]
         return {}
+
+
+def _refresh(cached: dict, answer: dict) -> dict:
+    """A cached item updated with an "unchanged" answer: the same assets, the fresh decisions
+    (and credentials, if the answer carries them)."""
+    fresh = {d["name"]: d for d in answer.get("dependencies", ())}
+    merged = {**cached, **{k: v for k, v in answer.items() if k not in ("dependencies", "unchanged")}}
+    merged["dependencies"] = [{**d, **{k: v for k, v in fresh.get(d["name"], {}).items()}}
+                              for d in cached.get("dependencies", ())]
+    return merged
 
 
 def _credential_expiry(item: dict) -> int | None:
@@ -112,10 +126,19 @@ class CatalogClient:
         if use_cache and all(self._fresh(k, op, now_ms) for k, (_, _, op) in zip(keys, wanted)):
             self.stats.cache_hits += len(keys)
             return {k: self._cache[k] for k in keys}
-        items = [{"name": n, "securable_type": t.upper(), "operation": op.upper()} for t, n, op in wanted]
+        items = []
+        for key, (t, n, op) in zip(keys, wanted):
+            item = {"name": n, "securable_type": t.upper(), "operation": op.upper()}
+            cached = self._cache.get(key)
+            if use_cache and cached is not None and self._fresh(key, op, now_ms):
+                item["if_changed_since"] = cached.version     # the server says "unchanged" if so
+            items.append(item)
         out = self._resolve_items(items)
         answered = {}
         for key, item in zip(keys, out["items"]):
+            if item.get("unchanged") and key in self._cache:
+                item = _refresh(self._cache[key].item, item)
+                self.stats.unchanged += 1
             entry = Resolved(item, out["metastore_version"], _credential_expiry(item), item.get("dependencies", []))
             answered[key] = entry
             if "error" not in item:

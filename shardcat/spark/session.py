@@ -365,6 +365,7 @@ class Shardcat:
     def summary(self) -> dict:
         s = self.catalog.stats.as_dict()
         return {"catalog_calls": s["calls"], "resolve_calls": s["resolve_calls"], "cache_hits": s["cache_hits"],
+                "unchanged": s["unchanged"],
                 "catalog_seconds": round(s["seconds"], 3), "reads": dict(self.reads), "writes": list(self.writes),
                 "metastore_version": self.catalog.version}
 

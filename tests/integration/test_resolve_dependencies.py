@@ -134,3 +134,26 @@ async def test_depth_limit_is_reported_not_looped(schema, tmp_path):
     assert [d["name"] for d in fits[1]["dependencies"]] == ["c.s.base", "c.s.v0", "c.s.v1"]
     status, err = await ws.call("POST", "/resolve", json={"items": [{"name": "c.s.v4"}], "max_depth": MAX_DEPTH + 1})
     assert status == 400 and "max_depth" in err["message"]
+
+
+async def test_if_changed_since_answers_unchanged_with_fresh_decisions(schema, tmp_path):
+    ws = schema
+    await table(ws, "a", tmp_path)
+    await table(ws, "b", tmp_path)
+    await view(ws, "v", "SELECT * FROM a JOIN b USING (id)")
+    first = await resolve(ws, "c.s.v")
+    version = first["metastore_version"]
+    out = await ok(ws, "POST", "/resolve", {"items": [{"name": "c.s.v", "if_changed_since": version},
+                                                      {"name": "c.s.a", "if_changed_since": 0}]})
+    v, a = out["items"]
+    assert v["unchanged"] is True and "table" not in v and v["authorization"]["allowed"] is True
+    assert [d["name"] for d in v["dependencies"]] == ["c.s.a", "c.s.b"]
+    assert all("table" not in d and d["authorization"]["allowed"] for d in v["dependencies"])
+    assert "unchanged" not in a and a["table"]["name"] == "a"       # written after version 0
+    # a dependency changes: the view is no longer unchanged, though its own row is the same
+    await ok(ws, "PATCH", "/tables/c.s.b", {"comment": "changed"})
+    again = (await ok(ws, "POST", "/resolve", {"items": [{"name": "c.s.v", "if_changed_since": version}]}))["items"][0]
+    assert "unchanged" not in again and again["table"]["name"] == "v"
+    assert [d["table"].get("comment") for d in again["dependencies"]] == [None, "changed"]
+    status, err = await ws.call("POST", "/resolve", json={"items": [{"name": "c.s.v", "if_changed_since": "x"}]})
+    assert status == 400 and "if_changed_since" in err["message"]
