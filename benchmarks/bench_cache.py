@@ -140,11 +140,11 @@ async def cache_accounting(db: str, metastore_id: str) -> dict:
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
-        version, assets = await store.paths(metastore_id)
-        tables = [a for a in assets if a.type == "table"]
+        _, paths = await store.paths(metastore_id)
+        version, tables = await store.get_assets_by_ids(metastore_id, [p.id for p in paths if p.type == "table"])
         cache = MetastoreCache(version, max_bytes=1 << 40)
         cache.fill(tables, version)
-        del assets, tables
+        del paths, tables
         gc.collect()
         heap = tracemalloc.get_traced_memory()[0] - base
         tracemalloc.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import os
 import re
@@ -122,7 +121,7 @@ def run_scenario(name: str) -> None:
                         "--loglevel", "WARNING"], env=env, timeout=sc.seconds + 120, check=False)
         section = plot_locust(name, prefix, sc, sizes)
         write_section(DOCS / "benchmarks.md", f"## Mixed workload under Locust: `{name}`", section)
-        log(f"results in {prefix}_*.csv, plots {prefix}-*.png, section in docs/benchmarks.md")
+        log(f"results in {prefix}_*.csv, plot in docs/img/, section in docs/benchmarks.md")
     finally:
         if server is not None:
             stop(server)
@@ -161,7 +160,7 @@ async def run_chaos(experiments: list[str], long: bool) -> list[dict]:
                 result["command"] = f"python -m loadtest chaos {experiment}{' --long' if long else ''}"
                 result["when"] = time.strftime("%Y-%m-%d %H:%M")
                 (OUT / f"chaos-{experiment}.json").write_text(json.dumps(result, indent=1, default=str))
-                plot_chaos(result, OUT / f"chaos-{experiment}.png")
+                plot_chaos(result, DOCS / "img" / f"chaos-{experiment}.png")
                 log(f"{experiment}: recovery {result['recovery_seconds']} s, errors {result['errors']}, "
                     f"invariants {'hold' if result['invariants_hold'] else 'VIOLATED'}")
                 results.append(result)

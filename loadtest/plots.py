@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+
 
 def _float(v: str) -> float:
     try:
@@ -35,7 +37,8 @@ def plot_locust(name: str, prefix: Path, scenario, sizes: list[int]) -> str:
     axes[2].set_xlabel("seconds")
     fig.suptitle(f"Locust scenario {name}")
     fig.tight_layout()
-    png = Path(f"{prefix}-over-time.png")
+    png = DOCS_IMG / f"locust-{name}-over-time.png"     # beside the docs that show it (loadtest/out is not kept)
+    png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=90)
     plt.close(fig)
 
@@ -45,22 +48,21 @@ def plot_locust(name: str, prefix: Path, scenario, sizes: list[int]) -> str:
         rows.append(f"| {r['Name']} | {r['Request Count']} | {r['Failure Count']} | {_float(r['Requests/s']):.1f} "
                     f"| {r['50%']} | {r['99%']} |")
     failures = list(csv.DictReader(open(f"{prefix}_failures.csv"))) if Path(f"{prefix}_failures.csv").exists() else []
-    rel = png.relative_to(png.parents[2])
     return "\n".join([
         *(["**Short run on a shared 2-core machine: it checks the command works; not a measurement.**", ""]
           if scenario.seconds < 60 else []),
         f"Command: `python -m loadtest run {name}` ({scenario.users} Locust users, {scenario.seconds} s or "
         f"{scenario.max_requests} requests, {scenario.shards} shard actors, {len(sizes)} metastores with "
         f"{sum(sizes)} tables: largest {max(sizes)}, median {sorted(sizes)[len(sizes) // 2]}). The mix is "
-        "`loadtest/workload.py` `MIX`: 98% reads, 2% writes; grants, permission checks and Delta commits "
-        "join it when their APIs exist.",
+        "`loadtest/workload.py` `MIX`: 98% reads (permission checks among them), 2% writes (grants and "
+        "Delta commits among them).",
         "",
         *rows,
         "",
         f"Failures: {sum(int(f['Occurrences']) for f in failures)} "
         f"({', '.join(sorted({f['Error'] for f in failures}))[:200] or 'none'}).",
         "",
-        f"![throughput, latency and failures over time](../{rel})",
+        f"![throughput, latency and failures over time](img/{png.name})",
     ])
 
 

@@ -77,8 +77,13 @@ class RoutingTable:
         log.info("metastore %s -> %s", metastore_id, target.name)
 
     async def move(self, metastore_id: str, shard_name: str) -> None:
+        """A planned move: the new owner builds the metastore's state first, while the old one still
+        serves (a large metastore takes seconds), then requests switch. The warm-up runs outside the
+        lock so that a failover never waits behind it."""
+        target = self.shards[shard_name]
+        await target.actor.own.remote([metastore_id], True)
         async with self.lock:
-            await self._assign(metastore_id, self.shards[shard_name])
+            await self._assign(metastore_id, target)
 
     async def reassert(self, metastore_id: str) -> None:
         """The assigned shard said it does not serve the metastore: tell it again."""
@@ -88,14 +93,26 @@ class RoutingTable:
                 await self._assign(metastore_id, handle)
 
     async def shard_died(self, name: str) -> list[str]:
-        """Mark a shard dead and hand its metastores to the least-loaded survivors at once."""
+        """Mark a shard dead and hand its metastores to the least-loaded survivors at once: one
+        database write and one call per survivor, however many metastores move (failover time)."""
         async with self.lock:
             self.shards[name].alive = False
             orphans = [m for m, s in self.owner.items() if s == name]
-            for metastore_id in orphans:
-                live = self.live()
-                if live:
-                    await self._assign(metastore_id, min(live, key=lambda h: self.shard_load(h.name)))
+            live = self.live()
+            if not orphans or not live:
+                return orphans
+            load = {h.name: self.shard_load(h.name) for h in live}
+            plan: dict[str, list[str]] = {}
+            for metastore_id in sorted(orphans, key=lambda m: -self.load.get(m, 0.0)):   # hottest first
+                target = min(load, key=load.get)
+                load[target] += self.load.get(metastore_id, 0.0) + 1.0
+                plan.setdefault(target, []).append(metastore_id)
+            await self.store.assign_shards({m: target for target, ms in plan.items() for m in ms})
+            await asyncio.gather(*(self.shards[target].actor.own.remote(ms) for target, ms in plan.items()))
+            for target, ms in plan.items():
+                self.owner.update(dict.fromkeys(ms, target))
+            log.info("%s died: %d metastores moved to %s", name, len(orphans),
+                     {t: len(ms) for t, ms in plan.items()})
             return orphans
 
     def decay(self, factor: float = 0.5) -> None:

@@ -39,9 +39,13 @@ class ShardActor:
         port = site._server.sockets[0].getsockname()[1]
         return f"http://{host}:{port}"
 
-    async def own(self, metastore_ids: list[str]) -> None:
+    async def own(self, metastore_ids: list[str], warm: bool = False) -> None:
+        """Serve these metastores; with `warm`, build their state now instead of on first use."""
         for metastore_id in metastore_ids:
             self.shard.own(metastore_id)
+        if warm:
+            for metastore_id in metastore_ids:
+                await self.shard.state(metastore_id)
 
     async def drop(self, metastore_ids: list[str]) -> None:
         for metastore_id in metastore_ids:

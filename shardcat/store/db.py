@@ -230,6 +230,16 @@ class Store:
             uuid.UUID(metastore_id), shard, now_ms(),
         )
 
+    async def assign_shards(self, assignments: dict[str, str]) -> None:
+        """Many metastore -> shard assignments in one statement."""
+        await self.pool.execute(
+            """INSERT INTO shard_assignments
+               SELECT m, s, $3 FROM unnest($1::uuid[], $2::text[]) AS a(m, s)
+               WHERE EXISTS (SELECT 1 FROM metastores WHERE id = m)      -- skip metastores deleted meanwhile
+               ON CONFLICT (metastore_id) DO UPDATE SET shard = EXCLUDED.shard, assigned_at = EXCLUDED.assigned_at""",
+            list(assignments), list(assignments.values()), now_ms(),
+        )
+
     async def shard_of(self, metastore_id: str) -> str | None:
         return await self.pool.fetchval(
             "SELECT shard FROM shard_assignments WHERE metastore_id = $1", uuid.UUID(metastore_id)
