@@ -5,10 +5,13 @@ sharded catalog, injects one fault at `fault_at`, and measures:
 - recovery: seconds from the fault until every metastore answered a request sent after it;
 - errors clients saw (by op and error code), over the run and after the fault;
 - invariants: no acknowledged write lost (every acknowledged create, alter and drop is in the
-  database and visible through the API afterwards), no read older than a write the same client
-  saw acknowledged (checked on every answer), no duplicate commit versions (each metastore's
-  change log holds each version 1..current exactly once). Delta commits and grants join the
-  ledger once those APIs exist.
+  database and visible through the API afterwards; every acknowledged grant or revoke, the
+  newest by metastore version for each table and principal, is in effect: in the database and
+  in `GET /permissions`), no read older than a write the same client saw acknowledged (checked
+  on every answer), no duplicate commit versions (each metastore's change log holds each
+  version 1..current exactly once; each Delta table holds each version 1..latest exactly once,
+  every acknowledged commit is the one stored at its version, and no version was acknowledged
+  to two different commits).
 
 Faults: kill-shard (ray.kill its actor), pause-shard (its event loop stops answering for longer
 than the ping timeout and the router's retry budget), move (metastores moved between shards on
@@ -185,7 +188,92 @@ async def verify(running, session: aiohttp.ClientSession, ledgers, metastores: d
             if seen > versions.get(metastore_id, 0):
                 duplicates.append(f"{metastore_id}: a write was acknowledged at version {seen} > "
                                   f"the database's {versions.get(metastore_id)}")
-    return {"checked_tables": checked, "lost": lost, "version_problems": duplicates}
+    grants_checked = await verify_grants(running, session, ledgers, metastores, lost)
+    commits_checked = await verify_commits(running, session, ledgers, metastores, duplicates)
+    return {"checked_tables": checked, "checked_grants": grants_checked, "checked_commits": commits_checked,
+            "lost": lost, "version_problems": duplicates}
+
+
+async def verify_grants(running, session, ledgers, metastores: dict[str, Metastore], lost: list[str]) -> int:
+    """Each (table, principal) ends as its newest acknowledged change left it. Changes are metastore
+    writes, so the acknowledged metastore versions order them, across clients too. A key with a change
+    of unknown outcome is left out (it may have landed after the newest acknowledged one)."""
+    final: dict[tuple[str, str, str], tuple[int, bool]] = {}
+    unknown = set().union(*(ledger.grants_unknown for ledger in ledgers)) if ledgers else set()
+    for ledger in ledgers:
+        for key, (version, granted) in ledger.grants.items():
+            if key in final and final[key][0] == version and final[key][1] != granted:
+                lost.append(f"grants: {key} acknowledged both ways at version {version}")
+            if version > final.get(key, (-1, False))[0]:
+                final[key] = (version, granted)
+    sem = asyncio.Semaphore(16)
+
+    async def check(key, granted: bool):
+        metastore_id, full, principal = key
+        _, asset = await running.store.get_asset(metastore_id, "table", full)
+        in_db = asset is not None and bool(await running.store.pool.fetchval(
+            "SELECT count(*) FROM grants WHERE securable_id = $1 AND principal = $2 AND privilege = 'SELECT'",
+            uuid.UUID(asset.id), principal))
+        what = f"{'grant' if granted else 'revoke'} of SELECT on {full} to {principal} in {metastore_id}"
+        if in_db != granted:
+            lost.append(f"database: acknowledged {what}, but the grant is {'absent' if granted else 'present'}")
+        async with sem, session.get(f"{running.url}{PREFIX}/permissions/table/{full}", params={"principal": principal},
+                                    headers={"Authorization": f"Bearer {metastores[metastore_id].token}"}) as r:
+            body = await r.json(content_type=None)
+        held = [p for a in (body or {}).get("privilege_assignments", []) if a["principal"] == principal
+                for p in a["privileges"]] if r.status == 200 else None
+        if held is None or ("SELECT" in held) != granted:
+            lost.append(f"api: acknowledged {what}, GET permissions answered {r.status} {held}")
+
+    checked = {k: v for k, v in final.items() if k not in unknown}
+    await asyncio.gather(*(check(k, granted) for k, (_, granted) in checked.items()))
+    return len(checked)
+
+
+async def verify_commits(running, session, ledgers, metastores: dict[str, Metastore], problems: list[str]) -> int:
+    """Each Delta table holds versions 1..latest once each; every acknowledged commit is the one stored at its
+    version (none acknowledged twice to different commits); the API's latest version is the database's."""
+    acked: dict[tuple[str, str, int], set[str]] = {}
+    for ledger in ledgers:
+        for key, name in ledger.commits.items():
+            acked.setdefault(key, set()).add(name)
+    for (metastore_id, _, version), names in acked.items():
+        if len(names) > 1:
+            problems.append(f"{metastore_id}: Delta version {version} acknowledged to {len(names)} different "
+                            f"commits: {sorted(names)}")
+    tables = {m.delta_table_id: m for m in metastores.values() if m.delta_table_id}
+    if not tables:
+        return 0
+    rows = await running.store.pool.fetch(
+        "SELECT table_id, version, file_name FROM delta_commits WHERE table_id = ANY($1::uuid[])", list(tables))
+    stored: dict[str, dict[int, list[str]]] = {}
+    for r in rows:
+        stored.setdefault(str(r["table_id"]), {}).setdefault(r["version"], []).append(r["file_name"])
+    for table_id, ms in tables.items():
+        versions = stored.get(table_id, {})
+        latest = max(versions, default=0)
+        if sorted(versions) != list(range(1, latest + 1)) or any(len(n) != 1 for n in versions.values()):
+            problems.append(f"{ms.id}: Delta table versions are not 1..{latest} once each")
+        async with session.get(f"{running.url}{PREFIX}/delta/preview/commits",
+                               params={"table_id": table_id, "table_uri": ms.delta_table_uri, "start_version": "0"},
+                               headers={"Authorization": f"Bearer {ms.token}"}) as r:
+            body = await r.json(content_type=None)
+        if r.status != 200 or body.get("latest_table_version") != latest:
+            problems.append(f"{ms.id}: get commits answered {r.status} {str(body)[:200]}, the database's latest "
+                            f"Delta version is {latest}")
+        else:
+            for c in body["commits"]:       # the unpublished ones: the same commits as the database's
+                if versions.get(c["version"]) != [c["file_name"]]:
+                    problems.append(f"{ms.id}: get commits shows {c['file_name']} at version {c['version']}, "
+                                    f"the database {versions.get(c['version'])}")
+    for (metastore_id, table_id, version), names in acked.items():
+        if versions_of := stored.get(table_id, {}).get(version):
+            if sorted(names) != versions_of:
+                problems.append(f"{metastore_id}: acknowledged Delta version {version} as {sorted(names)}, "
+                                f"stored {versions_of}")
+        else:
+            problems.append(f"{metastore_id}: acknowledged Delta version {version} is missing")
+    return len(acked)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -220,6 +308,8 @@ def summarize(cfg, samples, stale_samples, fault_time, recovery, per_metastore, 
         "acknowledged_writes": sum(ledger.acked_writes for ledger in ledgers),
         "unknown_outcome_writes": sum(len(ledger.unknown) for ledger in ledgers),
         "checked_tables": verified["checked_tables"],
+        "checked_grants": verified["checked_grants"],
+        "checked_commits": verified["checked_commits"],
         "lost_writes": verified["lost"][:20],
         "stale_reads": violations[:20],
         "version_problems": verified["version_problems"][:20],

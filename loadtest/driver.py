@@ -1,11 +1,16 @@
 """A light asyncio load loop that checks what it sees: the engine of the chaos experiments and tests.
 
 Each `LoadClient` is one client session: it draws requests from workload.py, and keeps a
-ledger of its own acknowledged writes (creates, alters, drops of tables it owns in each
-metastore's `load` schema). On every answer it checks session consistency: a read never
-reflects a metastore version older than a write it saw acknowledged, a table it created
-(acknowledged) is there, one it dropped is gone, and its last acknowledged comment shows.
-Writes whose outcome is unknown (503, timeout, lost connection) leave the ledger.
+ledger of its own acknowledged writes: creates, alters, drops of tables it owns in each
+metastore's `load` schema; grants and revokes of SELECT on seeded tables (shared with other
+clients, so each is kept with the metastore version it was acknowledged at: the highest one
+decides); Delta commits it got ratified (version and commit file name). On every answer it
+checks session consistency: a read never reflects a metastore version older than a write it
+saw acknowledged, a table it created (acknowledged) is there, one it dropped is gone, its last
+acknowledged comment shows, an acknowledged grant change shows in the answered permissions,
+and no commit version is acknowledged to it twice. Writes whose outcome is unknown (503,
+timeout, lost connection) leave the ledger; a Delta commit refused as already taken (409) is
+expected: the client reads the latest version and proposes the next one later.
 
 Every loop is bounded in time and in request count. Loopback only: the callers pass a
 server URL they started.
@@ -21,7 +26,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from .workload import CATALOG, LOAD_SCHEMA, PREFIX, WRITES, Chooser, Metastore, Request, alter_request, \
-    create_request, drop_request, read_request
+    commit_request, create_request, drop_request, get_commits_request, grant_request, grant_target, read_request
 
 VERSION_HEADER = "X-Shardcat-Version"
 MIN_VERSION_HEADER = "X-Shardcat-Min-Version"
@@ -65,6 +70,11 @@ class Ledger:
     tables: dict[tuple[str, str], Owned] = field(default_factory=dict)      # (metastore, full name)
     unknown: set[tuple[str, str]] = field(default_factory=set)
     seen_version: dict[str, int] = field(default_factory=dict)             # metastore -> acked write version
+    # (metastore, table, principal) -> (acked metastore version, SELECT granted) of the newest acked change
+    grants: dict[tuple[str, str, str], tuple[int, bool]] = field(default_factory=dict)
+    grants_unknown: set[tuple[str, str, str]] = field(default_factory=set)
+    # (metastore, Delta table id, version) -> commit file name, for every commit ratified for this client
+    commits: dict[tuple[str, str, int], str] = field(default_factory=dict)
     acked_writes: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -85,6 +95,7 @@ class LoadClient:
         self.write_share = write_share      # override the mix's write share (tests want more writes)
         self.ledger = Ledger()
         self.seq = 0
+        self.delta_latest: dict[str, int] = {}   # metastore -> latest Delta table version this client knows
         # A routing-aware client talking to shards directly sends the newest version it saw acknowledged
         # (the router does that for clients that go through it).
         self.min_version_header = min_version_header
@@ -140,8 +151,8 @@ class LoadClient:
         else:
             req = read_request(op, ms, self.chooser)
             status, body, version = await self.send(ms, req)
-            if op == "getTable" and status == 404:
-                self.violation(f"seeded table {req.table} in {ms.id} answered 404")
+            if op in ("getTable", "getPermissions") and status == 404:
+                self.violation(f"{op}: seeded table {req.table} in {ms.id} answered 404")
         if status == 200:
             self.check_version(ms.id, version, op)
 
@@ -168,7 +179,19 @@ class LoadClient:
 
     # ---- writes -----------------------------------------------------------
 
+    def acked(self, ms: Metastore, req: Request, version: int, what: str) -> None:
+        self.ledger.acked_writes += 1
+        self.ledger.seen_version[ms.id] = max(self.ledger.seen_version.get(ms.id, 0), version)
+        if version == 0:
+            self.violation(f"{req.op} of {what} acknowledged without {VERSION_HEADER}")
+
     async def write(self, ms: Metastore, op: str) -> None:
+        if op == "updatePermissions":
+            return await self.update_permissions(ms)
+        if op == "deltaCommit":
+            if ms.delta_table_id:
+                return await self.delta_commit(ms)
+            op = "createTable"      # a population seeded without a Delta table
         present = [k for k, o in self.ledger.tables.items() if k[0] == ms.id and o.present]
         if op == "createTable" or not present:
             self.seq += 1
@@ -188,10 +211,7 @@ class LoadClient:
         status, body, version = await self.send(ms, req)
         if status == 200:
             self.ledger.tables[key] = outcome
-            self.ledger.acked_writes += 1
-            self.ledger.seen_version[ms.id] = max(self.ledger.seen_version.get(ms.id, 0), version)
-            if version == 0:
-                self.violation(f"{req.op} of {key[1]} acknowledged without {VERSION_HEADER}")
+            self.acked(ms, req, version, key[1])
         elif status == 404 and op != "createTable":
             self.violation(f"{req.op} of acknowledged table {key[1]} in {ms.id} answered 404")
             self.forget(key)
@@ -201,6 +221,57 @@ class LoadClient:
     def forget(self, key) -> None:
         self.ledger.tables.pop(key, None)
         self.ledger.unknown.add(key)
+
+    async def update_permissions(self, ms: Metastore) -> None:
+        full, principal, grant = grant_target(ms, self.chooser)
+        key = (ms.id, full, principal)
+        req = grant_request(full, principal, grant)
+        status, body, version = await self.send(ms, req)
+        if status != 200:           # outcome unknown (a seeded table is never missing)
+            self.ledger.grants_unknown.add(key)
+            return
+        self.acked(ms, req, version, f"SELECT on {full} to {principal}")
+        if version > self.ledger.grants.get(key, (-1, False))[0]:
+            self.ledger.grants[key] = (version, grant)
+        held = {a["principal"]: a["privileges"] for a in (body or {}).get("privilege_assignments", [])}
+        if ("SELECT" in held.get(principal, [])) != grant:
+            self.violation(f"{'grant' if grant else 'revoke'} of SELECT on {full} to {principal} in {ms.id} "
+                           f"acknowledged, but the answer shows {held.get(principal)}")
+
+    async def refresh_delta(self, ms: Metastore) -> None:
+        """Learn the Delta table's latest version (after a conflict, or before the first commit)."""
+        req = get_commits_request(ms, self.delta_latest.get(ms.id, 0) + 1)
+        status, body, version = await self.send(ms, req)
+        if status == 200:
+            self.check_version(ms.id, version, req.op)
+            latest = body["latest_table_version"]
+            mine = max((v for (m, _, v) in self.ledger.commits if m == ms.id), default=0)
+            if latest < mine:
+                self.violation(f"Delta table of {ms.id}: latest version {latest} after this client's "
+                               f"acknowledged commit {mine}")
+            self.delta_latest[ms.id] = latest
+
+    async def delta_commit(self, ms: Metastore) -> None:
+        if ms.id not in self.delta_latest:
+            await self.refresh_delta(ms)
+            if ms.id not in self.delta_latest:
+                return
+        version = self.delta_latest[ms.id] + 1
+        req = commit_request(ms, version, self.name)
+        status, body, ack_version = await self.send(ms, req, expect=(409,))
+        name = req.json["commit_info"]["file_name"]
+        key = (ms.id, ms.delta_table_id, version)
+        if status == 200:
+            self.acked(ms, req, ack_version, f"version {version}")
+            if key in self.ledger.commits:
+                self.violation(f"Delta version {version} in {ms.id} acknowledged twice: "
+                               f"{self.ledger.commits[key]} and {name}")
+            self.ledger.commits.setdefault(key, name)
+            self.delta_latest[ms.id] = version
+        elif status == 409:         # another writer took the version: rebase on the latest
+            await self.refresh_delta(ms)
+        else:                       # outcome unknown: ask again before the next proposal
+            self.delta_latest.pop(ms.id, None)
 
 
 @dataclass

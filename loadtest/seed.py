@@ -4,7 +4,10 @@ One template catalog, schema and table are created through the HTTP API (so thei
 exactly what the server writes); every seeded row is a copy of a template with its own id,
 names and storage path. Rows go in through `Store.write`, one WriteTx per batch, so each
 batch bumps the metastore version and writes its change-log row like any other write.
-Seeding happens before any shard has looked at a seeded metastore.
+Seeding happens before any shard has looked at a seeded metastore. Then, through the API, each
+metastore gets its catalog-managed Delta table (`main.load.delta_commits`: a staging table, then
+the table at its location with `delta.feature.catalogManaged`, as docs/delta.md describes), and
+the principals that load grants name are created (account-wide).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import aiohttp
@@ -22,7 +25,7 @@ from shardcat.cache.urls import join_url
 from shardcat.entities.asset import Asset
 from shardcat.store.db import Store, now_ms
 
-from .workload import CATALOG, COLUMNS, LOAD_SCHEMA, PREFIX, Metastore, table_name
+from .workload import CATALOG, COLUMNS, DELTA_TABLE, LOAD_SCHEMA, PREFIX, PRINCIPALS, Metastore, table_name
 
 BATCH = 2000
 _COLUMNS = "id, metastore_id, type, namespace, parent_id, name, full_name, storage_path, info, written_at"
@@ -108,7 +111,27 @@ async def seed(store: Store, url: str, storage: str, sizes: list[int], *, first_
     # Workspace ids of their own, so several seedings can share one database.
     first_workspace = first_workspace or random.randrange(10**9, 2 * 10**9, 10**6)
     templates = await _templates(store, url, storage, first_workspace)
-    return [await seed_metastore(store, templates, storage, first_workspace + 1 + i, n) for i, n in enumerate(sizes)]
+    for name in PRINCIPALS:
+        await store.create_principal(name, "user")
+    seeded = [await seed_metastore(store, templates, storage, first_workspace + 1 + i, n) for i, n in enumerate(sizes)]
+    async with aiohttp.ClientSession() as http:
+        return [await _delta_table(http, url, ms) for ms in seeded]
+
+
+async def _delta_table(http: aiohttp.ClientSession, url: str, ms: Metastore) -> Metastore:
+    """The metastore's catalog-managed Delta table, created the Delta 4.1 way (staging table first)."""
+    headers = {"Authorization": f"Bearer {ms.token}"}
+    where = {"catalog_name": CATALOG, "schema_name": LOAD_SCHEMA}
+    async with http.post(url + PREFIX + "/staging-tables", json={"name": DELTA_TABLE, **where}, headers=headers) as r:
+        staging = await r.json()
+        assert r.status == 200, (r.status, staging)
+    async with http.post(url + PREFIX + "/tables", headers=headers, json={
+            "name": DELTA_TABLE, **where, "table_type": "MANAGED", "data_source_format": "DELTA", "columns": COLUMNS,
+            "storage_location": staging["staging_location"],
+            "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}}) as r:
+        table = await r.json()
+        assert r.status == 200, (r.status, table)
+    return replace(ms, delta_table_id=table["table_id"], delta_table_uri=table["storage_location"])
 
 
 def save_population(path: Path, url: str, metastores: list[Metastore]) -> None:

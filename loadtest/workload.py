@@ -13,8 +13,10 @@ Shaped like the Unity Catalog paper (seeds/000_*.txt, sections 4.5 and 6):
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -23,23 +25,26 @@ CATALOG = "main"
 LOAD_SCHEMA = "load"              # where load clients create, alter and drop their own tables
 TABLES_PER_SCHEMA = 1000
 
-# op -> percent of requests. Reads first, then writes. Grants/permission checks and Delta commits
-# join here (and in `request_for`) once their APIs exist; PENDING keeps their intended share.
+# op -> percent of requests. Reads first, then writes (~98% / 2%, as in the paper).
 MIX: dict[str, float] = {
-    "getTable": 44.0,
-    "resolve": 16.0,           # batched resolve: the Spark driver's one call per query
-    "getSchema": 16.0,
-    "listTables": 12.0,
+    "getTable": 40.0,
+    "resolve": 15.0,           # batched resolve: the Spark driver's one call per query
+    "getSchema": 14.0,
+    "listTables": 11.0,
     "getCatalog": 6.0,
     "listSchemas": 4.0,
-    "createTable": 0.8,
-    "alterTable": 0.7,
-    "dropTable": 0.5,
+    "getPermissions": 4.0,     # GET /permissions/table/{name}
+    "authorize": 4.0,          # POST /shardcat/authorize: another service asks "may P read these tables?"
+    "createTable": 0.6,
+    "alterTable": 0.5,
+    "dropTable": 0.4,
+    "updatePermissions": 0.3,  # grant or revoke SELECT on a seeded table to a seeded principal
+    "deltaCommit": 0.2,        # ratify version latest+1 of the metastore's catalog-managed Delta table
 }
-WRITES = frozenset({"createTable", "alterTable", "dropTable"})
-PENDING: dict[str, float] = {  # not in the mix yet: their APIs are other issues
-    "getPermissions": 0.0, "updatePermissions": 0.0, "deltaCommit": 0.0,
-}
+WRITES = frozenset({"createTable", "alterTable", "dropTable", "updatePermissions", "deltaCommit"})
+PRINCIPALS = tuple(f"loadtest_reader_{i}" for i in range(4))   # seeded users that grants name
+DELTA_TABLE = "delta_commits"     # the catalog-managed Delta table seeded in each metastore's `load` schema
+DELTA_KEEP_UNPUBLISHED = 10       # commits report versions older than this as published (limit is 50)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class Metastore:
     id: str
     token: str
     tables: int
+    delta_table_id: str = ""      # its catalog-managed Delta table ("" in populations seeded without one)
+    delta_table_uri: str = ""
 
     @property
     def schemas(self) -> int:
@@ -153,6 +160,14 @@ def read_request(op: str, ms: Metastore, chooser: Chooser) -> Request:
         return Request(op, "GET", f"{PREFIX}/catalogs/{CATALOG}")
     if op == "listSchemas":
         return Request(op, "GET", f"{PREFIX}/schemas", params={"catalog_name": CATALOG, "max_results": "100"})
+    if op == "getPermissions":
+        return Request(op, "GET", f"{PREFIX}/permissions/table/{full}", table=full)
+    if op == "authorize":
+        items = [{"securable_type": "table", "full_name": f"{CATALOG}.{'.'.join(table_name(chooser.table(ms)))}",
+                  "privilege": "SELECT"} for _ in range(int(chooser.rng.expovariate(1 / 2)) % 8)]
+        items.append({"securable_type": "table", "full_name": full, "privilege": "SELECT"})
+        return Request(op, "POST", f"{PREFIX}/shardcat/authorize",
+                       json={"principal": chooser.rng.choice(PRINCIPALS), "items": items})
     raise ValueError(op)
 
 
@@ -175,3 +190,38 @@ def alter_request(full: str, comment: str) -> Request:
 
 def drop_request(full: str) -> Request:
     return Request("dropTable", "DELETE", f"{PREFIX}/tables/{full}", table=full)
+
+
+def grant_request(full: str, principal: str, grant: bool) -> Request:
+    """Grant (or revoke) SELECT on a table to a principal."""
+    change = {"principal": principal, "add" if grant else "remove": ["SELECT"]}
+    return Request("updatePermissions", "PATCH", f"{PREFIX}/permissions/table/{full}", table=full,
+                   json={"changes": [change]})
+
+
+def grant_target(ms: Metastore, chooser: Chooser) -> tuple[str, str, bool]:
+    """(seeded table, principal, grant or revoke) of one permissions change."""
+    full = f"{CATALOG}.{'.'.join(table_name(chooser.table(ms)))}"
+    return full, chooser.rng.choice(PRINCIPALS), chooser.rng.random() < 0.5
+
+
+def commit_request(ms: Metastore, version: int, writer: str) -> Request:
+    """An inline commit (no files) proposing `version` of the metastore's catalog-managed table. It
+    reports older versions published, so the unpublished window stays below the server's limit."""
+    ts = 1_700_000_000_000 + version
+    content = json.dumps({"commitInfo": {"timestamp": ts, "inCommitTimestamp": ts, "operation": "WRITE",
+                                         "engineInfo": f"shardcat-loadtest/{writer}",
+                                         "txnId": str(uuid.uuid4())}}) + "\n"
+    body = {"table_id": ms.delta_table_id, "table_uri": ms.delta_table_uri,
+            "commit_info": {"version": version, "timestamp": ts, "file_name": f"{version:020d}.{uuid.uuid4()}.json",
+                            "file_size": len(content.encode()), "file_modification_timestamp": ts,
+                            "inline_content": content}}
+    if version > DELTA_KEEP_UNPUBLISHED:
+        body["latest_backfilled_version"] = version - DELTA_KEEP_UNPUBLISHED
+    return Request("deltaCommit", "POST", f"{PREFIX}/delta/preview/commits", json=body)
+
+
+def get_commits_request(ms: Metastore, start_version: int = 0) -> Request:
+    """The table's unpublished commits from `start_version` and its latest version (query parameters)."""
+    return Request("getCommits", "GET", f"{PREFIX}/delta/preview/commits", params={
+        "table_id": ms.delta_table_id, "table_uri": ms.delta_table_uri, "start_version": str(start_version)})

@@ -2,8 +2,10 @@
 
 A cluster of 2 shard actors on its own embedded PostgreSQL (the pg-restart experiment restarts
 it), seeded with a few metastores of mixed sizes. Each experiment: a few seconds of load from
-the checking loop, one fault, then: every metastore served again, no acknowledged write lost,
-no read older than a write its client saw acknowledged, no duplicate commit versions.
+the checking loop, one fault, then: every metastore served again, no acknowledged write lost
+(tables, grants and revokes), no read older than a write its client saw acknowledged, no
+duplicate commit versions (metastore change log, Delta commits). A last test shows the
+grant and Delta checks of `verify` do catch a ledger the catalog does not match.
 The long runs are `python -m loadtest chaos ...` (README, docs/reliability.md).
 """
 
@@ -14,8 +16,12 @@ import time
 
 import pytest
 
-from loadtest.chaos import RECOVERY_TARGET, ChaosConfig, run_experiment
+import aiohttp
+
+from loadtest.chaos import RECOVERY_TARGET, ChaosConfig, run_experiment, verify
+from loadtest.driver import Ledger
 from loadtest.seed import seed
+from loadtest.workload import PREFIX, PRINCIPALS, commit_request
 from shardcat.cluster.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from shardcat.cluster.server import ServeConfig, start
 
@@ -47,6 +53,8 @@ async def _run(chaos_cluster, experiment: str, **overrides) -> dict:
     result = await run_experiment(running, metastores, cfg, pgdata=pgdata)
     assert result["acknowledged_writes"] >= 10, result
     assert result["checked_tables"] >= 5, result
+    assert result["checked_grants"] >= 3, result
+    assert result["checked_commits"] >= 3, result
     assert result["lost_writes"] == [], result["lost_writes"]
     assert result["stale_reads"] == [], result["stale_reads"]
     assert result["version_problems"] == [], result["version_problems"]
@@ -58,7 +66,7 @@ async def _run(chaos_cluster, experiment: str, **overrides) -> dict:
 
 
 def _read_errors(result: dict) -> dict:
-    writes = ("createTable:", "alterTable:", "dropTable:")
+    writes = ("createTable:", "alterTable:", "dropTable:", "updatePermissions:", "deltaCommit:")
     return {k: v for k, v in result["errors_by_code"].items() if not k.startswith(writes)}
 
 
@@ -99,3 +107,37 @@ async def test_postgres_restart_under_load(chaos_cluster):
     # During the outage clients get a clean 503, never a 500 (asserted in _run); afterwards all is served.
     assert set(code.split(":")[1] for code in result["errors_by_code"]) <= {"TEMPORARILY_UNAVAILABLE"}, result
     assert result["recovery_seconds"] < 10, result
+
+
+async def test_verify_catches_lost_grants_and_commits(chaos_cluster):
+    """The checks are not vacuous: a ledger claiming what the catalog does not hold is reported."""
+    running, metastores, _ = chaos_cluster
+    await _two_live_shards(running)
+    ms = metastores[-1]
+    table, principal = "main.s000.t000001", PRINCIPALS[0]
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ms.token}"}) as http:
+        async with http.patch(f"{running.url}{PREFIX}/permissions/table/{table}",
+                              json={"changes": [{"principal": principal, "remove": ["SELECT"]}]}) as r:
+            assert r.status == 200
+        async with http.get(f"{running.url}{PREFIX}/delta/preview/commits", params={
+                "table_id": ms.delta_table_id, "table_uri": ms.delta_table_uri, "start_version": "0"}) as r:
+            latest = (await r.json())["latest_table_version"] + 1
+        ratified = commit_request(ms, latest, "test")         # so the table has at least one version
+        async with http.post(f"{running.url}{ratified.path}", json=ratified.json) as r:
+            assert r.status == 200, await r.text()
+        honest, liar, other = Ledger(), Ledger(), Ledger()
+        honest.grants[(ms.id, table, principal)] = (1, False)            # true: revoked
+        honest.commits[(ms.id, ms.delta_table_id, latest)] = ratified.json["commit_info"]["file_name"]
+        checked = await verify(running, http, [honest], {ms.id: ms})
+        assert not checked["lost"] and not checked["version_problems"], checked
+        assert checked["checked_grants"] == 1 and checked["checked_commits"] == 1
+        liar.grants[(ms.id, table, principal)] = (10**9, True)           # a "newer" grant the catalog lacks
+        liar.commits[(ms.id, ms.delta_table_id, latest + 1)] = "00000000000000000099.nope.json"  # never ratified
+        # a real version acknowledged to two different commits
+        liar.commits[(ms.id, ms.delta_table_id, latest)] = ratified.json["commit_info"]["file_name"]
+        other.commits[(ms.id, ms.delta_table_id, latest)] = "b.json"
+        result = await verify(running, http, [honest, liar, other], {ms.id: ms})
+    assert any(f"grant of SELECT on {table} to {principal}" in p and p.startswith("database") for p in result["lost"])
+    assert any(p.startswith("api: acknowledged grant") for p in result["lost"]), result["lost"]
+    assert any(f"Delta version {latest + 1} is missing" in p for p in result["version_problems"]), result
+    assert any("acknowledged to 2 different commits" in p for p in result["version_problems"]), result
