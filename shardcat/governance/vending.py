@@ -219,11 +219,33 @@ async def _aws_role(shard, caller, url: str) -> dict:
     return role
 
 
-async def vend(shard, caller, url: str, *, write: bool) -> dict:
-    """The TemporaryCredentials answer for `url` (already authorized), read-only or read-write."""
+async def _refuse_read_only(shard, caller, url: str) -> None:
+    """PERMISSION_DENIED if `url` lies in an external location marked read_only."""
+    from ..shards.locations import location_of
+
+    state = await shard.state(caller.metastore(), caller.min_version)
+    if len(state.locations) == 0:           # local mode: no location, nothing is read-only
+        return
+    location = location_of(state, url)
+    if location is None:
+        return
+    asset = await shard.lookup(state.id, "external_location", location.full_name, caller.min_version)
+    if asset is not None and asset.info.get("read_only"):
+        raise CatalogError("PERMISSION_DENIED", f"External location '{asset.name}' is read-only; "
+                                                f"no read-write credentials for '{url}'.")
+
+
+async def vend(shard, caller, url: str, *, write: bool, now: int | None = None) -> dict:
+    """The TemporaryCredentials answer for `url` (already authorized), read-only or read-write.
+    The one vending path: the temporary-credentials endpoints, model-version credentials and
+    batched resolve all call it. `now` (ms) lets a caller vending many file:// answers at once
+    read the clock once. Raises CatalogError when nothing can be vended (read-only location,
+    no covering credential, unsupported cloud, STS refusal)."""
+    if write:
+        await _refuse_read_only(shard, caller, url)
     scheme = url.split(":", 1)[0]
     if scheme == "file":
-        return {"expiration_time": now_ms() + FILE_LIFETIME_MS, "url": url}
+        return {"expiration_time": (now or now_ms()) + FILE_LIFETIME_MS, "url": url}
     if scheme != "s3":
         raise CatalogError("FAILED_PRECONDITION",
                            f"shardcat does not vend {scheme}:// credentials yet; it vends s3:// (STS) "

@@ -6,9 +6,16 @@ each; one `Shard.snapshot` answers them all, and the response names that version
 problem with one item (a bad name, a missing table) is reported on that item alone.
 Views and functions are expanded into what they depend on, at the same version
 (shards/dependencies.py); `if_changed_since` lets a caller revalidate its copy cheaply.
+Every allowed item that touches data (a table's, a volume's or a path's owning asset's
+storage; for a view, each base table among its dependencies) gets temporary credentials for
+that storage, read-only or read-write as its operation asks, from the same vending function
+as the temporary-credentials endpoints (governance/vending.py); `"credentials": false` skips
+them. A credential that cannot be vended is that item's `temporary_credentials_error`.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from ..auth import Caller
 from ..cache.urls import InvalidUrl, normalize_url
@@ -16,8 +23,10 @@ from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer, data_decision, present_table
+from ..governance.vending import vend
+from ..store.db import now_ms
 from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
-                           expand)
+                           VIEW_TYPES, expand)
 from .service import render
 from .shard import Shard
 
@@ -111,8 +120,45 @@ class ResolveService:
                 self._unchanged(entry, asset, deps, key)
             elif "_path" in entry:
                 self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller)
+        await self._credentials(caller, out, body.get("credentials", True))
         self._count(caller, out)
         return {"metastore_id": caller.metastore(), "metastore_version": snap.version, "items": out}
+
+    # ---- temporary credentials for the storage each allowed item touches ----
+
+    async def _credentials(self, caller: Caller, out: list[dict], enabled: bool) -> None:
+        """`temporary_credentials` (or `temporary_credentials_error`) on every item and dependency
+        that `_authorized` marked with the storage it may touch. One vend per distinct (path,
+        mode) in the request; file:// answers are built inline (no task, one clock read), the
+        others (STS, served from the vending cache when unexpired) concurrently."""
+        targets = []
+        for entry in out:
+            for item in (entry, *entry.get("dependencies", ())):
+                url = item.pop("_storage", None)
+                if url is not None and enabled and "error" not in item:
+                    targets.append((item, url, item["operation"] == "WRITE"))
+        if not targets:
+            return
+        now = now_ms()
+        wanted = dict.fromkeys((url, write) for _, url, write in targets)
+        found = {}
+        remote = []
+        for key in wanted:
+            if key[0].startswith("file:"):
+                found[key] = await self._vend_one(caller, *key, now)
+            else:
+                remote.append(key)
+        if remote:
+            found.update(zip(remote, await asyncio.gather(*(self._vend_one(caller, *k, now) for k in remote))))
+        for item, url, write in targets:
+            field_name, value = found[(url, write)]
+            item[field_name] = value
+
+    async def _vend_one(self, caller: Caller, url: str, write: bool, now: int) -> tuple[str, dict]:
+        try:
+            return "temporary_credentials", await vend(self.shard, caller, url, write=write, now=now)
+        except CatalogError as e:       # this item's credential only: the rest of the batch stands
+            return "temporary_credentials_error", _error(e.code, e.message)
 
     # ---- view and function dependencies (shards/dependencies.py) ----
 
@@ -167,12 +213,16 @@ class ResolveService:
     def _authorized(authz, caller: Caller, entry: dict, asset) -> None:
         """The item's authorization decision, taken at the snapshot's version (governance/authorize.py);
         the asset (row filter and column masks for trusted engines only) only if allowed: a denied
-        item carries no storage details."""
+        item carries no storage details. An allowed table (not a view) or volume with storage is
+        marked for credentials (`_credentials`)."""
         decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
         entry["authorization"] = decision.json()
         if decision.allowed:
             out = render(asset)
             entry[asset.type] = present_table(caller, out) if asset.type == "table" else out
+            if asset.storage_path and (asset.type == "volume" or (
+                    asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
+                entry["_storage"] = asset.storage_path
 
     def _path_answer(self, entry: dict, owned, authz, caller: Caller) -> None:
         owner, asset = owned if owned is not None else (None, None)
@@ -186,6 +236,8 @@ class ResolveService:
     @staticmethod
     def _check(body: dict) -> list[dict]:
         _max_depth(body)
+        if not isinstance(body.get("credentials", True), bool):
+            raise invalid("Field 'credentials' must be true or false.")
         items = body.get("items")
         if not isinstance(items, list) or not items:
             raise invalid("Field 'items' must be a non-empty list of {\"name\": ...} or {\"path\": ...} objects.")

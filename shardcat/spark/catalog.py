@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 PREFIX = "/api/2.1/unity-catalog"
 CREDENTIAL_MARGIN_S = 60      # credentials this close to expiry are fetched again
+CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (shards/resolve.py)
 
 
 class CatalogError(Exception):
@@ -72,12 +73,19 @@ def _refresh(cached: dict, answer: dict) -> dict:
     return merged
 
 
+def credentials_of(entry: dict) -> dict | None:
+    """The temporary credentials (`{"url", "expiration_time"[, "aws_temp_credentials"]}`) a resolve
+    item or dependency carries, or None (denied, no storage, a view, or not vended)."""
+    cred = entry.get(CREDENTIALS)
+    return cred if isinstance(cred, dict) else None
+
+
 def _credential_expiry(item: dict) -> int | None:
     """Earliest expiration_time (ms) of any credentials an item (or its dependencies) carries."""
     times = []
     for entry in [item, *item.get("dependencies", ())]:
-        cred = entry.get("credentials") or entry.get("temporary_credentials")
-        if isinstance(cred, dict) and cred.get("expiration_time"):
+        cred = credentials_of(entry)
+        if cred and cred.get("expiration_time"):
             times.append(int(cred["expiration_time"]))
     return min(times) if times else None
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from ..delta.log import Storage
 from ..entities.sql import sql_references
 from . import sqlrewrite
-from .catalog import CatalogClient, CatalogError, Resolved
+from .catalog import CatalogClient, CatalogError, Resolved, credentials_of
 from .delta import DeltaBridge, is_catalog_managed
 from .types import same_columns, to_arrow, to_columns, to_schema
 
@@ -125,8 +125,8 @@ class Shardcat:
         return funcs
 
     def _remember_credentials(self, entry: dict) -> None:
-        cred = entry.get("credentials") or entry.get("temporary_credentials")
-        if isinstance(cred, dict) and entry.get("name"):
+        cred = credentials_of(entry)
+        if cred and entry.get("name"):
             self._credentials[entry["name"].lower()] = cred
 
     def _register(self, table: dict, views: dict[str, str], funcs: dict[str, dict]) -> None:
@@ -204,8 +204,9 @@ class Shardcat:
 
     def _configure_credentials(self, asset: dict) -> None:
         """Temporary S3 credentials the catalog sent with an asset, set for the bucket they are
-        scoped to (file:// locations get none). Untested here: no S3A filesystem jar in a plain
-        pyspark install, and no S3 in the tests' reach but moto."""
+        scoped to (file:// locations get none). The settings are tested
+        (tests/spark/test_spark_credentials.py); a live S3 read is not: a plain pyspark install has
+        no S3A filesystem jar."""
         cred = self._credentials.get((asset.get("full_name") or "").lower()) or {}
         aws = cred.get("aws_temp_credentials")
         location = asset.get("storage_location") or ""

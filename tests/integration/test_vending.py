@@ -90,12 +90,15 @@ def moto():
     admin = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "admin",
              "aws_secret_access_key": "admin"}
     iam = boto3.client("iam", **admin)
-    role = iam.create_role(RoleName="lake-access", AssumeRolePolicyDocument=TRUST_ANYONE)["Role"]["Arn"]
-    iam.put_role_policy(RoleName="lake-access", PolicyName="all-s3", PolicyDocument=ALLOW_ALL)
-    iam.create_user(UserName="shardcat")
-    iam.put_user_policy(UserName="shardcat", PolicyName="assume", PolicyDocument=json.dumps({
+    # Unique names: moto's backends are process-wide, and other modules import this fixture.
+    suffix = uuid.uuid4().hex[:8]
+    role_name, user_name = f"lake-access-{suffix}", f"shardcat-{suffix}"
+    role = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=TRUST_ANYONE)["Role"]["Arn"]
+    iam.put_role_policy(RoleName=role_name, PolicyName="all-s3", PolicyDocument=ALLOW_ALL)
+    iam.create_user(UserName=user_name)
+    iam.put_user_policy(UserName=user_name, PolicyName="assume", PolicyDocument=json.dumps({
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}))
-    key = iam.create_access_key(UserName="shardcat")["AccessKey"]
+    key = iam.create_access_key(UserName=user_name)["AccessKey"]
     s3 = boto3.client("s3", **admin)
     bucket = f"lake-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)

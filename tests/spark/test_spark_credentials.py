@@ -1,0 +1,77 @@
+"""shardcat.spark and the credentials batched resolve hands out: the field the server sends
+(`temporary_credentials`) is the one the library reads. file:// credentials pass through a real
+query untouched; an s3:// credential (no live S3 here: plain pyspark has no S3 filesystem) is
+set on Spark's Hadoop configuration for its bucket."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shardcat.spark import connect
+from shardcat.spark.catalog import CREDENTIALS, Resolved, _credential_expiry
+
+
+def run(fn, *args, **kwargs):
+    return asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def ok(ws, method, path, body=None):
+    status, out = await ws.call(method, path, json=body)
+    assert status == 200, (path, out)
+    return out
+
+
+@pytest.fixture
+async def cat(ws, spark):
+    await ok(ws, "POST", "/catalogs", {"name": "c"})
+    await ok(ws, "POST", "/schemas", {"name": "s", "catalog_name": "c"})
+    session = connect(spark, ws.url, ws.token)
+    yield session
+    session.close()
+
+
+def test_the_library_reads_the_field_the_server_writes():
+    assert CREDENTIALS == "temporary_credentials"      # the server's side: tests/integration/test_resolve_credentials.py
+    item = {CREDENTIALS: {"url": "file:///a", "expiration_time": 5_000},
+            "dependencies": [{CREDENTIALS: {"url": "file:///b", "expiration_time": 3_000}}, {"name": "view"}]}
+    assert _credential_expiry(item) == 3_000
+    assert _credential_expiry({"credentials": {"expiration_time": 1}}) is None     # not a field resolve sends
+
+
+async def test_file_credentials_pass_through_a_query(ws, cat, spark):
+    df = spark.createDataFrame([(1,), (2,)], "id long")
+    await run(cat.write, df, "c.s.t", mode="create")
+    await ok(ws, "POST", "/tables", {"name": "v", "catalog_name": "c", "schema_name": "s", "table_type": "VIEW",
+                                     "view_definition": "SELECT id FROM c.s.t",
+                                     "columns": [{"name": "id", "type_name": "LONG", "position": 0}]})
+    table = await ok(ws, "GET", "/tables/c.s.t")
+    assert await run(lambda: cat.sql("SELECT count(*) FROM c.s.v").collect()[0][0]) == 2
+    # The view's base table came with file:// credentials (no secret); kept, and bounding the cache entry.
+    cred = cat._credentials["c.s.t"]
+    assert cred["url"] == table["storage_location"] and "aws_temp_credentials" not in cred
+    assert cat.catalog._cache[("TABLE", "c.s.v")].expires_ms == cred["expiration_time"]
+
+
+def test_s3_credentials_configure_the_bucket(spark):
+    cat = connect(spark, "http://127.0.0.1:9", "unused")      # no call is made below
+    try:
+        aws = {"access_key_id": "AKIAEXAMPLE", "secret_access_key": "s3cr3t", "session_token": "tok"}
+        view = {"name": "c.s.v", "securable_type": "TABLE", "authorization": {"allowed": True},
+                "table": {"full_name": "c.s.v", "table_type": "VIEW"},
+                "dependencies": [{"name": "c.s.t", "securable_type": "TABLE", "authorization": {"allowed": True},
+                                  "table": {"full_name": "c.s.t", "storage_location": "s3://lake-x/data/t"},
+                                  CREDENTIALS: {"url": "s3://lake-x/data/t", "expiration_time": 1,
+                                                "aws_temp_credentials": aws}}]}
+        # What `sql` does with an answered item: check it and its dependencies, keep their credentials.
+        cat._functions([("c.s.v", Resolved(view, 1, dependencies=view["dependencies"]))])
+        cat._configure_credentials(view["dependencies"][0]["table"])
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        prefix = "fs.s3a.bucket.lake-x."
+        assert conf.get(prefix + "access.key") == "AKIAEXAMPLE"
+        assert conf.get(prefix + "secret.key") == "s3cr3t" and conf.get(prefix + "session.token") == "tok"
+        assert conf.get(prefix + "aws.credentials.provider") == \
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    finally:
+        cat.close()
