@@ -13,11 +13,8 @@ marked as such) and the raw numbers under benchmarks/out/.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -68,7 +65,7 @@ def markdown(run: dict) -> str:
         SECTION, "", *h.quick_banner(run["quick"]),
         f"- **Reproduce:** `{run['command']}` (about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
-        f"- **Server:** `shardcat serve` with one in-process shard (no Ray), cache on, embedded PostgreSQL.",
+        "- **Server:** `shardcat serve` with one in-process shard (no Ray), cache on, embedded PostgreSQL.",
         f"- **Data:** one schema of {run['tables']:,} tables of {len(h.COLUMNS)} columns, created through the API. "
         f"getTable asks for a random one ({run['sizes']['getTable']:,} B answer); listTables for the first page "
         f"of `max_results={h.LIST_PAGE}` ({run['sizes']['listTables']:,} B).",
@@ -120,23 +117,11 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    h.on_sigterm_raise()
     started, date, info = time.perf_counter(), h.now_utc(), h.machine()
     h.log(f"bench_api: {info['cores']} cores, {info['cpu_model']}, {info['ram_gib']} GiB RAM")
-    tmp = Path(tempfile.mkdtemp(prefix="shardcat-bench-"))
-    pg = None
-    try:
-        h.log(f"== embedded PostgreSQL in {tmp / 'pgdata'}")
-        pg = h.Postgres(tmp / "pgdata")
-        outcome = asyncio.run(run(args, tmp, pg))
-    except KeyboardInterrupt:
-        h.log("\ninterrupted; cleaning up")
+    outcome = h.run_with_postgres("shardcat-bench-", lambda tmp, pg: run(args, tmp, pg))
+    if outcome is None:
         return 130
-    finally:
-        h.stop_all()
-        if pg is not None:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     run_info = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_api", *argv]),
                 "machine": info, "tables": args.tables, "warmup_s": args.warmup, "duration_s": args.duration,
                 "quick": args.quick, "wall_minutes": (time.perf_counter() - started) / 60, **outcome}

@@ -26,12 +26,9 @@ clients, 10,000 tables in step 4) is for trying it out; its section says so.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shlex
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -380,7 +377,7 @@ def markdown(run: dict) -> str:
         f"| the same resolves again, from the cache | {big['resolve_all_cached_s']:.1f} s |",
         f"| then list the whole schema, {big['list_pages']} pages of {LIST_CHUNK:,}, straight to the shard: "
         f"first pass / second pass | {big['list_pass1_s']:.1f} s / {big['list_pass2_s']:.1f} s |",
-        f"| shard process RSS: idle / state built / all cached / after listing | "
+        "| shard process RSS: idle / state built / all cached / after listing | "
         + " / ".join(f"{rss[k] / 2**20:,.0f}" for k in ("idle", "state_built", "warm", "listed")) + " MiB |",
         f"| RSS growth per table, state and cache together (idle → all cached) | {per('idle', 'warm'):,.0f} B |",
         f"| of which: building the state (idle → state built; includes the rebuild's transient heap, which "
@@ -457,23 +454,11 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    h.on_sigterm_raise()
     started, date, info = time.perf_counter(), h.now_utc(), h.machine()
     h.log(f"bench_cache: {info['cores']} cores, {info['cpu_model']}, {info['ram_gib']} GiB RAM")
-    tmp = Path(tempfile.mkdtemp(prefix="shardcat-bench-"))
-    pg = None
-    try:
-        h.log(f"== embedded PostgreSQL in {tmp / 'pgdata'}")
-        pg = h.Postgres(tmp / "pgdata")
-        outcome = asyncio.run(run(args, tmp, pg))
-    except KeyboardInterrupt:
-        h.log("\ninterrupted; cleaning up")
+    outcome = h.run_with_postgres("shardcat-bench-", lambda tmp, pg: run(args, tmp, pg))
+    if outcome is None:
         return 130
-    finally:
-        h.stop_all()
-        if pg is not None:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     run_info = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_cache", *argv]),
                 "machine": info, "tables": args.tables, "warmup_s": args.warmup, "duration_s": args.duration,
                 "concurrency": args.concurrency, "quick": args.quick,

@@ -26,10 +26,8 @@ import argparse
 import asyncio
 import importlib.util
 import shlex
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -207,21 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.reps = args.reps or (10 if args.quick else 200)
     args.rows = args.rows or (20_000 if args.quick else 200_000)
-    h.on_sigterm_raise()
     started, date, info = time.perf_counter(), h.now_utc(), h.machine()
-    tmp = Path(tempfile.mkdtemp(prefix="shardcat-bench-resolve-"))
-    pg = None
-    try:
-        pg = h.Postgres(tmp / "pgdata")
-        outcome = asyncio.run(run_async(args, tmp, pg))
-    except KeyboardInterrupt:
-        h.log("\ninterrupted; cleaning up")
+    outcome = h.run_with_postgres("shardcat-bench-resolve-", lambda tmp, pg: run_async(args, tmp, pg))
+    if outcome is None:
         return 130
-    finally:
-        h.stop_all()
-        if pg is not None:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     run = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_resolve", *argv]), "machine": info,
            "quick": args.quick, "reps": args.reps, "wall_minutes": (time.perf_counter() - started) / 60, **outcome}
     run["raw_file"] = h.save_raw("bench_resolve", run).name

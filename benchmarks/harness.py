@@ -18,9 +18,11 @@ import platform
 import random
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -188,6 +190,26 @@ class Postgres:
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self.server.cleanup()       # pg_ctl stop: this run started it, this run stops it
+
+
+def run_with_postgres(prefix: str, body) -> dict | None:
+    """Run `body(tmp, pg)`, a coroutine function, with a fresh embedded PostgreSQL in a temporary
+    directory; stop every process and remove the directory afterwards. None if interrupted."""
+    on_sigterm_raise()
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    pg = None
+    try:
+        log(f"== embedded PostgreSQL in {tmp / 'pgdata'}")
+        pg = Postgres(tmp / "pgdata")
+        return asyncio.run(body(tmp, pg))
+    except KeyboardInterrupt:
+        log("\ninterrupted; cleaning up")
+        return None
+    finally:
+        stop_all()
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass

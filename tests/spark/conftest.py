@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from shardcat.spark import connect
+from tests.spark.helpers import ok
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
@@ -28,3 +31,13 @@ def spark(tmp_path_factory):
             proc.wait(timeout=30)
         SparkContext._gateway = None
         SparkContext._jvm = None
+
+
+@pytest.fixture
+async def cat(ws, spark):
+    """A catalog `c` with schema `s` in a fresh workspace, and a shardcat.spark session on it."""
+    await ok(ws, "POST", "/catalogs", {"name": "c"})
+    await ok(ws, "POST", "/schemas", {"name": "s", "catalog_name": "c"})
+    session = connect(spark, ws.url, ws.token)
+    yield session
+    session.close()

@@ -5,31 +5,11 @@ set on Spark's Hadoop configuration for its bucket."""
 
 from __future__ import annotations
 
-import asyncio
 
-import pytest
 
 from shardcat.spark import connect
 from shardcat.spark.catalog import CREDENTIALS, Resolved, _credential_expiry
-
-
-def run(fn, *args, **kwargs):
-    return asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def ok(ws, method, path, body=None):
-    status, out = await ws.call(method, path, json=body)
-    assert status == 200, (path, out)
-    return out
-
-
-@pytest.fixture
-async def cat(ws, spark):
-    await ok(ws, "POST", "/catalogs", {"name": "c"})
-    await ok(ws, "POST", "/schemas", {"name": "s", "catalog_name": "c"})
-    session = connect(spark, ws.url, ws.token)
-    yield session
-    session.close()
+from tests.spark.helpers import ok, run
 
 
 def test_the_library_reads_the_field_the_server_writes():

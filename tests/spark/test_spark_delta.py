@@ -4,33 +4,13 @@ A commit by a writer that is not Spark is visible to the next Spark read."""
 
 from __future__ import annotations
 
-import asyncio
 
 import pyarrow as pa
 import pytest
 
 from shardcat.delta.client import DeltaCatalogClient
-from shardcat.spark import CatalogError, connect
-
-
-def run(fn, *args, **kwargs):
-    """Call the (blocking) Spark library from an async test: the server shares the test's loop."""
-    return asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def ok(ws, method, path, body=None):
-    status, out = await ws.call(method, path, json=body)
-    assert status == 200, (path, out)
-    return out
-
-
-@pytest.fixture
-async def cat(ws, spark):
-    await ok(ws, "POST", "/catalogs", {"name": "c"})
-    await ok(ws, "POST", "/schemas", {"name": "s", "catalog_name": "c"})
-    session = connect(spark, ws.url, ws.token)
-    yield session
-    session.close()
+from shardcat.spark import CatalogError
+from tests.spark.helpers import ok, run
 
 
 async def test_spark_appends_and_reads_a_catalog_managed_table(ws, cat, spark):

@@ -5,29 +5,15 @@ decided by the owning table's grants."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from shardcat.spark import CatalogError, connect
 from shardcat.spark.types import to_columns
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from governance_users import grant, unique, user  # noqa: E402
-
-
-def run(fn, *args, **kwargs):
-    """Call the (blocking) Spark library from an async test: the server shares the test's loop."""
-    return asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def ok(ws, method, path, body=None):
-    status, out = await ws.call(method, path, json=body)
-    assert status == 200, (path, out)
-    return out
+from tests.integration.governance_users import grant, unique, user
+from tests.spark.helpers import ok, run
 
 
 async def function(ws, name, params, definition):

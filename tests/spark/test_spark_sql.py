@@ -3,36 +3,15 @@ writes by name through the catalog, reads by name and by path, and bad input nam
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from pyspark.sql import Row
 from pyspark.sql import types as T
 
-from shardcat.spark import CatalogError, connect
+from shardcat.spark import CatalogError
 from shardcat.spark.types import to_columns, to_schema
-
-
-
-def run(fn, *args, **kwargs):
-    """Call the (blocking) Spark library from an async test: the server shares the test's loop."""
-    return asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def ok(ws, method, path, body=None):
-    status, out = await ws.call(method, path, json=body)
-    assert status == 200, (path, out)
-    return out
-
-
-@pytest.fixture
-async def cat(ws, spark):
-    await ok(ws, "POST", "/catalogs", {"name": "c"})
-    await ok(ws, "POST", "/schemas", {"name": "s", "catalog_name": "c"})
-    session = connect(spark, ws.url, ws.token)
-    yield session
-    session.close()
+from tests.spark.helpers import ok, run
 
 
 async def view(ws, name, sql):
