@@ -38,7 +38,6 @@ from .shard import MetastoreState
 
 PENDING, READY = "PENDING_REGISTRATION", "READY"
 OPERATIONS = ("READ_MODEL_VERSION", "READ_WRITE_MODEL_VERSION")
-CREDENTIAL_LIFETIME_MS = 3600 * 1000
 # Kept on the model's stored info but not part of RegisteredModelInfo on the wire.
 _MAX_VERSION = "max_version_number"
 # MLflow's alias rule: letters, digits, '_' and '-', and not a name MLflow reserves ("latest", "v<n>").

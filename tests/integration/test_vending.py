@@ -14,7 +14,6 @@ condition (StringLike) is checked on the policy document itself, not by moto.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 
 import boto3
