@@ -181,6 +181,15 @@ class Authz:
         if not decision.allowed:
             raise denied(decision.reason)
 
+    def require_view_owner_change(self, view: Asset, new_owner: str) -> None:
+        """The 2.1 spec's updateTable rule for views: changing a VIEW's owner requires that the caller
+        is the new owner or a member of it (a view runs with its owner's rights, so handing it to a
+        principal one does not belong to would lend that principal's access). Account admins excepted."""
+        if self.admin == "account admin" or new_owner in self.principals:
+            return
+        raise denied(f"{self._caller()} may not make '{new_owner}' the owner of view '{view.full_name}': "
+                     "changing a view's owner requires being a member of the new owner.")
+
     def require_storage(self, state, asset: Asset) -> None:
         """Storage inside an external location needs a privilege on it (the 2.1 spec: the external
         table's "permissions requirement of the ... External Location"): CREATE EXTERNAL TABLE /

@@ -205,6 +205,9 @@ class CatalogService:
             if asset is None:
                 raise not_found(f"{_label(t)} '{full_name}' does not exist.")
             authz.require(t.name, "update", asset)
+            new_owner = fields.get("owner")
+            if asset.info.get("table_type") == "VIEW" and new_owner not in (None, asset.info.get("owner")):
+                authz.require_view_owner_change(asset, new_owner)
             info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
             updated = Asset(**{**asset.__dict__, "info": info})
             updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)

@@ -260,3 +260,33 @@ async def test_share_grants_need_the_share_and_the_recipient(ws, server):
     assert (await ws.call("PATCH", f"/recipients/{recipient}", json={"owner": owner.name}))[0] == 200
     status, body = await owner.call("PATCH", f"/shares/{share}/permissions", json=change)
     assert status == 200 and body["privilege_assignments"] == [{"principal": recipient, "privileges": ["SELECT"]}]
+
+
+async def test_changing_a_views_owner_needs_membership_of_the_new_owner(ws, server):
+    """The 2.1 spec's updateTable rule: a VIEW's owner may only be changed to a principal the caller
+    is (or is a member of); other tables' owners change under the usual rules."""
+    c = await _tree(ws)
+    group = unique("g")
+    alice = await user(server, ws, groups=[group])
+    bob = unique("bob")
+    status, view = await ws.call("POST", "/tables", json={
+        "name": "v", "catalog_name": c, "schema_name": "s", "table_type": "VIEW", "columns": [],
+        "view_definition": f"SELECT * FROM {c}.s.t"})
+    assert status == 200, view
+    await grant(ws, "catalog", c, alice.name, "USE CATALOG")
+    await grant(ws, "schema", f"{c}.s", alice.name, "USE SCHEMA")
+    for name in ("v", "t"):
+        assert (await ws.call("PATCH", f"/tables/{c}.s.{name}", json={"owner": alice.name}))[0] == 200
+
+    before = await _version(server, ws)
+    status, err = await alice.call("PATCH", f"/tables/{c}.s.v", json={"owner": bob})
+    assert (status, err["error_code"]) == (403, "PERMISSION_DENIED") and "member of the new owner" in err["message"]
+    assert await _version(server, ws) == before
+    assert (await ws.call("GET", f"/tables/{c}.s.v"))[1]["owner"] == alice.name
+
+    status, got = await alice.call("PATCH", f"/tables/{c}.s.v", json={"owner": group})   # a group she is in
+    assert status == 200 and got["owner"] == group, got
+    status, got = await alice.call("PATCH", f"/tables/{c}.s.t", json={"owner": bob})     # not a view
+    assert status == 200 and got["owner"] == bob, got
+    status, got = await ws.call("PATCH", f"/tables/{c}.s.v", json={"owner": bob})        # an account admin
+    assert status == 200 and got["owner"] == bob, got
