@@ -71,22 +71,20 @@ class TemporaryCredentials:
         return asset
 
     async def for_table(self, caller: Caller, body: dict) -> dict:
-        table_id = _asset_id(body, "table_id")
-        operation = _operation(body, TABLE_OPERATIONS)
-        table = await self._by_id(caller, table_id, "table", "Table")
-        await require_data_access(self.shard, caller, table, write=operation in WRITES)
-        if not table.storage_path:
-            raise invalid(f"Table '{table.full_name}' is a {table.info.get('table_type')} and has no storage.")
-        return await self._vend(caller, table.storage_path, operation)
+        return await self._for_asset(caller, body, "table", "Table", TABLE_OPERATIONS)
 
     async def for_volume(self, caller: Caller, body: dict) -> dict:
-        volume_id = _asset_id(body, "volume_id")
-        operation = _operation(body, VOLUME_OPERATIONS)
-        volume = await self._by_id(caller, volume_id, "volume", "Volume")
-        await require_data_access(self.shard, caller, volume, write=operation in WRITES)
-        if not volume.storage_path:
-            raise invalid(f"Volume '{volume.full_name}' has no storage.")
-        return await self._vend(caller, volume.storage_path, operation)
+        return await self._for_asset(caller, body, "volume", "Volume", VOLUME_OPERATIONS)
+
+    async def _for_asset(self, caller: Caller, body: dict, type_name: str, label: str, operations) -> dict:
+        asset_id = _asset_id(body, f"{type_name}_id")
+        operation = _operation(body, operations)
+        asset = await self._by_id(caller, asset_id, type_name, label)
+        await require_data_access(self.shard, caller, asset, write=operation in WRITES)
+        if not asset.storage_path:
+            kind = f" is a {asset.info.get('table_type')} and" if type_name == "table" else ""
+            raise invalid(f"{label} '{asset.full_name}'{kind} has no storage.")
+        return await self._vend(caller, asset.storage_path, operation)
 
     async def for_path(self, caller: Caller, body: dict) -> dict:
         url = storage_url(_field(body, "url"))
