@@ -125,13 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     run_info = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_api", *argv]),
                 "machine": info, "tables": args.tables, "warmup_s": args.warmup, "duration_s": args.duration,
                 "quick": args.quick, "wall_minutes": (time.perf_counter() - started) / 60, **outcome}
-    raw = h.save_raw("bench_api", run_info)
-    run_info["raw_file"] = raw.name
-    section = markdown(run_info)
-    h.log("\n" + section)
-    if not args.no_docs:
-        h.write_section(args.out, SECTION, section)
-        h.log(f"wrote '{SECTION[3:]}' in {args.out}")
+    h.publish("bench_api", run_info, markdown, args.out, SECTION, to_docs=not args.no_docs)
     return 0
 
 

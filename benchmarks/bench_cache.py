@@ -463,14 +463,10 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": info, "tables": args.tables, "warmup_s": args.warmup, "duration_s": args.duration,
                 "concurrency": args.concurrency, "quick": args.quick,
                 "wall_minutes": (time.perf_counter() - started) / 60, **outcome}
-    raw = h.save_raw("bench_cache", run_info)
-    run_info["raw_file"] = raw.name
-    section = markdown(run_info)
-    h.log("\n" + section)
     if not args.no_docs:
         plot(run_info, PLOT)
-        h.write_section(args.out, SECTION, section)
-        h.log(f"wrote '{SECTION[3:]}' in {args.out} and the plot {PLOT.relative_to(h.ROOT)}")
+        h.log(f"plot in {PLOT.relative_to(h.ROOT)}")
+    h.publish("bench_cache", run_info, markdown, args.out, SECTION, to_docs=not args.no_docs)
     return 0
 
 

@@ -211,12 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     run = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_resolve", *argv]), "machine": info,
            "quick": args.quick, "reps": args.reps, "wall_minutes": (time.perf_counter() - started) / 60, **outcome}
-    run["raw_file"] = h.save_raw("bench_resolve", run).name
-    section = markdown(run)
-    h.log("\n" + section)
-    if not args.no_docs:
-        h.write_section(args.out, SECTION, section)
-        h.log(f"wrote '{SECTION[3:]}' in {args.out}")
+    h.publish("bench_resolve", run, markdown, args.out, SECTION, to_docs=not args.no_docs)
     return 0
 
 

@@ -619,3 +619,13 @@ def write_section(path: Path, heading: str, section: str) -> None:
 
 def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def publish(name: str, run: dict, markdown, out: Path, heading: str, *, to_docs: bool) -> None:
+    """Keep the raw numbers, print the Markdown section, and (unless `to_docs` is off) write it into `out`."""
+    run["raw_file"] = save_raw(name, run).name
+    section = markdown(run)
+    log("\n" + section)
+    if to_docs:
+        write_section(out, heading, section)
+        log(f"wrote '{heading[3:]}' in {out}")
