@@ -156,17 +156,18 @@ class Shard:
                 await self._rebuild(state)
                 return
             self.stats["reconciles"] += 1
-            changed = sorted({i for c in changes for i in c.changed if i != state.id})
+            touched = sorted({i for c in changes for i in c.changed})   # the metastore's own id included
+            changed = [i for i in touched if i != state.id]
             parents = {p for c in changes for p in c.parents}
             _, assets = await self.store.get_assets_by_ids(state.id, changed)
-            if state.id in {i for c in changes for i in c.changed}:
+            if state.id in touched:
                 meta = await self.store.get_metastore(state.id)
                 state.storage_root = meta.info.get("storage_root") if meta else state.storage_root
             for asset_id in changed:
                 state.forget(asset_id)
             for asset in assets:
                 state.remember(asset)
-            await governance.on_reconcile(self.store, state, sorted({i for c in changes for i in c.changed}), assets)
+            await governance.on_reconcile(self.store, state, touched, assets)
             if state.cache is not None:
                 state.cache.advance(changes[-1].version, changed, parents)
             state.version = changes[-1].version
