@@ -25,7 +25,7 @@ from ..entities.asset import Asset
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
 ASSET_OVERHEAD = 1024
-JSON_EXPANSION = 4
+JSON_EXPANSION = 5      # decoded (~4x its text) plus the encoded answer a served asset keeps (Asset.memo)
 TOMBSTONE_SIZE = 64
 LISTING_OVERHEAD = 128
 MEMBER_SIZE = 16
@@ -57,8 +57,9 @@ class StaleCache(Exception):
 
 
 def asset_size(asset: Asset) -> int:
-    """Estimated bytes an asset takes in memory: its decoded JSON costs several times its text
-    (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON)."""
+    """Estimated bytes an asset takes in memory once served: its decoded JSON costs several times
+    its text (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON), and
+    its encoded answer about its text again."""
     return JSON_EXPANSION * len(json.dumps(asset.info, default=str)) + ASSET_OVERHEAD
 
 

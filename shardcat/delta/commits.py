@@ -11,6 +11,8 @@ commit's actions, newline-delimited JSON) is shardcat's extension for inline com
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import uuid
 from dataclasses import dataclass
@@ -300,7 +302,7 @@ def apply_metadata(table: Asset, metadata: dict, who: str, now: int) -> Asset:
         kept = {k: old[k] for k in (FEATURE_PROPERTY, TABLE_ID_PROPERTY, MAX_UNPUBLISHED_PROPERTY) if k in old}
         info["properties"] = {**metadata["properties"], **kept}
     info["updated_at"], info["updated_by"] = now, who
-    return Asset(**{**table.__dict__, "info": info})
+    return dataclasses.replace(table, info=info)
 
 
 def commit_info_json(row: dict) -> dict:

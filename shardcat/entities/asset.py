@@ -17,6 +17,9 @@ class Asset:
     storage_path: str | None
     info: dict = field(hash=False, compare=False)  # the type's stored fields (JSON)
     written_at: int = 0     # metastore version at which this state was written
+    # What is derived from this state once and kept with it (its encoded API JSON): a changed
+    # asset is a new Asset, so nothing here goes stale. Not an init field: `replace` starts afresh.
+    memo: dict = field(default_factory=dict, init=False, hash=False, compare=False, repr=False)
 
     @property
     def name_key(self) -> tuple[str, str]:

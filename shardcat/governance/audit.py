@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
+import functools
 import inspect
 import json
 import logging
+import os
 import time
 import uuid
 from collections import deque
@@ -64,7 +66,7 @@ class AuditLog:
         if len(self.pending) >= self.max_pending:
             self.stats["dropped"] += 1
             return
-        self.pending.append(tuple(_storable(event.get(c)) for c in _COLUMNS))
+        self.pending.append(tuple([_storable(event.get(c)) for c in _COLUMNS]))
         self.stats["recorded"] += 1
         if len(self.pending) >= self.batch:
             self._wake.set()
@@ -142,7 +144,7 @@ class AuditLog:
 APP_KEY = web.AppKey("shardcat_audit", AuditLog)   # app[APP_KEY]: the app's audit log
 def _storable(value):
     """Text PostgreSQL can store: request paths may carry NULs or unpaired surrogates."""
-    if isinstance(value, str):
+    if isinstance(value, str) and not (value.isascii() and "\x00" not in value):
         return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
     return value
 
@@ -183,17 +185,20 @@ def record(caller, action: str, securable_type: str | None, full_name: str | Non
 def _caller_fields(caller) -> dict:
     if caller is None:
         return {"principal": None, "workspace_id": None, "metastore_id": None}
-    metastore_id = caller.metastore_id
     return {"principal": caller.name, "workspace_id": caller.workspace_id,
-            "metastore_id": uuid.UUID(metastore_id) if _is_uuid(metastore_id) else None}
+            "metastore_id": _uuid_or_none(caller.metastore_id)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid_or_none(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _is_uuid(value) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return value is not None
-    except ValueError:
-        return False
+    return _uuid_or_none(value) is not None
 
 
 def _short(text: str | None, limit: int = 2000) -> str | None:
@@ -241,6 +246,7 @@ def _singular(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
+@functools.lru_cache(maxsize=1024)
 def action_of(method: str, route: str) -> str:
     """An operation name for a route (without the API prefix): getTable, listCatalogs, createSchema..."""
     if (method, route) in _ACTIONS:
@@ -266,9 +272,14 @@ def _route_of(request: web.Request) -> str:
     return canonical[len(PREFIX):] if canonical.startswith(PREFIX) else canonical
 
 
+@functools.lru_cache(maxsize=1024)
+def _literals(route: str) -> tuple[str, ...]:
+    return tuple(p for p in route.split("/") if p and not p.startswith("{"))
+
+
 def _securable_from_route(route: str, match: dict) -> tuple[str | None, str | None, str | None]:
     """(type, full name, id) as far as the route and its path parameters say."""
-    parts = [p for p in route.split("/") if p and not p.startswith("{")]
+    parts = _literals(route)
     if not parts:
         return None, None, None
     if parts[0] == "permissions":
@@ -318,7 +329,7 @@ def middleware(audit_log: AuditLog):
     async def audited(request: web.Request, handler):
         if request.path in SKIPPED_PATHS:
             return await handler(request)
-        request_id = uuid.uuid4().hex
+        request_id = os.urandom(16).hex()
         at = int(time.time() * 1000)
         route = _route_of(request)
         current = {"log": audit_log, "request_id": request_id, "route": f"{request.method} {route}"}
@@ -362,8 +373,8 @@ def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamRespo
         name, ident = _from_json(source, kind)
     caller = request.get("caller")
     fields = _caller_fields(caller)
-    if fields["metastore_id"] is None and kind == "METASTORE" and _is_uuid(ident):
-        fields["metastore_id"] = uuid.UUID(ident)
+    if fields["metastore_id"] is None and kind == "METASTORE":
+        fields["metastore_id"] = _uuid_or_none(ident)
     error_code = answer.get("error_code") if status >= 400 else None
     audit_log.submit({
         "at": at, "request_id": current["request_id"], **fields,

@@ -288,9 +288,12 @@ _DATA_KIND = {"table": "table", "volume": "volume", "model_version": "registered
 
 
 def has_policies(asset: Asset) -> bool:
-    """Whether a table carries a row filter or a column mask."""
-    return asset.type == "table" and (bool(asset.info.get("row_filter")) or
-                                      any(c.get("mask") for c in asset.info.get("columns") or []))
+    """Whether a table carries a row filter or a column mask (once per asset state: kept in its memo)."""
+    found = asset.memo.get("has_policies")
+    if found is None:
+        found = asset.memo["has_policies"] = asset.type == "table" and (
+            bool(asset.info.get("row_filter")) or any(c.get("mask") for c in asset.info.get("columns") or []))
+    return found
 
 
 def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:

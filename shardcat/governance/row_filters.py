@@ -11,6 +11,8 @@ untrusted engine gets no access to the data of a table that has them (`data_deci
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..entities.asset import Asset
 from ..entities.names import split_full_name
 from ..errors import invalid
@@ -59,7 +61,7 @@ async def check_policies(tx, table: Asset) -> Asset:
                                                         "using_column_names")}
             checked.append(c)
         info["columns"] = checked
-    return Asset(**{**table.__dict__, "info": info})
+    return dataclasses.replace(table, info=info)
 
 
 _create_table = service._CREATE_RULES["table"]

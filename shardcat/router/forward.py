@@ -8,10 +8,11 @@ makes the front refresh its routing and try again, for a bounded time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
-import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from ..errors import CatalogError
 from ..governance import audit
@@ -21,9 +22,12 @@ from ..store.db import Store
 from .account import AccountApi
 from .middleware import Authenticator, error_middleware
 from .routing import RoutingTable
+from .shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")
+_RELAYED_HEADERS = (VERSION_HEADER, audit.REQUEST_ID_HEADER)
+_VERSION = VERSION_HEADER.lower()
 # POSTs that only read: as safe to send again after a lost connection as a GET.
 _READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
                              PREFIX + "/shardcat/authorize"})
@@ -43,23 +47,15 @@ def _metastore_of(request: web.Request) -> str:
 class Forwarder:
     def __init__(self, routing: RoutingTable):
         self.routing = routing
-        self.session: aiohttp.ClientSession | None = None
+        # The router alone decides what to send again: a write that may have reached a shard is not resent.
+        self.client = ShardClient()
         # Per metastore, the newest version any answer through here reflected: every later request
         # asks its shard for at least that, so no client reads older than a write it saw acknowledged,
         # even while two shards own the metastore.
         self.acknowledged: dict[str, int] = {}
 
-    async def open(self, app) -> None:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024),
-                                             timeout=aiohttp.ClientTimeout(total=30))
-        # aiohttp silently sends PUT and DELETE again when a connection drops mid-request; then a
-        # delete the dying shard applied comes back as a 404 from the next owner. The router must
-        # know whether a write may have reached a shard, so it alone decides what to resend.
-        if hasattr(self.session, "_retry_connection"):
-            self.session._retry_connection = False
-
     async def close(self, app) -> None:
-        await self.session.close()
+        self.client.close()
 
     async def routes_table(self, request: web.Request) -> web.Response:
         """The routing table, so a client library can send requests straight to the owner shard."""
@@ -77,6 +73,8 @@ class Forwarder:
         if seen:
             headers[MIN_VERSION_HEADER] = str(seen)
         safe_to_resend = request.method in ("GET", "HEAD") or request.path in _READ_ONLY_POSTS
+        # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
+        method = "GET" if request.method == "HEAD" else request.method
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
             try:
@@ -84,29 +82,41 @@ class Forwarder:
             except LookupError:
                 shard = None
             if shard is not None:
+                host, port = _address(shard.url)
                 try:
-                    async with self.session.request(request.method, shard.url + request.path_qs,
-                                                    data=body, headers=headers) as r:
-                        payload = await r.read()
-                        if r.status != 421:
-                            request[audit.FORWARDED] = True     # the shard recorded it in the audit log
-                            version = _int(r.headers.get(VERSION_HEADER))
-                            if version > self.acknowledged.get(metastore_id, 0):
-                                self.acknowledged[metastore_id] = version
-                            response = web.Response(body=payload, status=r.status, content_type="application/json")
-                            if version:
-                                response.headers[VERSION_HEADER] = str(version)
-                            return response
+                    # the path as the client encoded it: decoding and encoding again could change it
+                    answer = await self.client.request(host, port, method, request.raw_path, headers, body)
+                    if answer.status != 421:
+                        return self._relay(request, metastore_id, answer)
                     await self.routing.reassert(metastore_id)
-                except aiohttp.ClientConnectorError:
+                except ShardUnreachable:
                     pass                          # never reached the shard: always safe to try again
-                except (aiohttp.ClientError, asyncio.TimeoutError):
+                except ConnectionLost:
                     if not safe_to_resend:        # a write may have been applied: let the client decide
                         raise CatalogError("TEMPORARILY_UNAVAILABLE",
                                            f"Lost the connection to {shard.name} mid-request; the outcome is unknown.")
             if time.monotonic() > deadline:
                 raise CatalogError("TEMPORARILY_UNAVAILABLE", f"No shard could serve metastore {metastore_id}.")
             await asyncio.sleep(0.05)
+
+    def _relay(self, request: web.Request, metastore_id: str, answer: Answer) -> web.Response:
+        request[audit.FORWARDED] = True     # the shard recorded it in the audit log
+        version = _int(answer.headers.get(_VERSION))
+        if version > self.acknowledged.get(metastore_id, 0):
+            self.acknowledged[metastore_id] = version
+        response = web.Response(body=answer.body, status=answer.status,
+                                content_type=answer.headers.get("content-type", "application/json").split(";")[0])
+        for name in _RELAYED_HEADERS:
+            value = answer.headers.get(name.lower())
+            if value is not None:
+                response.headers[name] = value
+        return response
+
+
+@functools.lru_cache(maxsize=256)
+def _address(url: str) -> tuple[str, int]:
+    parsed = URL(url)
+    return parsed.host, parsed.port
 
 
 def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
@@ -118,7 +128,6 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
                                        authenticator.middleware],
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
-    app.on_startup.append(forwarder.open)
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)

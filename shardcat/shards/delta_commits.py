@@ -11,6 +11,8 @@ schema's or catalog's as the default).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 
 from aiohttp import web
@@ -122,7 +124,7 @@ async def _create_table_with_commits(svc, tx: WriteTx, state: MetastoreState, as
                            f"Property {rules.TABLE_ID_PROPERTY} is '{props[rules.TABLE_ID_PROPERTY]:.60}', but the "
                            f"table's id is {table.id} (the staging table's id).")
     props.update({rules.FEATURE_PROPERTY: "supported", rules.TABLE_ID_PROPERTY: table.id})
-    return Asset(**{**table.__dict__, "info": {**info, "properties": props}})
+    return dataclasses.replace(table, info={**info, "properties": props})
 
 
 service.register_rules("table", create=_create_table_with_commits)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cachetools import LRUCache
 
 from ..entities.asset import Asset
 from ..entities.sql import qualify as _qualify, sql_references
@@ -36,23 +35,16 @@ class DependencyError(Exception):
         self.code, self.message = code, message
 
 
-# (asset id, version written) -> its direct dependencies, or the parse error: a view's SQL is
-# parsed once per version, not once per request (a version's info never changes).
-_PARSED: LRUCache = LRUCache(maxsize=20_000)
-
-
 def direct_dependencies(asset: Asset) -> list[Key]:
-    """The assets `asset` names directly (cached per asset version). Raises ValueError when its
-    definition does not parse."""
-    key = (asset.id, asset.written_at)
-    hit = _PARSED.get(key)
+    """The assets `asset` names directly, parsed once per asset state (kept in its memo). Raises
+    ValueError when its definition does not parse."""
+    hit = asset.memo.get("dependencies")
     if hit is None:
         try:
             hit = _parse_dependencies(asset)
         except ValueError as e:
             hit = e
-        if asset.written_at:            # 0: not tagged with a version, so not cacheable
-            _PARSED[key] = hit
+        asset.memo["dependencies"] = hit
     if isinstance(hit, ValueError):
         raise hit
     return hit

@@ -9,6 +9,8 @@ access and no table result, TABLE_TYPE results describing their columns in retur
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 from ..auth import Caller
@@ -147,7 +149,7 @@ async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: A
                           "e.g. '{\"key\": \"value\"}'.")
     if "routine_dependencies" in info:
         info["routine_dependencies"] = check_dependencies(info["routine_dependencies"])
-    return Asset(**{**asset.__dict__, "info": info})
+    return dataclasses.replace(asset, info=info)
 
 
 register_rules("function", create=_create_function)

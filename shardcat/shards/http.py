@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import orjson
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
@@ -20,6 +19,7 @@ from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
 from ..router.middleware import Authenticator, error_middleware
+from ..entities.types import TYPES
 from ..store.db import MetastoreGone
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .credentials import temporary_credentials_routes
@@ -29,7 +29,7 @@ from .functions import create_function
 from .metastores import MetastoreService
 from .models import ModelService
 from .resolve import ResolveService
-from .service import CatalogService
+from .service import CatalogService, encode_json, present
 from .shard import Shard
 from .sharing import sharing_routes
 from .storage import storage_routes
@@ -51,7 +51,8 @@ async def json_body(request: web.Request) -> dict:
         raise CatalogError("MALFORMED_REQUEST", "The request body is not valid JSON: nested too deeply.") from None
     if not isinstance(body, dict):
         raise CatalogError("MALFORMED_REQUEST", f"The request body must be a JSON object, got {type(body).__name__}.")
-    _check_text(body)
+    if b"\\u" in raw:    # NUL and lone surrogates can only come in as \u escapes: no escape, nothing to check
+        _check_text(body)
     return body
 
 
@@ -94,7 +95,8 @@ def required_query(request: web.Request, name: str) -> str:
 
 
 def ok(data: dict | None = None) -> web.Response:
-    return web.json_response(data if data is not None else {})
+    """A 200 with a JSON answer; assets in it may come pre-encoded (`present`)."""
+    return web.Response(body=encode_json(data if data is not None else {}), content_type="application/json")
 
 
 class ShardApi:
@@ -131,13 +133,21 @@ class ShardApi:
         async def create(request):
             return ok(await catalogs.create(request["caller"], type_name, await json_body(request)))
 
+        list_key = TYPES[type_name].list_key
+
         async def list_(request):
             parent = ".".join(required_query(request, q) for q in parents) if parents else None
-            return ok(await catalogs.list(request["caller"], type_name, parent,
-                                          request.query.get("max_results"), request.query.get("page_token")))
+            caller = request["caller"]
+            page, next_token = await catalogs.list_page(caller, type_name, parent, request.query.get("max_results"),
+                                                        request.query.get("page_token"))
+            out = {list_key: [present(a, caller) for a in page]}
+            if next_token:
+                out["next_page_token"] = next_token
+            return ok(out)
 
         async def get(request):
-            return ok(await catalogs.get(request["caller"], type_name, request.match_info[key]))
+            caller = request["caller"]
+            return ok(present(await catalogs.find(caller, type_name, request.match_info[key]), caller))
 
         async def update(request):
             return ok(await catalogs.update(request["caller"], type_name, request.match_info[key],
@@ -279,9 +289,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
 
     async def resolve(request):
         annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
-        out = await resolver.resolve(request["caller"], await json_body(request))
-        # orjson: a resolve answer runs to hundreds of KB, where the json module is the bulk of the time
-        return web.Response(body=orjson.dumps(out), content_type="application/json")
+        return ok(await resolver.resolve(request["caller"], await json_body(request)))
 
     async def resolve_stats(request):
         return ok(resolver.stats_of(request["caller"]))

@@ -13,6 +13,8 @@ their version. Every write is one `Shard.write` (one transaction, one version bu
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import uuid
 
@@ -82,7 +84,7 @@ async def _create_model(service, tx: WriteTx, state: MetastoreState, asset: Asse
     location = join_url(await _managed_root(tx, state, schema), "models", asset.id)
     _check_free(state, location, "storage_location", inside_managed=True)
     info = {**asset.info, "storage_location": location, "aliases": [], _MAX_VERSION: 0}
-    return Asset(**{**asset.__dict__, "info": info, "storage_path": location})
+    return dataclasses.replace(asset, info=info, storage_path=location)
 
 
 register_rules("registered_model", create=_create_model)
@@ -207,7 +209,7 @@ class ModelService:
             version = Asset(id=version_id, metastore_id=state.id, type="model_version", namespace="model_version",
                             parent_id=model.id, name=str(number), full_name=f"{model_full}.{number}",
                             storage_path=None, info=info)   # the model owns the path its versions live under
-            model = await tx.put(Asset(**{**model.__dict__, "info": {**model.info, _MAX_VERSION: number}}))
+            model = await tx.put(dataclasses.replace(model, info={**model.info, _MAX_VERSION: number}))
             return render_version(await tx.put(version), model)
 
         return await self.shard.write(caller.metastore(), write)
@@ -242,7 +244,7 @@ class ModelService:
             model = await self._model_in_tx(tx, model_full, authz)
             asset = await self._version_in_tx(tx, model, number)
             info = {**change(asset), "updated_at": now, "updated_by": caller.name}
-            return render_version(await tx.put(Asset(**{**asset.__dict__, "info": info})), model)
+            return render_version(await tx.put(dataclasses.replace(asset, info=info)), model)
 
         return await self.shard.write(caller.metastore(), write)
 
@@ -278,7 +280,7 @@ class ModelService:
             aliases = model.info.get("aliases", [])
             if any(a["version_num"] == number for a in aliases):   # its aliases go with it
                 kept = [a for a in aliases if a["version_num"] != number]
-                await tx.put(Asset(**{**model.__dict__, "info": {**model.info, "aliases": kept}}))
+                await tx.put(dataclasses.replace(model, info={**model.info, "aliases": kept}))
 
         await self.shard.write(caller.metastore(), write)
 
@@ -297,7 +299,7 @@ class ModelService:
             await self._version_in_tx(tx, model, number)
             aliases = [a for a in model.info.get("aliases", []) if a["alias_name"] != alias]
             aliases = sorted([*aliases, {"alias_name": alias, "version_num": number}], key=lambda a: a["alias_name"])
-            await tx.put(Asset(**{**model.__dict__, "info": {**model.info, "aliases": aliases}}))
+            await tx.put(dataclasses.replace(model, info={**model.info, "aliases": aliases}))
             return {"alias_name": alias, "version_num": number}
 
         return await self.shard.write(caller.metastore(), write)
@@ -313,7 +315,7 @@ class ModelService:
             kept = [a for a in aliases if a["alias_name"] != alias]
             if len(kept) == len(aliases):
                 raise not_found(f"Registered model '{model_full}' has no alias '{alias}'.")
-            await tx.put(Asset(**{**model.__dict__, "info": {**model.info, "aliases": kept}}))
+            await tx.put(dataclasses.replace(model, info={**model.info, "aliases": kept}))
 
         await self.shard.write(caller.metastore(), write)
 

@@ -16,18 +16,19 @@ them. A credential that cannot be vended is that item's `temporary_credentials_e
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from ..auth import Caller
 from ..cache.urls import InvalidUrl, normalize_url
 from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
-from ..governance.authorize import authorizer, data_decision, present_table
+from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
 from ..store.db import now_ms
 from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
                            VIEW_TYPES, expand)
-from .service import render
+from .service import present
 from .shard import Shard
 
 MAX_ITEMS = 1000
@@ -35,6 +36,7 @@ OPERATIONS = ("READ", "WRITE")
 EXPAND_ATTEMPTS = 5
 
 
+@functools.cache
 def _resolvable() -> dict:
     """Securable type -> manifest, for the three-level types an engine can name."""
     return {t.securable_type: t for t in TYPES.values() if t.name_parts == 3 and t.name != "staging_table"}
@@ -218,8 +220,7 @@ class ResolveService:
         decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
         entry["authorization"] = decision.json()
         if decision.allowed:
-            out = render(asset)
-            entry[asset.type] = present_table(caller, out) if asset.type == "table" else out
+            entry[asset.type] = present(asset, caller)
             if asset.storage_path and (asset.type == "volume" or (
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path

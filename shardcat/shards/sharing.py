@@ -11,6 +11,8 @@ A provider keeps the profile a data provider gave us; its bearer token is never 
 
 from __future__ import annotations
 
+import dataclasses
+
 import ipaddress
 import json
 import secrets
@@ -110,7 +112,7 @@ class Shares(TopLevel):
         return out
 
     async def on_create(self, tx, state, asset, flags):
-        return Asset(**{**asset.__dict__, "info": {**asset.info, "objects": [], "permissions": {}}})
+        return dataclasses.replace(asset, info={**asset.info, "objects": [], "permissions": {}})
 
     async def _new_object(self, tx, obj: dict, caller_name: str, now: int) -> dict:
         name = obj.get("name")
@@ -168,7 +170,7 @@ class Shares(TopLevel):
             raise invalid(f"Two data objects in share '{old.name}' are shared as '{dup}'; shared_as must be unique.")
         info.pop("updates", None)
         info["objects"] = objects
-        return Asset(**{**new.__dict__, "info": info})
+        return dataclasses.replace(new, info=info)
 
     # ---- permissions: recipients with SELECT on the share ----
 
@@ -215,7 +217,7 @@ class Shares(TopLevel):
                 held -= set(c.get("remove") or [])
             info = {**share.info, "permissions": {k: sorted(v) for k, v in grants.items() if v},
                     "updated_at": now_ms(), "updated_by": caller.name}
-            return await tx.put(Asset(**{**share.__dict__, "info": info}))
+            return await tx.put(dataclasses.replace(share, info=info))
 
         share = await self.shard.write(caller.metastore(), write)
         return await self._assignments(caller.metastore(), share)
@@ -283,7 +285,7 @@ class Recipients(TopLevel):
                                            await self._lifetime(state.id))
             info["tokens"] = [token]
             flags["bearer_token"] = (token["id"], plain)
-        return Asset(**{**asset.__dict__, "info": info})
+        return dataclasses.replace(asset, info=info)
 
     async def on_update(self, tx, state, old, new, fields, flags):
         info = dict(new.info)
@@ -291,7 +293,7 @@ class Recipients(TopLevel):
             if old.info.get("authentication_type") != "TOKEN":
                 raise invalid("ip_access_list applies to TOKEN recipients only.")
             info["ip_access_list"] = _ip_access_list(fields["ip_access_list"])
-        return Asset(**{**new.__dict__, "info": info})
+        return dataclasses.replace(new, info=info)
 
     def created_output(self, asset: Asset, flags: dict) -> dict:
         token_id, plain = flags.get("bearer_token", (None, None))
@@ -319,7 +321,7 @@ class Recipients(TopLevel):
             token, plain = self._new_token(recipient.info, caller.name, now, await self._lifetime(state.id))
             shown[token["id"]] = plain
             info = {**recipient.info, "tokens": [*tokens, token], "updated_at": now, "updated_by": caller.name}
-            return await tx.put(Asset(**{**recipient.__dict__, "info": info}))
+            return await tx.put(dataclasses.replace(recipient, info=info))
 
         return _show_tokens(self.output(await self.shard.write(caller.metastore(), write)), shown)
 
@@ -391,7 +393,7 @@ class Providers(TopLevel):
             _profile(info["recipient_profile_str"])
         elif "recipient_profile_str" in info:
             raise invalid("recipient_profile_str applies to TOKEN providers only.")
-        return Asset(**{**asset.__dict__, "info": info})
+        return dataclasses.replace(asset, info=info)
 
     async def on_update(self, tx, state, old, new, fields, flags):
         if "recipient_profile_str" in fields:

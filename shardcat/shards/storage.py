@@ -15,6 +15,8 @@ external location, for file:// and s3:// (boto3; endpoint from $SHARDCAT_S3_ENDP
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import base64
 import json
@@ -115,7 +117,7 @@ class Credentials(TopLevel):
         info[kinds[0]] = _check_kind(kinds[0], info[kinds[0]], None)
         info["purpose"] = purpose
         info.setdefault("read_only", False)
-        return Asset(**{**asset.__dict__, "info": info})
+        return dataclasses.replace(asset, info=info)
 
     async def on_update(self, tx, state, old, new, fields, flags):
         info = dict(new.info)
@@ -128,7 +130,7 @@ class Credentials(TopLevel):
                 if other != kind:
                     info.pop(other, None)
             info[kind] = _check_kind(kind, fields[kind], old.info.get(kind))
-        return Asset(**{**new.__dict__, "info": info})
+        return dataclasses.replace(new, info=info)
 
     async def _dependents(self, tx: WriteTx, state: MetastoreState, credential: Asset) -> list[Asset]:
         found = []
@@ -140,7 +142,7 @@ class Credentials(TopLevel):
 
     async def on_rename(self, tx, state, old, new):
         for location in await self._dependents(tx, state, old):
-            await tx.put(Asset(**{**location.__dict__, "info": {**location.info, "credential_name": new.name}}))
+            await tx.put(dataclasses.replace(location, info={**location.info, "credential_name": new.name}))
 
     async def on_delete(self, tx, state, asset, force):
         # Tables reach storage through external locations, so the locations are the dependents.
@@ -183,7 +185,7 @@ class ExternalLocations(TopLevel):
         credential = await self._credential(tx, info["credential_name"])
         info.update(url=url, credential_name=credential.name, credential_id=credential.id)
         info.setdefault("read_only", False)
-        return Asset(**{**asset.__dict__, "info": info, "storage_path": url})
+        return dataclasses.replace(asset, info=info, storage_path=url)
 
     @staticmethod
     def dependents(state: MetastoreState, url: str, keep_url: str | None = None) -> list[tuple[str, object]]:
@@ -217,7 +219,7 @@ class ExternalLocations(TopLevel):
         if "credential_name" in fields:
             credential = await self._credential(tx, fields["credential_name"])
             info.update(credential_name=credential.name, credential_id=credential.id)
-        return Asset(**{**new.__dict__, "info": info, "storage_path": path})
+        return dataclasses.replace(new, info=info, storage_path=path)
 
     async def on_delete(self, tx, state, asset, force):
         below = self.dependents(state, asset.storage_path)

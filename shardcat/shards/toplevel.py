@@ -10,6 +10,8 @@ and how an object is shown (secrets left out).
 
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 
 from aiohttp import web
@@ -147,12 +149,12 @@ class TopLevel:
             old = await self.find_in_tx(tx, name)
             authz.require(self.t.name, "update", old)
             info = {**old.info, **fields, "updated_at": now, "updated_by": caller.name}
-            new = await self.on_update(tx, state, old, Asset(**{**old.__dict__, "info": info}), fields, flags)
+            new = await self.on_update(tx, state, old, dataclasses.replace(old, info=info), fields, flags)
             if new_name is not None and new_name != old.name:
                 authz.require(self.t.name, "create", None)   # renaming: the create privilege too
                 if await tx.get(self.t.namespace, new_name):
                     raise already_exists(f"{self.label} '{new_name}' already exists.")
-                new = Asset(**{**new.__dict__, "name": new_name, "full_name": new_name})
+                new = dataclasses.replace(new, name=new_name, full_name=new_name)
                 written = await tx.put(new)
                 await self.on_rename(tx, state, old, written)
                 return written

@@ -8,6 +8,8 @@ once the metastore has external locations, must lie inside one of them.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..cache.urls import join_url
 from ..entities.asset import Asset
 from ..errors import invalid
@@ -38,7 +40,7 @@ async def _create_volume(service, tx: WriteTx, state: MetastoreState, asset: Ass
         # Inside an external location, once the metastore has any (shards/locations.py).
         require_external_location(state, location, "storage_location of the volume")
     info["storage_location"] = location
-    return Asset(**{**asset.__dict__, "info": info, "storage_path": location})
+    return dataclasses.replace(asset, info=info, storage_path=location)
 
 
 register_rules("volume", create=_create_volume)

@@ -8,6 +8,8 @@ what changed. If the condition fails another writer got there first: `VersionCon
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import time
 import uuid
@@ -458,7 +460,7 @@ class WriteTx:
 
     async def put(self, asset: Asset) -> Asset:
         """Insert or replace an asset; returns it stamped with this write's version."""
-        asset = Asset(**{**asset.__dict__, "written_at": self.version})
+        asset = dataclasses.replace(asset, written_at=self.version)
         try:
             inserted = await self.conn.fetchval(
                 f"""INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)

@@ -1,0 +1,151 @@
+"""The router's HTTP/1.1 client for its hop to the shards: pooled keep-alive connections, nothing more.
+
+aiohttp's general-purpose client was about a third of the router's work per forwarded request.
+This one sends a request whose bytes are already known and reads the answer (parsed by
+httptools, llhttp's binding), one request at a time per connection. It tells the caller
+whether a failed request can have reached the shard: `ShardUnreachable` (never connected: safe
+to send again) versus `ConnectionLost` (sent, outcome unknown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import httptools
+
+IDLE_SECONDS = 15.0     # well under the shards' keep-alive timeout (aiohttp: 75 s), so a pooled
+                        # connection is not closed by the shard while a request is on its way
+MAX_IDLE_PER_SHARD = 256
+
+
+class ShardUnreachable(ConnectionError):
+    """No connection could be made: the request never left."""
+
+
+class ConnectionLost(ConnectionError):
+    """The connection failed after the request was sent (or timed out): it may have been applied."""
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]       # names in lower case
+    body: bytes
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.idle_since = 0.0
+        self._waiter: asyncio.Future | None = None
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(ConnectionLost(f"unreadable answer from the shard: {e}"))
+            self.close()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self._fail(ConnectionLost(f"the shard closed the connection{f': {exc}' if exc else ''}"))
+
+    # -- httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        answer = Answer(self.parser.get_status_code(), self._headers, b"".join(self._body))
+        if not self.parser.should_keep_alive():
+            self.close()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(answer)
+
+    # --
+    def _fail(self, error: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    async def exchange(self, request: bytes, timeout: float) -> Answer:
+        self._headers, self._body = {}, []
+        self._waiter = self.loop.create_future()
+        # call_later, not wait_for: no task per request on the router's hottest path
+        timer = self.loop.call_later(timeout, self._fail,
+                                     ConnectionLost(f"no answer from the shard within {timeout:g} s"))
+        self.transport.write(request)
+        try:
+            return await self._waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+class ShardClient:
+    """Keep-alive connections per shard address; `request` sends one request and returns its answer."""
+
+    def __init__(self, timeout: float = 30.0):
+        self.timeout = timeout
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+
+    async def request(self, host: str, port: int, method: str, raw_path: str, headers: dict[str, str],
+                      body: bytes = b"") -> Answer:
+        lines = [f"{method} {raw_path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        connection = await self._acquire(host, port)
+        try:
+            answer = await connection.exchange(request, self.timeout)
+        except BaseException:
+            connection.close()
+            raise
+        self._release(host, port, connection)
+        return answer
+
+    async def _acquire(self, host: str, port: int) -> _Connection:
+        idle = self._idle.get((host, port))
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
+                return connection
+            connection.close()
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(loop), host, port), self.timeout)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ShardUnreachable(f"cannot connect to {host}:{port}: {e!r}") from None
+        return connection
+
+    def _release(self, host: str, port: int, connection: _Connection) -> None:
+        idle = self._idle.setdefault((host, port), [])
+        if connection.closed or len(idle) >= MAX_IDLE_PER_SHARD:
+            connection.close()
+            return
+        connection.idle_since = time.monotonic()
+        idle.append(connection)
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
