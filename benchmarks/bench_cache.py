@@ -183,7 +183,8 @@ async def big_metastore(args, tmp: Path, pg: h.Postgres) -> dict:
           f"shards the supervisor declared unresponsive: {out['ray_supervisor_kills']}")
 
     h.log("== a fresh in-process shard becomes the owner: shardcat serve (no Ray), the shard's own work and memory")
-    cache_mb = max(256, n * 12 // 1024)          # room for every table: the cache must not evict here
+    # Room for every table (twice the cache's estimate of ~12.5 KB each): the cache must not evict here.
+    cache_mb = max(256, n * 25 // 1024)
     server = h.start_shardcat(tmp / "big", db, "--cache-mb", str(cache_mb), name="big")
     out["cache_mb"] = cache_mb
     shard, shard_pid = server.base, server.child.pid

@@ -172,10 +172,11 @@ class MetastoreCache:
         if entry.value is None:
             return self._hit(None)
         asset = self._state_at(entry.value, at)
-        if asset is MISS or asset is None or asset.name_key != key:
+        if asset is MISS or asset is None or asset.full_name != full_name or asset.namespace != namespace:
             return self._miss()     # the holder's state at `at` was pruned (or disagrees: be safe)
         self._lru.move_to_end(asset.id)
-        return self._hit(asset)
+        self._counts["hits"] += 1
+        return asset
 
     def children(self, parent_id: str, namespace: str, at: int):
         """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS."""
@@ -385,8 +386,10 @@ class MetastoreCache:
 
     def _prune(self, hist: _History) -> None:
         """Drop states superseded for longer than the timeout; never the newest."""
-        deadline = self._clock() - self.version_timeout
         entries = hist.entries
+        if len(entries) == 1:       # the common case: no clock read
+            return
+        deadline = self._clock() - self.version_timeout
         while len(entries) > 1 and entries[0].retired < deadline:
             gone = entries.pop(0)
             hist.size -= gone.size
@@ -395,6 +398,8 @@ class MetastoreCache:
             self._counts["pruned"] += 1
 
     def _prune_chain(self, chain: _Chain) -> None:
+        if len(chain.entries) == 1:
+            return
         deadline = self._clock() - self.version_timeout
         while len(chain.entries) > 1 and chain.entries[0].retired < deadline:
             chain.entries.pop(0)

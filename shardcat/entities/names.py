@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..errors import invalid
@@ -31,3 +32,10 @@ def split_full_name(full_name: str, parts: int, what: str) -> list[str]:
         shape = {1: "name", 2: "catalog.schema", 3: "catalog.schema.name"}[parts]
         raise invalid(f"Invalid {what} name '{full_name}': expected the form {shape}.")
     return [check_name(p, what) for p in pieces]
+
+
+@functools.lru_cache(maxsize=65536)
+def full_name_key(full_name: str, parts: int, what: str) -> str:
+    """A full name (a str) validated and lower-cased, as assets are keyed; cached, because engines
+    name the same tables over and over."""
+    return ".".join(split_full_name(full_name, parts, what))

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..cache.privilege_index import PrivilegeIndex
+from ..cache.ttl import TtlCache
 from ..entities.asset import Asset
 from ..entities.names import split_full_name
 from ..entities.types import TYPES
@@ -157,9 +158,20 @@ def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
 
 
 class PermissionsService:
-    def __init__(self, shard):
+    def __init__(self, shard, identity_ttl: float = 5.0):
         self.shard = shard
         self.store = shard.store
+        # Who another principal is (its groups, transitively; account admin or not), for admins who
+        # ask on its behalf: as fresh as a caller's own identity (the authenticator's 5 s bound).
+        self.subjects = TtlCache(maxsize=10_000, ttl=identity_ttl)
+
+    async def _subject(self, principal: str) -> tuple[frozenset[str], bool]:
+        found = self.subjects.get(principal)
+        if found is None:
+            found = (frozenset({principal, *await _groups_of(self.store, principal)}),
+                     await _is_account_admin(self.store, principal))
+            self.subjects.put(principal, found)
+        return found
 
     def _key(self, caller: Caller, type_name: str, full_name: str) -> tuple[str, tuple[str, str] | None]:
         kind = P.securable_type(type_name)
@@ -287,8 +299,8 @@ class PermissionsService:
                 raise invalid("Field 'principal' must be a non-empty string.")
             if not me.admin:
                 raise denied("Only account admins and metastore admins may ask about another principal.")
-            authz = Authz(caller, index, frozenset({principal, *await _groups_of(self.store, principal)}),
-                          is_account_admin=await _is_account_admin(self.store, principal), subject=principal)
+            principals, is_account_admin = await self._subject(principal)
+            authz = Authz(caller, index, principals, is_account_admin=is_account_admin, subject=principal)
         parsed, names = [], []
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not all(isinstance(item.get(k), str)

@@ -20,7 +20,7 @@ import functools
 
 from ..auth import Caller
 from ..cache.urls import InvalidUrl, normalize_url
-from ..entities.names import split_full_name
+from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer, data_decision
@@ -82,7 +82,7 @@ class ResolveService:
                         raise invalid(f"securable_type must be one of {', '.join(sorted(types))}, "
                                       f"got {item.get('securable_type')!r:.40}.")
                     entry.update(name=item["name"], securable_type=t.securable_type)
-                    key = (t.namespace, ".".join(split_full_name(item["name"], 3, t.name)))
+                    key = (t.namespace, full_name_key(item["name"], 3, t.name))
                     names.append(key)
                     entry["_key"] = key
                     if "if_changed_since" in item:
