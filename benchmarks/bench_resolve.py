@@ -200,8 +200,8 @@ def markdown(run: dict) -> str:
               f"it (orjson, measured in the same run): with no server time and no transfer at all the ratio could "
               f"not exceed {y / decode['median_ms']:.0f}×. Each asset's answer is encoded once per state "
               "(`shards/service.py: present`), so the server's share is the snapshot, the authorization decisions "
-              "and assembling the bytes (about 0.4 ms for 100 tables by an in-process profile). A getTable pays a "
-              "fixed cost per request on both ends: HTTP, authentication, audit, session versions."]
+              "and assembling the bytes. A getTable pays a fixed cost per request on both ends: HTTP, "
+              "authentication, audit, session versions."]
     lines += ["", "The batched side is one `POST /resolve` (for the view: the server expands the 10 views and the "
               "100 tables from one metastore snapshot, one cache lookup per level). The other side is what a "
               "client without it does: one `GET /tables/{name}` per table (and, with credentials, one "

@@ -42,6 +42,10 @@ async def test_router_forwards_and_client_can_go_direct(cluster, cws):
     assert routing["my_shard"] == routing["shards"][owner]["url"]
     # Straight to the owner shard: same answer as through the router.
     assert await _get(cws, routing["my_shard"], "/catalogs/c1") == (200, catalog)
+    # Through the router, the shard's audit request id and metastore version come back too.
+    async with cws.session.get(cws.url + PREFIX + "/catalogs/c1", headers=cws.headers) as r:
+        assert r.status == 200 and len(r.headers["X-Shardcat-Request-Id"]) == 32
+        assert int(r.headers["X-Shardcat-Version"]) >= 1
     # The owner served the second read of c1 from its cache.
     owner_actor = cluster.cluster.routing.shards[owner].actor
     assert (await owner_actor.stats.remote())["cache"]["hits"] >= 1

@@ -639,5 +639,7 @@ def test_the_memory_bound_counts_what_cached_tables_really_take():
     finally:
         tracemalloc.stop()
     estimate = cache.stats()["bytes"]
-    assert 0.8 <= estimate / served <= 1.6, (estimate, served)
+    # Served is the state the bound must hold for (and what a kept encoding really costs: orjson's
+    # own result would hold its whole working buffer, several times the answer; 0.89 here).
+    assert 0.95 <= estimate / served <= 1.5, (estimate, served)
     assert 0.8 <= estimate / filled <= 1.6, (estimate, filled)
