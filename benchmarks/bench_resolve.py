@@ -6,7 +6,7 @@ example Spark pipeline's wall time split into catalog time and Spark time.
 One run, on this machine: an embedded PostgreSQL and one `shardcat serve` process (one
 in-process shard), with schema `bench.s` of 100 tables and a chain of 10 views, v1 over all 100
 tables (a UNION ALL), v2 over v1, ..., v10 over v9. Timed, sequentially, on one keep-alive
-aiohttp connection, each repeated back to back (median and p90 reported):
+aiohttp connection, the variants interleaved (one of each per round; median and p90 reported):
 
 1. a query touching the 100 tables: one `POST /resolve` with the 100 names and
    `"credentials": false`, vs 100 `GET /tables`; and with the tables' read credentials: one
@@ -57,14 +57,30 @@ async def seed(server: h.Server) -> None:
                     raise RuntimeError(f"view v{level}: HTTP {r.status} {await r.text()}")
 
 
+def summary(times: list[float]) -> dict:
+    times = sorted(times)
+    return {"median_ms": statistics.median(times), "p90_ms": h.percentile(times, 90), "reps": len(times)}
+
+
 async def timed(fn, reps: int) -> dict:
     times = []
     for _ in range(reps):
         t = time.perf_counter()
         await fn()
         times.append((time.perf_counter() - t) * 1000)
-    times.sort()
-    return {"median_ms": statistics.median(times), "p90_ms": h.percentile(times, 90), "reps": reps}
+    return summary(times)
+
+
+async def interleaved(runs, reps: int) -> dict:
+    """Each variant once per round, `reps` rounds: the machine's speed drifts (other tenants, clock
+    changes) and back-to-back blocks would hand a slow spell to one side only."""
+    times = {label: [] for label, _ in runs}
+    for _ in range(reps):
+        for label, fn in runs:
+            t = time.perf_counter()
+            await fn()
+            times[label].append((time.perf_counter() - t) * 1000)
+    return {label: summary(x) for label, x in times.items()}
 
 
 async def metadata_runs(server: h.Server, reps: int) -> dict:
@@ -134,9 +150,8 @@ async def metadata_runs(server: h.Server, reps: int) -> dict:
         for _, warm in runs:
             await warm()           # caches warm, connections open: steady state is what is compared
         await h.wait_for_quiet(60, "metadata runs")     # e.g. a previous benchmark's Ray still shutting down
-        out = {}
-        for label, fn in runs:     # each variant as a block of back-to-back repetitions
-            out[label] = await timed(fn, reps)
+        out = await interleaved(runs, reps)
+        for label, _ in runs:
             h.log(f"  {label}: median {out[label]['median_ms']:.2f} ms")
         # The part of the batched time no server work can remove: the client decoding the answer.
         answer = orjson.dumps(await resolve(names))
@@ -173,7 +188,7 @@ def markdown(run: dict) -> str:
              h.machine_line(run["machine"], run.get("pg_version")), "", *h.quick_banner(run["quick"]),
              "Metadata time of one query, sequential requests on one keep-alive connection to one "
              f"`shardcat serve` (one in-process shard, caches warm; both sides encode and decode with orjson), "
-             f"{m['100 tables, batched']['reps']} repetitions:", "",
+             f"{m['100 tables, batched']['reps']} rounds of every variant, interleaved:", "",
              "| query | batched resolve: median (p90) | one call per asset: median (p90) | speed-up |",
              "| --- | --- | --- | --- |"]
     for label, a, b in (("100 tables: metadata (`\"credentials\": false` vs one getTable each)",

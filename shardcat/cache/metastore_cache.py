@@ -162,21 +162,53 @@ class MetastoreCache:
     def get_by_name(self, namespace: str, full_name: str, at: int):
         """The asset holding `full_name` in `namespace` at `at`: a Asset, None or MISS."""
         key = (namespace, full_name)
-        chain = self._names.get(key)
-        if chain is None or at > self._version:
-            return self._miss()
-        self._prune_chain(chain)
-        entry = chain.find(at)
-        if entry is None:
-            return self._miss()
-        if entry.value is None:
-            return self._hit(None)
-        asset = self._state_at(entry.value, at)
-        if asset is MISS or asset is None or asset.full_name != full_name or asset.namespace != namespace:
-            return self._miss()     # the holder's state at `at` was pruned (or disagrees: be safe)
-        self._lru.move_to_end(asset.id)
-        self._counts["hits"] += 1
-        return asset
+        return self.get_many_by_name((key,), at).get(key, MISS)
+
+    def get_many_by_name(self, keys, at: int) -> dict:
+        """`get_by_name` for many (namespace, full_name) keys at one snapshot, in one pass (a batched
+        resolve names hundreds): {key: Asset or None}; a key the cache cannot answer is left out."""
+        found = {}
+        if at > self._version:
+            self._counts["misses"] += len(keys)
+            return found
+        names, ids, lru = self._names, self._ids, self._lru
+        deadline = self._clock() - self.version_timeout     # states superseded before it can go
+        hits = 0
+        for key in keys:
+            chain = names.get(key)
+            if chain is None:
+                continue
+            entry = self._newest_at(chain, at, deadline)
+            if entry is None:
+                continue
+            if entry.value is None:
+                found[key] = None
+                hits += 1
+                continue
+            hist = ids.get(entry.value)
+            if hist is None:
+                continue
+            state = self._newest_at(hist, at, deadline)
+            asset = None if state is None else state.value
+            if asset is None or asset.full_name != key[1] or asset.namespace != key[0]:
+                continue        # the holder's state at `at` was pruned (or disagrees: be safe)
+            lru.move_to_end(asset.id)
+            found[key] = asset
+            hits += 1
+        self._counts["hits"] += hits
+        self._counts["misses"] += len(keys) - hits
+        return found
+
+    def _newest_at(self, chain: _Chain, at: int, deadline: float) -> _Entry | None:
+        """The chain's entry holding at `at`, after dropping states superseded before `deadline`."""
+        entries = chain.entries
+        if len(entries) == 1:       # the common case: nothing to prune
+            return entries[0] if entries[0].at <= at else None
+        if isinstance(chain, _History):
+            self._prune(chain, deadline)
+        else:
+            self._prune_chain(chain, deadline)
+        return chain.find(at)
 
     def children(self, parent_id: str, namespace: str, at: int):
         """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS."""
@@ -384,12 +416,13 @@ class MetastoreCache:
         self._bytes += size
         self._versions += 1
 
-    def _prune(self, hist: _History) -> None:
-        """Drop states superseded for longer than the timeout; never the newest."""
+    def _prune(self, hist: _History, deadline: float | None = None) -> None:
+        """Drop states superseded for longer than the timeout (before `deadline`); never the newest."""
         entries = hist.entries
         if len(entries) == 1:       # the common case: no clock read
             return
-        deadline = self._clock() - self.version_timeout
+        if deadline is None:
+            deadline = self._clock() - self.version_timeout
         while len(entries) > 1 and entries[0].retired < deadline:
             gone = entries.pop(0)
             hist.size -= gone.size
@@ -397,10 +430,11 @@ class MetastoreCache:
             self._versions -= 1
             self._counts["pruned"] += 1
 
-    def _prune_chain(self, chain: _Chain) -> None:
+    def _prune_chain(self, chain: _Chain, deadline: float | None = None) -> None:
         if len(chain.entries) == 1:
             return
-        deadline = self._clock() - self.version_timeout
+        if deadline is None:
+            deadline = self._clock() - self.version_timeout
         while len(chain.entries) > 1 and chain.entries[0].retired < deadline:
             chain.entries.pop(0)
 

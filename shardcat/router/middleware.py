@@ -61,47 +61,51 @@ def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: in
 class Authenticator:
     """Finds a request's caller from its bearer token; short TTL caches spare the database.
 
-    A token's identity (principal, account-admin and trusted-engine marks, groups closed
-    transitively) is one query per cache miss and lives `ttl` seconds (5 s): a revoked token,
-    a deactivated principal or a membership change takes effect within that on every front and
-    shard (at once on the front that made the change). Expiry is checked on every use, so an
+    A token's caller (principal, account-admin and trusted-engine marks, groups closed
+    transitively, the metastore of its workspace) is read on a cache miss and lives `ttl`
+    seconds (5 s): a revoked token, a deactivated principal, a membership or assignment change
+    takes effect within that on every front and shard (at once on the front that made the change). Expiry is checked on every use, so an
     expired token stops at its expiry time exactly.
     """
 
     def __init__(self, store: Store, ttl: float = 5.0):
         self.store = store
-        self.tokens = TtlCache(maxsize=100_000, ttl=ttl)        # token hash -> Identity
-        self.assignments = TtlCache(maxsize=100_000, ttl=ttl)   # workspace -> metastore id, or ""
+        # token hash -> (Caller, token expiry): read afresh (identity and workspace assignment) on a miss
+        self.callers = TtlCache(maxsize=100_000, ttl=ttl)
 
     def forget_workspace(self, workspace_id: int) -> None:
-        self.assignments.invalidate(workspace_id)
+        self.callers.clear()        # rare: cheaper than indexing the callers by workspace
 
     def forget_token(self, digest: bytes) -> None:
-        self.tokens.invalidate(digest)
+        self.callers.invalidate(digest)
 
     def forget_identities(self) -> None:
         """After a principal or membership change: every cached identity may be stale."""
-        self.tokens.clear()
+        self.callers.clear()
 
     async def caller(self, token: str) -> Caller | None:
         digest = hash_token(token)
-        found = self.tokens.get(digest)
-        if found is None:
-            found = await self.store.principals.identity_for_token(digest)
-            if found is None:
+        hit = self.callers.get(digest)
+        if hit is None:
+            hit = await self._load_caller(digest)
+            if hit is None:
                 return None
-            self.tokens.put(digest, found)
-        if found.expires_at is not None and found.expires_at <= now_ms():
-            self.tokens.invalidate(digest)
+        caller, expires_at = hit
+        if expires_at is not None and expires_at <= now_ms():
+            self.forget_token(digest)
             return None
-        workspace_id = found.workspace_id
-        metastore_id = self.assignments.get(workspace_id)
-        if metastore_id is None:
-            assignment = await self.store.assignment(workspace_id)
-            metastore_id = assignment[0] if assignment else ""
-            self.assignments.put(workspace_id, metastore_id)
-        return Caller(found.name, found.principal_id, found.is_account_admin, workspace_id, metastore_id or None,
-                      groups=found.groups, trusted_engine=found.trusted_engine)
+        return caller
+
+    async def _load_caller(self, digest: bytes) -> tuple[Caller, int | None] | None:
+        found = await self.store.principals.identity_for_token(digest)
+        if found is None:
+            return None
+        assignment = await self.store.assignment(found.workspace_id)
+        caller = Caller(found.name, found.principal_id, found.is_account_admin, found.workspace_id,
+                        assignment[0] if assignment else None, groups=found.groups,
+                        trusted_engine=found.trusted_engine)
+        self.callers.put(digest, (caller, found.expires_at))
+        return caller, found.expires_at
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):

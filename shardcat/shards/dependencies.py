@@ -11,9 +11,6 @@ item with the culprit named; nothing loops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-
 from ..entities.asset import Asset
 from ..entities.sql import qualify as _qualify, sql_references
 from ..entities.types import TYPES
@@ -85,12 +82,16 @@ def _parse_dependencies(asset: Asset) -> list[Key]:
     return list(dict.fromkeys(keys))
 
 
-@dataclass
 class Node:
-    asset: Asset | None
-    deps: list[Key] = field(default_factory=list)
-    error: str | None = None        # its definition does not parse
-    truncated: bool = False         # past the depth or size limit: not looked up
+    """One asset of an expansion and what it names directly (a plain class: one per resolved item)."""
+    __slots__ = ("asset", "deps", "error", "truncated")
+
+    def __init__(self, asset: Asset | None, deps: list[Key] = (), error: str | None = None,
+                 truncated: bool = False):
+        self.asset = asset
+        self.deps = deps
+        self.error = error              # its definition does not parse
+        self.truncated = truncated      # past the depth or size limit: not looked up
 
 
 async def expand(shard, metastore_id: str, version: int, roots: dict[Key, Asset | None],

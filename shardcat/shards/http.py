@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import orjson
+
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
@@ -44,16 +46,23 @@ async def json_body(request: web.Request) -> dict:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError as e:
-        raise CatalogError("MALFORMED_REQUEST", f"The request body is not valid JSON: {e}.") from None
-    except RecursionError:
-        raise CatalogError("MALFORMED_REQUEST", "The request body is not valid JSON: nested too deeply.") from None
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = _json_loads(raw)     # what orjson refuses (huge integers, NaN, bad UTF-8): json's rules and messages
     if not isinstance(body, dict):
         raise CatalogError("MALFORMED_REQUEST", f"The request body must be a JSON object, got {type(body).__name__}.")
     if b"\\u" in raw:    # NUL and lone surrogates can only come in as \u escapes: no escape, nothing to check
         _check_text(body)
     return body
+
+
+def _json_loads(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise CatalogError("MALFORMED_REQUEST", f"The request body is not valid JSON: {e}.") from None
+    except RecursionError:
+        raise CatalogError("MALFORMED_REQUEST", "The request body is not valid JSON: nested too deeply.") from None
 
 
 def _check_text(body: dict) -> None:

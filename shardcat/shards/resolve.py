@@ -70,65 +70,47 @@ class ResolveService:
         counts["dependencies"] += sum(len(e.get("dependencies", ())) for e in out)
 
     async def resolve(self, caller: Caller, body: dict) -> dict:
-        items = self._check(body)
-        types = _resolvable()
-        names, paths, out = [], [], []
-        for item in items:
-            entry = {"operation": item.get("operation", "READ").upper()}
-            try:
-                if "name" in item:
-                    t = types.get(item.get("securable_type", "TABLE").upper())
-                    if t is None:
-                        raise invalid(f"securable_type must be one of {', '.join(sorted(types))}, "
-                                      f"got {item.get('securable_type')!r:.40}.")
-                    entry.update(name=item["name"], securable_type=t.securable_type)
-                    key = (t.namespace, full_name_key(item["name"], 3, t.name))
-                    names.append(key)
-                    entry["_key"] = key
-                    if "if_changed_since" in item:
-                        entry["_since"] = item["if_changed_since"]
-                else:
-                    entry["path"] = item["path"]
-                    try:
-                        entry["_path"] = normalize_url(item["path"])
-                    except InvalidUrl as e:
-                        raise invalid(f"Invalid path: {e}") from None
-                    paths.append(entry["_path"])
-            except CatalogError as e:
-                entry["error"] = _error(e.code, e.message)
-            out.append(entry)
-
+        max_depth, with_credentials, items = _request(body)
+        names, paths = [], []
+        out = [_start_item(i, item, names, paths) for i, item in enumerate(items)]
         authz = await authorizer(self.shard, caller)
         for _ in range(EXPAND_ATTEMPTS):
             snap = await self.shard.snapshot(caller.metastore(), names, paths, caller.min_version)
             try:
-                deps = await self._expand(caller, snap, names, body)
+                deps = await self._expand(caller, snap, names, body, max_depth)
                 break
             except SnapshotMoved:   # the metastore changed between expansion levels: start again
                 continue
         else:
             raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
         for entry in out:
-            if "_key" in entry:
-                key = entry.pop("_key")
+            key = entry.pop("_key", None)
+            if key is not None:
+                since = entry.pop("_since", None)
                 asset = snap.by_name[key]
-                if asset is not None and deps is not None:
-                    self._add_dependencies(entry, key, deps, body, authz, caller)
                 if asset is None:
                     entry["error"] = _error("NOT_FOUND", f"{entry['securable_type'].capitalize()} "
                                                          f"'{entry['name']}' does not exist.")
-                else:
-                    self._authorized(authz, caller, entry, asset)
-                self._unchanged(entry, asset, deps, key)
+                    continue
+                if deps is not None:
+                    node = deps[key]
+                    if node.deps or node.error is not None:
+                        self._add_dependencies(entry, key, deps, max_depth, authz, caller, with_credentials)
+                    else:
+                        entry["depends_on"] = []     # a plain table: nothing to expand or check
+                self._authorized(authz, caller, entry, asset, with_credentials)
+                if since is not None:
+                    self._unchanged(entry, asset, deps, since)
             elif "_path" in entry:
-                self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller)
-        await self._credentials(caller, out, body.get("credentials", True))
+                self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller, with_credentials)
+        if with_credentials:
+            await self._credentials(caller, out)
         self._count(caller, out)
         return {"metastore_id": caller.metastore(), "metastore_version": snap.version, "items": out}
 
     # ---- temporary credentials for the storage each allowed item touches ----
 
-    async def _credentials(self, caller: Caller, out: list[dict], enabled: bool) -> None:
+    async def _credentials(self, caller: Caller, out: list[dict]) -> None:
         """`temporary_credentials` (or `temporary_credentials_error`) on every item and dependency
         that `_authorized` marked with the storage it may touch. One vend per distinct (path,
         mode) in the request; file:// answers are built inline (no task, one clock read), the
@@ -137,7 +119,7 @@ class ResolveService:
         for entry in out:
             for item in (entry, *entry.get("dependencies", ())):
                 url = item.pop("_storage", None)
-                if url is not None and enabled and "error" not in item:
+                if url is not None and "error" not in item:
                     targets.append((item, url, item["operation"] == "WRITE"))
         if not targets:
             return
@@ -164,24 +146,23 @@ class ResolveService:
 
     # ---- view and function dependencies (shards/dependencies.py) ----
 
-    async def _expand(self, caller: Caller, snap, names: list, body: dict):
+    async def _expand(self, caller: Caller, snap, names: list, body: dict, max_depth: int):
         """The dependency graph of every named asset, from the snapshot's version; None if the
         request asked for no expansion (`"expand_dependencies": false`)."""
         if body.get("expand_dependencies", True) is False:
             return None
         roots = {k: snap.by_name.get(k) for k in names}
-        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version,
-                            _max_depth(body))
+        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version, max_depth)
 
-    def _add_dependencies(self, entry: dict, key, nodes: dict, body: dict, authz, caller: Caller) -> None:
-        """`dependencies` (deepest first) and `depends_on` on an item, or its error naming the culprit.
-        Each dependency carries the caller's own READ decision, and its asset only if allowed."""
+    def _add_dependencies(self, entry: dict, key, nodes: dict, max_depth: int, authz, caller: Caller,
+                          with_credentials: bool) -> None:
+        """`dependencies` (deepest first) and `depends_on` on an item that names something, or its
+        error naming the culprit. Each dependency carries the caller's own READ decision, and its
+        asset only if allowed."""
         node = nodes[key]
         entry["depends_on"] = depends_on(node)
-        if not node.deps and node.error is None:
-            return                      # a plain table: nothing to expand or check
         try:
-            order = closure(key, nodes, _max_depth(body))
+            order = closure(key, nodes, max_depth)
         except DependencyError as e:
             entry["error"] = _error(e.code, e.message)
             return
@@ -189,16 +170,15 @@ class ResolveService:
             entry["dependencies"] = []
             for k in order:
                 dep = dependency_entry(k, nodes[k])
-                self._authorized(authz, caller, dep, nodes[k].asset)
+                self._authorized(authz, caller, dep, nodes[k].asset, with_credentials)
                 entry["dependencies"].append(dep)
 
     @staticmethod
-    def _unchanged(entry: dict, asset, nodes, key) -> None:
+    def _unchanged(entry: dict, asset, nodes, since: int) -> None:
         """With `if_changed_since` v (the version the caller's copy was taken at): `"unchanged": true`
         instead of the assets when neither the asset nor any dependency was written after v. The
         decisions stay: they are taken fresh on every call."""
-        since = entry.pop("_since", None)
-        if since is None or asset is None or "error" in entry:
+        if "error" in entry:
             return
         newest = asset.written_at
         for dep in entry.get("dependencies", ()):
@@ -212,47 +192,84 @@ class ResolveService:
                 item.pop(kind, None)
 
     @staticmethod
-    def _authorized(authz, caller: Caller, entry: dict, asset) -> None:
+    def _authorized(authz, caller: Caller, entry: dict, asset, with_credentials: bool) -> None:
         """The item's authorization decision, taken at the snapshot's version (governance/authorize.py);
         the asset (row filter and column masks for trusted engines only) only if allowed: a denied
         item carries no storage details. An allowed table (not a view) or volume with storage is
-        marked for credentials (`_credentials`)."""
+        marked for credentials (`_credentials`) when the request wants them."""
         decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
         entry["authorization"] = decision.json()
         if decision.allowed:
             entry[asset.type] = present(asset, caller)
-            if asset.storage_path and (asset.type == "volume" or (
+            if with_credentials and asset.storage_path and (asset.type == "volume" or (
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path
 
-    def _path_answer(self, entry: dict, owned, authz, caller: Caller) -> None:
+    def _path_answer(self, entry: dict, owned, authz, caller: Caller, with_credentials: bool) -> None:
         owner, asset = owned if owned is not None else (None, None)
         if owner is None or owner.is_root or asset is None:
             where = f"; it lies in the managed storage of {owner.type} '{owner.full_name}'" if owner else ""
             entry["error"] = _error("NOT_FOUND", f"No table or volume owns path '{entry['path']}'{where}.")
             return
         entry.update(name=asset.full_name, securable_type=TYPES[asset.type].securable_type)
-        self._authorized(authz, caller, entry, asset)
+        self._authorized(authz, caller, entry, asset, with_credentials)
 
-    @staticmethod
-    def _check(body: dict) -> list[dict]:
-        _max_depth(body)
-        if not isinstance(body.get("credentials", True), bool):
-            raise invalid("Field 'credentials' must be true or false.")
-        items = body.get("items")
-        if not isinstance(items, list) or not items:
-            raise invalid("Field 'items' must be a non-empty list of {\"name\": ...} or {\"path\": ...} objects.")
-        if len(items) > MAX_ITEMS:
-            raise invalid(f"At most {MAX_ITEMS} items per resolve request, got {len(items)}.")
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or ("name" in item) == ("path" in item):
-                raise invalid(f"items[{i}] must be an object with exactly one of 'name' or 'path'.")
-            for field_name in ("name", "path", "securable_type", "operation"):
-                if field_name in item and not isinstance(item[field_name], str):
-                    raise invalid(f"items[{i}].{field_name} must be a string.")
-            since = item.get("if_changed_since", 0)
-            if not isinstance(since, int) or isinstance(since, bool) or since < 0:
-                raise invalid(f"items[{i}].if_changed_since must be a metastore version (an integer >= 0).")
-            if item.get("operation", "READ").upper() not in OPERATIONS:
-                raise invalid(f"items[{i}].operation must be READ or WRITE, got {item['operation']!r:.40}.")
-        return items
+
+# ---- the request -------------------------------------------------------------------------------
+
+_STRING_FIELDS = frozenset({"name", "path", "securable_type", "operation"})
+_ABSENT = object()
+
+
+def _request(body: dict) -> tuple[int, bool, list]:
+    """(max_depth, credentials wanted, items) of a well-formed request; INVALID_PARAMETER_VALUE otherwise."""
+    max_depth = _max_depth(body)
+    with_credentials = body.get("credentials", True)
+    if not isinstance(with_credentials, bool):
+        raise invalid("Field 'credentials' must be true or false.")
+    items = body.get("items")
+    if not isinstance(items, list) or not items:
+        raise invalid("Field 'items' must be a non-empty list of {\"name\": ...} or {\"path\": ...} objects.")
+    if len(items) > MAX_ITEMS:
+        raise invalid(f"At most {MAX_ITEMS} items per resolve request, got {len(items)}.")
+    return max_depth, with_credentials, items
+
+
+def _start_item(i: int, item, names: list, paths: list) -> dict:
+    """The answer to items[i] as far as the request says, with its lookup key (`_key`, also added
+    to `names`) or normalised path (`_path`, also added to `paths`). A malformed item fails the
+    whole request; a name or path that cannot be looked up is that item's error alone."""
+    if not isinstance(item, dict) or ("name" in item) == ("path" in item):
+        raise invalid(f"items[{i}] must be an object with exactly one of 'name' or 'path'.")
+    for field_name, value in item.items():
+        if field_name in _STRING_FIELDS and not isinstance(value, str):
+            raise invalid(f"items[{i}].{field_name} must be a string.")
+    since = item.get("if_changed_since", _ABSENT)
+    if since is not _ABSENT and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
+        raise invalid(f"items[{i}].if_changed_since must be a metastore version (an integer >= 0).")
+    operation = item.get("operation", "READ").upper()
+    if operation not in OPERATIONS:
+        raise invalid(f"items[{i}].operation must be READ or WRITE, got {item['operation']!r:.40}.")
+    entry = {"operation": operation}
+    try:
+        if "name" in item:
+            t = _resolvable().get(item.get("securable_type", "TABLE").upper())
+            if t is None:
+                raise invalid(f"securable_type must be one of {', '.join(sorted(_resolvable()))}, "
+                              f"got {item.get('securable_type')!r:.40}.")
+            entry["name"] = item["name"]
+            entry["securable_type"] = t.securable_type
+            key = entry["_key"] = (t.namespace, full_name_key(item["name"], 3, t.name))
+            names.append(key)
+            if since is not _ABSENT:
+                entry["_since"] = since
+        else:
+            entry["path"] = item["path"]
+            try:
+                entry["_path"] = normalize_url(item["path"])
+            except InvalidUrl as e:
+                raise invalid(f"Invalid path: {e}") from None
+            paths.append(entry["_path"])
+    except CatalogError as e:
+        entry["error"] = _error(e.code, e.message)
+    return entry

@@ -242,10 +242,7 @@ class Shard:
             by_name: dict[tuple[str, str], Asset | None] = {}
             by_id: dict[str, Asset] = {}
             if state.cache is not None:
-                for key in names:
-                    hit = state.cache.get_by_name(*key, version)
-                    if hit is not MISS:
-                        by_name[key] = hit
+                by_name = state.cache.get_many_by_name(names, version)
                 for asset_id in ids:
                     hit = state.cache.get(asset_id, version)
                     if hit is not MISS and hit is not None:
