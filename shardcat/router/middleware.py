@@ -64,8 +64,8 @@ class Authenticator:
     A token's caller (principal, account-admin and trusted-engine marks, groups closed
     transitively, the metastore of its workspace) is read on a cache miss and lives `ttl`
     seconds (5 s): a revoked token, a deactivated principal, a membership or assignment change
-    takes effect within that on every front and shard (at once on the front that made the change). Expiry is checked on every use, so an
-    expired token stops at its expiry time exactly.
+    takes effect within that on every front and shard (at once on the front that made the
+    change). Expiry is checked on every use, so an expired token stops at its expiry time exactly.
     """
 
     def __init__(self, store: Store, ttl: float = 5.0):
