@@ -582,6 +582,26 @@ class CacheMachine(RuleBasedStateMachine):
         elif at == self.version and not self.small:
             assert expected is None or expected.id not in self.cached_ids, "cached name missed"
 
+    @rule(data=st.data())
+    def read_many_by_name(self, data):
+        """A batch of names (repeats allowed) at one snapshot, as batched resolve asks: each answer is
+        the model's, and a name left out is one the cache could not answer alone either."""
+        at = self._snapshot(data)
+        keys = data.draw(st.lists(st.tuples(st.sampled_from(NAMESPACES), st.sampled_from(
+            [f"{p}.{leaf}" for p in PARENTS for leaf in LEAVES])), min_size=1, max_size=12), label="keys")
+        before = self.cache.stats()
+        got = self.cache.get_many_by_name(keys, at)
+        after = self.cache.stats()
+        assert after["hits"] - before["hits"] + after["misses"] - before["misses"] == len(keys)
+        if at > self.version:
+            assert got == {}
+            return
+        for key in keys:
+            if key in got:
+                assert got[key] == self._holder(self.states[at], *key)
+            else:
+                assert self.cache.get_by_name(*key, at) is MISS
+
     @rule(data=st.data(), ns=st.sampled_from(NAMESPACES), parent=st.sampled_from(PARENTS))
     def read_children(self, data, ns, parent):
         at = self._snapshot(data)
