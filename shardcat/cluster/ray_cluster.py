@@ -1,9 +1,12 @@
 """Starts shard actors on Ray and supervises them: a dead or hung shard's metastores move at once.
 
 Ray is the control plane only: it places the actors, and carries start/own/drop/ping.
-The supervisor pings every shard a few times a second; one that does not answer in
-time is killed, its metastores are reassigned to the least-loaded survivors (they warm
-their caches lazily), and a replacement shard joins for later assignments.
+The supervisor pings every shard a few times a second. A shard that is dead (Ray says so
+at once), does not answer in time, or whose serving loop has not run for HUNG_AFTER
+seconds is killed, its metastores are reassigned to the least-loaded survivors (they warm
+their caches lazily), and a replacement shard joins for later assignments. A shard that
+is only busy, its loop turning with a queue of requests, is left alone: its loop still
+beats, and the ping is answered off that loop (shards/actor.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from ..router.routing import RoutingTable, ShardHandle
 log = logging.getLogger(__name__)
 
 PING_INTERVAL = 0.25
-PING_TIMEOUT = 1.0
+PING_TIMEOUT = 1.5
+HUNG_AFTER = 1.5        # seconds without a beat of a shard's serving loop: hung, not busy
 
 
 class RayCluster:
@@ -82,9 +86,11 @@ class RayCluster:
 
     async def _check(self, handle: ShardHandle) -> None:
         try:
-            await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
-            return
-        except Exception as e:    # dead actor, or hung past the timeout
+            stalled = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
+            if stalled < HUNG_AFTER:
+                return
+            self._event("shard_unresponsive", shard=handle.name, error=f"serving loop stalled {stalled:.1f} s")
+        except Exception as e:    # dead actor, or no answer in time
             self._event("shard_unresponsive", shard=handle.name, error=type(e).__name__)
         try:
             ray.kill(handle.actor, no_restart=True)

@@ -1,11 +1,15 @@
 """The shard as a Ray actor: one Shard and its own aiohttp server, inside the actor's event loop.
 
 Ray carries only control calls (start, own, drop, stats); requests reach the
-shard over HTTP, from the router or straight from a routing-aware client.
+shard over HTTP, from the router or straight from a routing-aware client. The
+supervisor's `ping` runs in a concurrency group of its own (its own thread and event
+loop), so a shard busy with a queue of requests still answers it at once; it reports
+how long ago the serving loop last beat, which tells a busy shard from a hung one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import ray
@@ -17,7 +21,10 @@ from .http import make_shard_app
 from .shard import CacheConfig, Shard
 
 
-@ray.remote(max_restarts=0, num_cpus=0)
+HEARTBEAT_SECONDS = 0.1
+
+
+@ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
 class ShardActor:
     def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig()):
         self.name = name
@@ -25,6 +32,8 @@ class ShardActor:
         self.cache = cache
         self.shard: Shard | None = None
         self.runner: web.AppRunner | None = None
+        self.heartbeat = time.monotonic()       # the serving loop's last beat
+        self._beating: asyncio.Task | None = None
 
     async def start(self, host: str | None = "127.0.0.1") -> str:
         """Open the store and start serving; returns the shard's base URL. `host` None: this node's IP,
@@ -36,8 +45,14 @@ class ShardActor:
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, 0)
         await site.start()
+        self._beating = asyncio.get_running_loop().create_task(self._beat())
         port = site._server.sockets[0].getsockname()[1]
         return f"http://{host}:{port}"
+
+    async def _beat(self) -> None:
+        while True:
+            self.heartbeat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
 
     async def own(self, metastore_ids: list[str], warm: bool = False) -> None:
         """Serve these metastores; with `warm`, build their state now instead of on first use."""
@@ -59,8 +74,11 @@ class ShardActor:
         cached = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")} if caches else {}
         return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached}
 
-    async def ping(self) -> str:
-        return self.name
+    @ray.method(concurrency_group="control")
+    async def ping(self) -> float:
+        """Seconds since the serving event loop last beat: a loop busy with requests still beats
+        between them (a fraction of a second late at most), a hung one does not."""
+        return time.monotonic() - self.heartbeat
 
     async def pause(self, seconds: float) -> None:
         """Chaos: stop answering anything (HTTP and Ray calls) for `seconds`, as a hung process would.

@@ -9,6 +9,7 @@ import pytest
 import ray
 
 from shardcat.client.direct import DirectClient
+from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL
 from shardcat.cluster.server import ServeConfig, start
 from shardcat.shards.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
@@ -77,6 +78,26 @@ async def test_killed_shard_metastores_are_served_again(cluster, cws):
     while len(routing.live()) < 2:      # the supervisor starts a replacement shard
         assert time.monotonic() < deadline
         await asyncio.sleep(0.1)
+
+
+async def test_a_busy_shard_is_not_taken_for_dead(cluster, cws):
+    """The supervisor's ping is answered off the serving loop: a loop stalled for longer than the
+    old 1 s ping timeout (a burst of heavy requests does that on two cores) answers at once with
+    its stall, and the shard keeps its metastores; only a stall past HUNG_AFTER is a hang."""
+    assert (await cws.call("POST", "/catalogs", json={"name": "busy"}))[0] == 200
+    owner = (await cws.call("GET", "/shardcat/routing"))[1]["metastores"][cws.metastore_id]
+    handle = cluster.cluster.routing.shards[owner]
+    seen = len(cluster.cluster.events)
+    stall = handle.actor.pause.remote(1.2)
+    await asyncio.sleep(0.6)
+    stalled = await asyncio.wait_for(handle.actor.ping.remote(), 0.5)
+    assert 0.3 < stalled < HUNG_AFTER
+    await stall
+    await asyncio.sleep(3 * PING_INTERVAL)
+    assert not [e for e in cluster.cluster.events[seen:] if e["event"] == "shard_unresponsive"]
+    assert cluster.cluster.routing.shards[owner] is handle and handle.alive
+    assert (await cws.call("GET", "/shardcat/routing"))[1]["metastores"][cws.metastore_id] == owner
+    assert (await cws.call("GET", "/catalogs/busy"))[0] == 200
 
 
 async def test_dual_ownership_is_detected_and_the_stale_owner_drops(cluster, cws):
