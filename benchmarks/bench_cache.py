@@ -297,7 +297,7 @@ def targets(results: list[h.Result]) -> list[tuple[str, str, bool | None]]:
         if r and bare and bare.rps:
             out.append((f"getTable at 32 clients, cache on, {'straight to the shard' if path == 'direct' else 'through the router'} "
                         f"≥ {'half' if share == 0.5 else 'a quarter'} of the bare ceiling",
-                        f"{r.rps / bare.rps:.0%} ({r.rps:,.0f} vs {bare.rps:,.0f} req/s)", r.rps >= share * bare.rps))
+                        f"{r.rps / bare.rps:.1%} ({r.rps:,.0f} vs {bare.rps:,.0f} req/s)", r.rps >= share * bare.rps))
     for variant in ("cache on, router", "cache on, direct"):
         for op in OPS:
             r = get(variant, op)
