@@ -81,6 +81,7 @@ class ShardActor:
         return time.monotonic() - self.heartbeat
 
     async def pause(self, seconds: float) -> None:
-        """Chaos: stop answering anything (HTTP and Ray calls) for `seconds`, as a hung process would.
-        Blocking sleep on purpose: it holds the actor's event loop. Bounded to a minute."""
+        """Chaos: stop serving (HTTP and Ray calls on the serving loop) for `seconds`, as a hung loop
+        would; only `ping` answers, reporting the stall. Blocking sleep on purpose: it holds the
+        serving loop. Bounded to a minute."""
         time.sleep(min(max(seconds, 0.0), 60.0))
