@@ -33,7 +33,7 @@ class ShardActor:
         self.shard: Shard | None = None
         self.runner: web.AppRunner | None = None
         self.heartbeat = time.monotonic()       # the serving loop's last beat
-        self._beating: asyncio.Task | None = None
+        self._beating: asyncio.Task | None = None    # held so the loop keeps the task
 
     async def start(self, host: str | None = "127.0.0.1") -> str:
         """Open the store and start serving; returns the shard's base URL. `host` None: this node's IP,

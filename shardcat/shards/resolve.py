@@ -93,11 +93,7 @@ class ResolveService:
                                                          f"'{entry['name']}' does not exist.")
                     continue
                 if deps is not None:
-                    node = deps[key]
-                    if node.deps or node.error is not None:
-                        self._add_dependencies(entry, key, deps, max_depth, authz, caller, with_credentials)
-                    else:
-                        entry["depends_on"] = []     # a plain table: nothing to expand or check
+                    self._add_dependencies(entry, key, deps, max_depth, authz, caller, with_credentials)
                 self._authorized(authz, caller, entry, asset, with_credentials)
                 if since is not None:
                     self._unchanged(entry, asset, deps, since)
@@ -156,11 +152,12 @@ class ResolveService:
 
     def _add_dependencies(self, entry: dict, key, nodes: dict, max_depth: int, authz, caller: Caller,
                           with_credentials: bool) -> None:
-        """`dependencies` (deepest first) and `depends_on` on an item that names something, or its
-        error naming the culprit. Each dependency carries the caller's own READ decision, and its
-        asset only if allowed."""
+        """`dependencies` (deepest first) and `depends_on` on an item, or its error naming the culprit.
+        Each dependency carries the caller's own READ decision, and its asset only if allowed."""
         node = nodes[key]
         entry["depends_on"] = depends_on(node)
+        if not node.deps and node.error is None:
+            return                      # a plain table: nothing to expand or check
         try:
             order = closure(key, nodes, max_depth)
         except DependencyError as e:
