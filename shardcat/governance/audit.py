@@ -58,7 +58,7 @@ class AuditLog:
         self.pending: deque[tuple] = deque()
         self.stats = {"recorded": 0, "written": 0, "dropped": 0, "write_failures": 0}
         self._wake = asyncio.Event()
-        self._lock = asyncio.Lock()          # one writer at a time: background task or flush
+        self._lock = asyncio.Lock()          # held while a batch is written: background task or flush
         self._task: asyncio.Task | None = None
 
     def submit(self, event: dict) -> None:
@@ -97,9 +97,12 @@ class AuditLog:
             self.pending.clear()
 
     async def flush(self) -> None:
-        """Write everything buffered now; raises if the database refuses (the events stay buffered)."""
-        while self.pending:
-            await self._write_batch()
+        """Write everything buffered now; raises if the database refuses (the events stay buffered).
+        Every batch is written under the lock, so this also waits for one the background task
+        already took from the buffer: when it returns, every event submitted before it is written."""
+        async with self._lock:
+            while self.pending:
+                await self._write_batch()
 
     async def _run(self) -> None:
         backoff = self.interval
@@ -120,25 +123,23 @@ class AuditLog:
                 log.warning("audit: cannot write %d event(s) yet: %r", len(self.pending), e)
 
     async def _write_batch(self) -> None:
-        async with self._lock:
-            rows = [self.pending.popleft() for _ in range(min(self.batch, len(self.pending)))]
-            if not rows:
+        """One batch from the front of the buffer; the caller holds `_lock`."""
+        rows = [self.pending.popleft() for _ in range(min(self.batch, len(self.pending)))]
+        try:
+            async with self.store.pool.acquire() as conn:
+                await conn.copy_records_to_table("audit_log", records=rows, columns=_COLUMNS)
+        except BaseException as e:
+            if isinstance(e, Exception) and not is_db_unavailable(e):
+                # The database refused these rows themselves: retrying would fail forever.
+                self.stats["dropped"] += len(rows)
+                log.error("audit: dropped %d event(s) the database refused: %r", len(rows), e)
                 return
-            try:
-                async with self.store.pool.acquire() as conn:
-                    await conn.copy_records_to_table("audit_log", records=rows, columns=_COLUMNS)
-            except BaseException as e:
-                if isinstance(e, Exception) and not is_db_unavailable(e):
-                    # The database refused these rows themselves: retrying would fail forever.
-                    self.stats["dropped"] += len(rows)
-                    log.error("audit: dropped %d event(s) the database refused: %r", len(rows), e)
-                    return
-                # Back to the front, in order; what no longer fits is dropped (and counted).
-                room = max(self.max_pending - len(self.pending), 0)
-                self.stats["dropped"] += max(len(rows) - room, 0)
-                self.pending.extendleft(reversed(rows[:room]))
-                raise
-            self.stats["written"] += len(rows)
+            # Back to the front, in order; what no longer fits is dropped (and counted).
+            room = max(self.max_pending - len(self.pending), 0)
+            self.stats["dropped"] += max(len(rows) - room, 0)
+            self.pending.extendleft(reversed(rows[:room]))
+            raise
+        self.stats["written"] += len(rows)
 
 
 APP_KEY = web.AppKey("shardcat_audit", AuditLog)   # app[APP_KEY]: the app's audit log

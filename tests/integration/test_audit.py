@@ -193,18 +193,52 @@ async def test_slow_database_does_not_hold_up_requests(ws, server):
     await conn.execute("LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
     try:
         await asyncio.sleep(0.3)          # the writer is now stuck on the lock
-        written = live.stats["written"]
+        written, recorded = live.stats["written"], live.stats["recorded"]
         started = time.monotonic()
         for _ in range(20):
             status, _ = await ws.call("GET", "/catalogs/main")
             assert status == 200
         assert time.monotonic() - started < 5.0
         await asyncio.sleep(0.3)
-        assert live.stats["written"] == written and len(live.pending) >= 19   # nothing got through meanwhile
+        # All recorded, none written meanwhile (buffered, or in a batch stuck on the lock).
+        assert live.stats["recorded"] - recorded == 20 and live.stats["written"] == written
     finally:
         await tx.rollback()
         await server.store.pool.release(conn)
     assert len(await events(ws, action="getCatalog", securable="main")) == 20
+
+
+async def test_flush_waits_for_a_batch_already_on_its_way(server):
+    """A batch the background writer took from the buffer is not pending any more, but not written
+    yet either: flush (and so the audit endpoint's read-your-own-writes) must wait for it."""
+    marker = f"test.inflight.{uuid.uuid4().hex[:8]}"
+    log = AuditLog(server.store, batch=100, interval=0.05)
+    conn = await server.store.pool.acquire()
+    tx = conn.transaction()
+    await tx.start()
+    await conn.execute("LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
+    await log.start()
+    try:
+        for i in range(5):
+            log.submit({"at": i, "action": marker, "allowed": True, "status": 200})
+        await eventually(lambda: not log.pending)        # taken by the writer, stuck on the lock
+        flushing = asyncio.ensure_future(log.flush())
+        await asyncio.sleep(0.3)
+        assert not flushing.done()                       # before the fix it returned at once
+    finally:
+        await tx.rollback()
+        await server.store.pool.release(conn)
+    await asyncio.wait_for(flushing, 30)
+    assert await server.store.pool.fetchval("SELECT count(*) FROM audit_log WHERE action = $1", marker) == 5
+    await log.stop()
+
+
+async def eventually(condition, timeout: float = 30.0) -> None:
+    """Wait until `condition()` holds: timers here may fire late on a busy machine, so no fixed sleeps."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
 
 
 async def test_database_down_never_fails_a_request(ws, server, pg_url):
@@ -217,8 +251,8 @@ async def test_database_down_never_fails_a_request(ws, server, pg_url):
         for _ in range(10):
             status, _ = await ws.call("GET", "/catalogs")
             assert status == 200
-        await asyncio.sleep(0.5)          # the writer tried and failed meanwhile
-        assert live.stats["write_failures"] >= 1 and len(live.pending) >= 10
+        await eventually(lambda: live.stats["write_failures"] >= 1)    # the writer tried and failed
+        assert len(live.pending) >= 10
     finally:
         live.store = server.store
     await live.flush()                    # back up: the buffered events are written after all
