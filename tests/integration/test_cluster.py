@@ -64,7 +64,7 @@ async def test_killed_shard_metastores_are_served_again(cluster, cws):
     killed_at = time.monotonic()
     await cluster.cluster.kill(owner)
     while routing.shards[owner].alive:          # the supervisor notices within its ping timeout
-        assert time.monotonic() - killed_at < 10
+        assert time.monotonic() - killed_at < 30     # bounded; how fast: docs/reliability.md
         await asyncio.sleep(0.05)
     # The router retries within its budget, so clients see success once a survivor took over.
     status, body = await cws.call("GET", "/catalogs")
@@ -89,9 +89,13 @@ async def test_a_busy_shard_is_not_taken_for_dead(cluster, cws):
     handle = cluster.cluster.routing.shards[owner]
     seen = len(cluster.cluster.events)
     stall = handle.actor.pause.remote(1.2)
-    await asyncio.sleep(0.6)
-    stalled = await asyncio.wait_for(handle.actor.ping.remote(), 0.5)
-    assert 0.3 < stalled < HUNG_AFTER
+    stalled = 0.0
+    while stalled <= 0.3:           # polled: a fixed sleep may overshoot the stall on a busy machine
+        stalled = await asyncio.wait_for(handle.actor.ping.remote(), 5)
+        ready, _ = ray.wait([stall], timeout=0)
+        assert not ready or stalled > 0.3, "the stall ended before a ping saw it"
+        await asyncio.sleep(0.05)
+    assert stalled < HUNG_AFTER
     await stall
     await asyncio.sleep(3 * PING_INTERVAL)
     assert not [e for e in cluster.cluster.events[seen:] if e["event"] == "shard_unresponsive"]
@@ -145,7 +149,7 @@ async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster
     assert client.shard_url == owner.url != cws.url
     assert client.seen_version >= 1
     await cluster.cluster.kill(owner.name)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while owner.alive:                  # the kill has taken effect once the supervisor noticed
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)

@@ -53,7 +53,7 @@ async def test_commits_survive_a_move_and_a_killed_shard(cluster, http, tmp_path
         await cluster.cluster.kill(owner)
         killed_at = time.monotonic()
         while routing.shards[owner].alive:
-            assert time.monotonic() - killed_at < 10
+            assert time.monotonic() - killed_at < 30     # bounded; how fast: docs/reliability.md
             await asyncio.sleep(0.05)
         assert await delta.append(table, pa.table({"n": [4]}, schema=SCHEMA)) == 5
         snap = await delta.snapshot(table)
