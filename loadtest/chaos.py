@@ -107,8 +107,8 @@ def enough_to_check(ledgers: list[Ledger], n: int) -> bool:
     """Whether the ledgers hold at least n distinct tables, grants and Delta commits (and 2n writes)."""
     def distinct(kind: str) -> int:
         return len(set().union(*(getattr(ledger, kind) for ledger in ledgers)))
-    return n <= 0 or (sum(ledger.acked_writes for ledger in ledgers) >= 2 * n and distinct("tables") >= n
-                      and distinct("grants") >= n and distinct("commits") >= n)
+    return (sum(ledger.acked_writes for ledger in ledgers) >= 2 * n and distinct("tables") >= n
+            and distinct("grants") >= n and distinct("commits") >= n)
 
 
 async def inject(cfg, running, metastores, rng, details, session, budget, stale_samples, t0, pgdata) -> None:
