@@ -71,12 +71,18 @@ async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig,
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
         t0 = time.monotonic()
 
+        def recovered() -> tuple[float | None, dict[str, float]]:
+            """Every metastore served after the fault; after a database restart, only answers to
+            requests sent once it is back count (a request just after the fault may beat the stop)."""
+            if not fault_time or (cfg.experiment == "pg-restart" and "restart_seconds" not in details):
+                return None, {}
+            return prober.served_again(fault_time[0], fault_time[0] + details.get("restart_seconds", 0.0))
+
         def enough() -> bool:
             """With `min_checked`: the fault happened, every metastore was served after it, and
             the clients have enough acknowledged writes to check."""
             return cfg.min_checked <= 0 or (
-                bool(fault_time) and prober.served_again(fault_time[0])[0] is not None
-                and enough_to_check([c.ledger for c in clients], cfg.min_checked))
+                recovered()[0] is not None and enough_to_check([c.ledger for c in clients], cfg.min_checked))
 
         budget = Budget(t0 + cfg.duration, cfg.max_requests, hard_deadline=t0 + max(cfg.duration, cfg.max_duration),
                         enough=enough)
@@ -95,7 +101,7 @@ async def run_experiment(running, metastores: list[Metastore], cfg: ChaosConfig,
         await asyncio.gather(*tasks)
         budget.stopped = True
         stale = details.pop("_stale_client", None)
-        recovery, per_metastore = prober.served_again(fault_time[0])
+        recovery, per_metastore = recovered()
         verified = await verify(running, session, [c.ledger for c in clients] + ([stale.ledger] if stale else []),
                                 {m.id: m for m in metastores})
     ledgers = [c.ledger for c in clients] + ([stale.ledger] if stale else [])

@@ -56,12 +56,16 @@ class Budget:
     hard_deadline: float | None = None
     enough: Callable[[], bool] | None = None
 
-    def take(self) -> bool:
-        if self.stopped or self.used >= self.max_requests:
+    def open(self) -> bool:
+        """Whether the run's time is still on (the request count aside)."""
+        if self.stopped:
             return False
         now = time.monotonic()
-        if now >= self.deadline and (self.enough is None or self.enough()
-                                     or now >= (self.hard_deadline or self.deadline)):
+        return now < self.deadline or not (self.enough is None or self.enough()
+                                            or now >= (self.hard_deadline or self.deadline))
+
+    def take(self) -> bool:
+        if self.used >= self.max_requests or not self.open():
             return False
         self.used += 1
         return True
@@ -307,7 +311,7 @@ class Prober:
 
     async def _probe(self, ms: Metastore) -> None:
         headers = {"Authorization": f"Bearer {ms.token}"}
-        while not self.budget.stopped and time.monotonic() < self.budget.deadline:
+        while self.budget.open():
             start = time.monotonic()
             ok = False
             try:
@@ -321,11 +325,13 @@ class Prober:
                 self.probes.append(Probe(ms.id, start - self.t0, time.monotonic() - self.t0, ok))
             await asyncio.sleep(self.interval)
 
-    def served_again(self, fault_at: float) -> tuple[float | None, dict[str, float]]:
-        """Seconds from the fault until every metastore answered a request sent after it (None: one never did)."""
+    def served_again(self, fault_at: float, sent_after: float | None = None) -> tuple[float | None, dict[str, float]]:
+        """Seconds from the fault until every metastore answered a request sent after it, or after
+        `sent_after` when the fault lasts a while (None: one never did)."""
+        sent_after = fault_at if sent_after is None else sent_after
         first: dict[str, float] = {}
         for p in self.probes:
-            if p.ok and p.start >= fault_at:
+            if p.ok and p.start >= sent_after:
                 first[p.metastore] = min(first.get(p.metastore, p.end - fault_at), p.end - fault_at)
         if len(first) < len(self.metastores):
             return None, first

@@ -82,19 +82,27 @@ class AuditLog:
         global _default
         if _default is self:
             _default = None
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
         try:
-            await asyncio.wait_for(self.flush(), timeout)
+            await asyncio.wait_for(self._finish(), timeout)
         except Exception as e:   # database gone at shutdown: say how much is lost
             log.warning("audit: %d event(s) not written at shutdown: %r", len(self.pending), e)
             self.stats["dropped"] += len(self.pending)
             self.pending.clear()
+        finally:
+            if self._task is not None:      # still there only if the timeout struck first
+                self._task.cancel()
+                self._task = None
+
+    async def _finish(self) -> None:
+        """Stop the writer between batches, then write the rest. Cancelled in the middle of one,
+        a batch PostgreSQL already took would go back to the buffer and be written twice."""
+        async with self._lock:
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.wait([self._task])     # not `await task`: that would swallow our own cancellation
+                self._task = None
+            while self.pending:
+                await self._write_batch()
 
     async def flush(self) -> None:
         """Write everything buffered now; raises if the database refuses (the events stay buffered).

@@ -5,6 +5,7 @@ shutdown and never holds up or fails a request when the database is slow or down
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 
@@ -176,7 +177,7 @@ async def test_no_event_lost_on_normal_shutdown(server):
     for i in range(1234):
         log.submit({"at": i, "action": marker, "allowed": True, "status": 200})
     await asyncio.sleep(0.2)
-    await log.stop()
+    await log.stop(timeout=30)        # this machine may be slow; the default 5 s guards a hung database
     count = await server.store.pool.fetchval("SELECT count(*) FROM audit_log WHERE action = $1", marker)
     assert count == 1234 and log.stats["written"] == 1234 and log.stats["dropped"] == 0
     assert await server.store.pool.fetchval(
@@ -231,6 +232,43 @@ async def test_flush_waits_for_a_batch_already_on_its_way(server):
     await asyncio.wait_for(flushing, 30)
     assert await server.store.pool.fetchval("SELECT count(*) FROM audit_log WHERE action = $1", marker) == 5
     await log.stop()
+
+
+async def test_shutdown_never_writes_a_batch_twice(server):
+    """Shutdown while PostgreSQL has taken a batch but not yet answered: cancelling the writer
+    then would put the batch back in the buffer and write it again."""
+    marker = f"test.twice.{uuid.uuid4().hex[:8]}"
+    taken = asyncio.Event()
+
+    class SlowAnswer:          # a connection whose COPY lands at once but is acknowledged late
+        def __init__(self, conn):
+            self.conn = conn
+
+        async def copy_records_to_table(self, *args, **kwargs):
+            await self.conn.copy_records_to_table(*args, **kwargs)
+            taken.set()
+            await asyncio.sleep(0.5)
+
+    class SlowAnswerPool:
+        def __init__(self, pool):
+            self.pool = pool
+
+        @contextlib.asynccontextmanager
+        async def acquire(self):
+            async with self.pool.acquire() as conn:
+                yield SlowAnswer(conn)
+
+    class SlowAnswerStore:
+        pool = SlowAnswerPool(server.store.pool)
+
+    log = AuditLog(SlowAnswerStore(), batch=100, interval=10.0)
+    await log.start()
+    for i in range(100):
+        log.submit({"at": i, "action": marker, "allowed": True, "status": 200})
+    await asyncio.wait_for(taken.wait(), 30)
+    await log.stop(timeout=30)
+    assert await server.store.pool.fetchval("SELECT count(*) FROM audit_log WHERE action = $1", marker) == 100
+    assert log.stats["written"] == 100 and log.stats["dropped"] == 0
 
 
 async def eventually(condition, timeout: float = 30.0) -> None:
