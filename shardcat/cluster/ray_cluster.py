@@ -3,10 +3,12 @@
 Ray is the control plane only: it places the actors, and carries start/own/drop/ping.
 The supervisor pings every shard a few times a second. A shard that is dead (Ray says so
 at once), does not answer in time, or whose serving loop has not run for HUNG_AFTER
-seconds is killed, its metastores are reassigned to the least-loaded survivors (they warm
-their caches lazily), and a replacement shard joins for later assignments. A shard that
-is only busy, its loop turning with a queue of requests, is left alone: its loop still
-beats, and the ping is answered off that loop (shards/actor.py).
+seconds, on HUNG_STRIKES pings in a row, is killed, its metastores are reassigned to the
+least-loaded survivors (they warm their caches lazily), and a replacement shard joins for
+later assignments. A shard that is only busy, its loop turning with a queue of requests, is
+left alone: its loop still beats, and the ping is answered off that loop (shards/actor.py).
+One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
+a second at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 PING_INTERVAL = 0.25
 PING_TIMEOUT = 1.5
 HUNG_AFTER = 1.5        # seconds without a beat of a shard's serving loop: hung, not busy
+HUNG_STRIKES = 2        # pings in a row that find a shard stalled or unanswering (a dead actor: at once)
 
 
 class RayCluster:
@@ -38,6 +41,7 @@ class RayCluster:
         self.cache = cache
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
+        self.strikes: dict[str, int] = {}  # shard -> pings in a row that found it stalled or silent
         self._supervisor: asyncio.Task | None = None
 
     async def start(self, shards: int) -> None:
@@ -85,13 +89,17 @@ class RayCluster:
                     self._event("rebalanced", metastore=moved)
 
     async def _check(self, handle: ShardHandle) -> None:
-        try:
-            stalled = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
-            if stalled < HUNG_AFTER:
-                return
-            self._event("shard_unresponsive", shard=handle.name, error=f"serving loop stalled {stalled:.1f} s")
-        except Exception as e:    # dead actor, or no answer in time
-            self._event("shard_unresponsive", shard=handle.name, error=type(e).__name__)
+        problem, dead = await self._ping(handle)
+        if problem is None:
+            self.strikes.pop(handle.name, None)
+            return
+        strikes = HUNG_STRIKES if dead else self.strikes.get(handle.name, 0) + 1
+        if strikes < HUNG_STRIKES:
+            self.strikes[handle.name] = strikes
+            self._event("shard_suspect", shard=handle.name, error=problem)
+            return
+        self.strikes.pop(handle.name, None)
+        self._event("shard_unresponsive", shard=handle.name, error=problem)
         try:
             ray.kill(handle.actor, no_restart=True)
         except Exception:
@@ -99,6 +107,17 @@ class RayCluster:
         moved = await self.routing.shard_died(handle.name)
         self._event("metastores_reassigned", shard=handle.name, count=len(moved))
         await self.add_shard(f"{handle.name.split('.')[0]}.{next(self.generation)}")
+
+    @staticmethod
+    async def _ping(handle: ShardHandle) -> tuple[str | None, bool]:
+        """What is wrong with a shard, if anything, and whether it is certainly dead."""
+        try:
+            stalled = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
+        except ray.exceptions.RayActorError as e:
+            return type(e).__name__, True
+        except Exception as e:    # no answer in time
+            return type(e).__name__, False
+        return (None if stalled < HUNG_AFTER else f"serving loop stalled {stalled:.1f} s"), False
 
     def _event(self, kind: str, **fields) -> None:
         self.events.append({"t": time.time(), "event": kind, **fields})
