@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import aiohttp
 import pytest
+from hypothesis import settings
 
 from shardcat.auth import hash_token, new_token
 from shardcat.cache.urls import join_url, normalize_url
@@ -20,6 +21,10 @@ from shardcat.cluster.server import ServeConfig, start
 from shardcat.store.db import now_ms
 
 PREFIX = "/api/2.1/unity-catalog"
+
+# No per-example deadline: a shared machine may stop the process for half a second mid-example.
+settings.register_profile("shardcat", deadline=None)
+settings.load_profile("shardcat")
 
 
 @pytest.fixture(scope="session")

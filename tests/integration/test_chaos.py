@@ -24,6 +24,7 @@ from loadtest.seed import seed
 from loadtest.workload import PREFIX, PRINCIPALS, commit_request
 from shardcat.cluster.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from shardcat.cluster.server import ServeConfig, start
+from shardcat.router.forward import RETRY_BUDGET_SECONDS
 
 SIZES = [1500, 60, 30, 30, 20, 8]
 # Recovery must be bounded; how fast it is (target: loadtest.chaos.RECOVERY_TARGET) is measured by the long runs
@@ -64,22 +65,30 @@ async def _run(chaos_cluster, experiment: str, **overrides) -> dict:
     assert result["stale_reads"] == [], result["stale_reads"]
     assert result["version_problems"] == [], result["version_problems"]
     print(experiment, {k: result[k] for k in ("requests", "rps", "p50_ms", "p99_ms", "recovery_seconds", "errors_by_code", "acknowledged_writes", "details", "stale_client")})
+    print("cluster events:", [(round(e["t"] % 1000, 2), e["event"], e.get("shard"), e.get("error")) for e in result["events"]])
     assert result["invariants_hold"]
     assert result["recovery_seconds"] is not None, result
     assert not any("INTERNAL_ERROR" in k for k in result["errors_by_code"]), result["errors_by_code"]
     return result
 
 
-def _read_errors(result: dict) -> dict:
+def _assert_reads_retried_through(result: dict) -> None:
+    """The router resends reads for RETRY_BUDGET_SECONDS: when the failover fits in it (with a
+    second's margin for a read sent just before the fault) no read fails; on a machine too slow for
+    that, a read may get a clean 503, never anything worse."""
     writes = ("createTable:", "alterTable:", "dropTable:", "updatePermissions:", "deltaCommit:")
-    return {k: v for k, v in result["errors_by_code"].items() if not k.startswith(writes)}
+    read_errors = {k: v for k, v in result["errors_by_code"].items() if not k.startswith(writes)}
+    if result["recovery_seconds"] < RETRY_BUDGET_SECONDS - 1.0:
+        assert read_errors == {}, result["errors_by_code"]
+    else:
+        assert all(k.endswith(":TEMPORARILY_UNAVAILABLE") for k in read_errors), result["errors_by_code"]
 
 
 async def test_killed_shard_failover_under_load(chaos_cluster):
     result = await _run(chaos_cluster, "kill-shard")
     assert result["details"]["metastores"] >= 1
     assert result["recovery_seconds"] < RECOVERY_BOUND, result
-    assert _read_errors(result) == {}, result["errors_by_code"]           # the router retried reads through it
+    _assert_reads_retried_through(result)
     assert any(e["event"] == "metastores_reassigned" for e in result["events"])
 
 
@@ -88,7 +97,7 @@ async def test_paused_shard_is_replaced(chaos_cluster):
     assert any(e["event"] == "shard_unresponsive" and e["shard"] == result["details"]["shard"]
                for e in result["events"]), result["events"]
     assert result["recovery_seconds"] < RECOVERY_BOUND, result
-    assert _read_errors(result) == {}, result["errors_by_code"]
+    _assert_reads_retried_through(result)
 
 
 async def test_metastores_moved_under_load(chaos_cluster):

@@ -623,7 +623,7 @@ class CacheMachine(RuleBasedStateMachine):
 
 
 CacheMachine.TestCase.settings = settings(
-    max_examples=500, stateful_step_count=50, deadline=None,
+    max_examples=200, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCacheModel = CacheMachine.TestCase

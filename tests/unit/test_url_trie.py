@@ -295,4 +295,4 @@ class TrieMatchesModel(RuleBasedStateMachine):
 
 
 TestTrieMatchesModel = TrieMatchesModel.TestCase
-TestTrieMatchesModel.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+TestTrieMatchesModel.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
