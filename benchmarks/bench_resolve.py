@@ -75,7 +75,11 @@ async def interleaved(runs, reps: int) -> dict:
     """Each variant once per round, `reps` rounds: the machine's speed drifts (other tenants, clock
     changes) and back-to-back blocks would hand a slow spell to one side only."""
     times = {label: [] for label, _ in runs}
-    for _ in range(reps):
+    started = time.perf_counter()
+    for done in range(reps):
+        if done and done % max(reps // 10, 1) == 0:
+            left = (time.perf_counter() - started) / done * (reps - done)
+            h.log(f"  round {done}/{reps} of {', '.join(label for label, _ in runs)}; ~{left:.0f} s to go")
         for label, fn in runs:
             t = time.perf_counter()
             await fn()
