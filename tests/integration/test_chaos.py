@@ -75,13 +75,14 @@ async def _run(chaos_cluster, experiment: str, **overrides) -> dict:
 def _assert_reads_retried_through(result: dict) -> None:
     """The router resends reads for RETRY_BUDGET_SECONDS: when the failover fits in it (with a
     second's margin for a read sent just before the fault) no read fails; on a machine too slow for
-    that, a read may get a clean 503, never anything worse."""
+    that, a read may get a clean 503 or outlast the client's timeout, never a wrong answer."""
     writes = ("createTable:", "alterTable:", "dropTable:", "updatePermissions:", "deltaCommit:")
     read_errors = {k: v for k, v in result["errors_by_code"].items() if not k.startswith(writes)}
     if result["recovery_seconds"] < RETRY_BUDGET_SECONDS - 1.0:
         assert read_errors == {}, result["errors_by_code"]
     else:
-        assert all(k.endswith(":TEMPORARILY_UNAVAILABLE") for k in read_errors), result["errors_by_code"]
+        assert all(k.endswith((":TEMPORARILY_UNAVAILABLE", ":TimeoutError")) for k in read_errors), \
+            result["errors_by_code"]
 
 
 async def test_killed_shard_failover_under_load(chaos_cluster):

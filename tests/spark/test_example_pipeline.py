@@ -7,6 +7,8 @@ import asyncio
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
 
 
@@ -17,6 +19,8 @@ def load_example():
     return module
 
 
+# Tens of small Spark jobs: about 4 minutes on a heavily shared two-core machine, past the suite's 300 s default.
+@pytest.mark.timeout(900)
 async def test_example_pipeline_runs_and_masks(ws, spark, capsys):
     example = load_example()
     out = await asyncio.to_thread(example.run, spark, ws.url, ws.token, rows=2_000, customers=200)
