@@ -23,6 +23,7 @@ restarted under load; needs the embedded server's data dir).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import statistics
 import time
@@ -171,6 +172,20 @@ async def inject(cfg, running, metastores, rng, details, session, budget, stale_
         details.update(restart_seconds=round(time.monotonic() - started, 3))
 
 
+async def _get_when_served(session: aiohttp.ClientSession, url: str, token: str, sem: asyncio.Semaphore | None = None,
+                           params: dict | None = None, patience: float = 60.0) -> tuple[int, dict]:
+    """GET, asking again while the answer is 503: a shard being replaced says nothing about what
+    the catalog holds."""
+    deadline = time.monotonic() + patience
+    while True:
+        async with sem or contextlib.nullcontext(), \
+                session.get(url, params=params, headers={"Authorization": f"Bearer {token}"}) as r:
+            body = await r.json(content_type=None)
+            if r.status != 503 or time.monotonic() > deadline:
+                return r.status, body
+        await asyncio.sleep(0.2)
+
+
 async def verify(running, session: aiohttp.ClientSession, ledgers, metastores: dict[str, Metastore]) -> dict:
     """After the run: every acknowledged write is in the database and visible through the API."""
     store = running.store
@@ -192,11 +207,10 @@ async def verify(running, session: aiohttp.ClientSession, ledgers, metastores: d
         if not in_db:
             lost.append(f"database: {full} in {metastore_id}: acknowledged {owned}, found "
                         f"{None if asset is None else asset.info.get('comment')!r}")
-        async with sem, session.get(f"{running.url}{PREFIX}/tables/{full}",
-                                    headers={"Authorization": f"Bearer {metastores[metastore_id].token}"}) as r:
-            body = await r.json(content_type=None)
-            if (r.status == 200) != owned.present or (owned.present and body.get("comment") != owned.comment):
-                lost.append(f"api: {full} in {metastore_id}: acknowledged {owned}, got {r.status}")
+        status, body = await _get_when_served(session, f"{running.url}{PREFIX}/tables/{full}",
+                                              metastores[metastore_id].token, sem)
+        if (status == 200) != owned.present or (owned.present and body.get("comment") != owned.comment):
+            lost.append(f"api: {full} in {metastore_id}: acknowledged {owned}, got {status}")
         checked += 1
 
     await asyncio.gather(*(check(k, o) for k, o in latest.items()))
@@ -244,13 +258,12 @@ async def verify_grants(running, session, ledgers, metastores: dict[str, Metasto
         what = f"{'grant' if granted else 'revoke'} of SELECT on {full} to {principal} in {metastore_id}"
         if in_db != granted:
             lost.append(f"database: acknowledged {what}, but the grant is {'absent' if granted else 'present'}")
-        async with sem, session.get(f"{running.url}{PREFIX}/permissions/table/{full}", params={"principal": principal},
-                                    headers={"Authorization": f"Bearer {metastores[metastore_id].token}"}) as r:
-            body = await r.json(content_type=None)
+        status, body = await _get_when_served(session, f"{running.url}{PREFIX}/permissions/table/{full}",
+                                              metastores[metastore_id].token, sem, params={"principal": principal})
         held = [p for a in (body or {}).get("privilege_assignments", []) if a["principal"] == principal
-                for p in a["privileges"]] if r.status == 200 else None
+                for p in a["privileges"]] if status == 200 else None
         if held is None or ("SELECT" in held) != granted:
-            lost.append(f"api: acknowledged {what}, GET permissions answered {r.status} {held}")
+            lost.append(f"api: acknowledged {what}, GET permissions answered {status} {held}")
 
     checked = {k: v for k, v in final.items() if k not in unknown}
     await asyncio.gather(*(check(k, granted) for k, (_, granted) in checked.items()))
@@ -281,12 +294,11 @@ async def verify_commits(running, session, ledgers, metastores: dict[str, Metast
         latest = max(versions, default=0)
         if sorted(versions) != list(range(1, latest + 1)) or any(len(n) != 1 for n in versions.values()):
             problems.append(f"{ms.id}: Delta table versions are not 1..{latest} once each")
-        async with session.get(f"{running.url}{PREFIX}/delta/preview/commits",
-                               params={"table_id": table_id, "table_uri": ms.delta_table_uri, "start_version": "0"},
-                               headers={"Authorization": f"Bearer {ms.token}"}) as r:
-            body = await r.json(content_type=None)
-        if r.status != 200 or body.get("latest_table_version") != latest:
-            problems.append(f"{ms.id}: get commits answered {r.status} {str(body)[:200]}, the database's latest "
+        status, body = await _get_when_served(session, f"{running.url}{PREFIX}/delta/preview/commits", ms.token,
+                                              params={"table_id": table_id, "table_uri": ms.delta_table_uri,
+                                                      "start_version": "0"})
+        if status != 200 or body.get("latest_table_version") != latest:
+            problems.append(f"{ms.id}: get commits answered {status} {str(body)[:200]}, the database's latest "
                             f"Delta version is {latest}")
         else:
             for c in body["commits"]:       # the unpublished ones: the same commits as the database's
