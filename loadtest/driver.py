@@ -325,10 +325,9 @@ class Prober:
                 self.probes.append(Probe(ms.id, start - self.t0, time.monotonic() - self.t0, ok))
             await asyncio.sleep(self.interval)
 
-    def served_again(self, fault_at: float, sent_after: float | None = None) -> tuple[float | None, dict[str, float]]:
-        """Seconds from the fault until every metastore answered a request sent after it, or after
-        `sent_after` when the fault lasts a while (None: one never did)."""
-        sent_after = fault_at if sent_after is None else sent_after
+    def served_again(self, fault_at: float, sent_after: float) -> tuple[float | None, dict[str, float]]:
+        """Seconds from the fault until every metastore answered a request sent after `sent_after`
+        (the fault, or its end when it lasts a while); None: one never did."""
         first: dict[str, float] = {}
         for p in self.probes:
             if p.ok and p.start >= sent_after:
