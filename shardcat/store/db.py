@@ -9,7 +9,6 @@ what changed. If the condition fails another writer got there first: `VersionCon
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import time
 import uuid
@@ -68,9 +67,17 @@ def is_db_unavailable(error: BaseException | None) -> bool:
     return False
 
 
+# asyncpg waits 60 s by default; a server mid-shutdown may take a connection and never answer it,
+# and a request should get its 503 long before a client gives up on it.
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
 async def _connect(*args, **kwargs):
+    kwargs.setdefault("timeout", CONNECT_TIMEOUT_SECONDS)
     try:
         return await asyncpg.connect(*args, **kwargs)
+    except TimeoutError as e:
+        raise DatabaseUnavailable(f"PostgreSQL did not answer a new connection in {kwargs['timeout']:g} s") from e
     except OSError as e:        # refused, or the server's socket is gone: tell it apart from other OSErrors
         raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {e}") from e
 

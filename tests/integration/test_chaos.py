@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import pytest
 
@@ -125,8 +126,15 @@ async def test_dual_ownership_under_load(chaos_cluster):
 
 async def test_postgres_restart_under_load(chaos_cluster):
     result = await _run(chaos_cluster, "pg-restart")
-    # During the outage clients get a clean 503, never a 500 (asserted in _run); afterwards all is served.
-    assert set(code.split(":")[1] for code in result["errors_by_code"]) <= {"TEMPORARILY_UNAVAILABLE"}, result
+    # During the outage clients get a prompt, clean 503, never a 500 (asserted in _run); afterwards
+    # all is served. A machine that stalls for seconds may make a request outlast the client's
+    # timeout too, but most failures must be the prompt 503: a catalog that hung on a database
+    # outage would show up as timeouts only.
+    failures = Counter()
+    for code, count in result["errors_by_code"].items():
+        failures[code.split(":")[1]] += count
+    assert set(failures) <= {"TEMPORARILY_UNAVAILABLE", "TimeoutError"}, result
+    assert failures["TEMPORARILY_UNAVAILABLE"] > failures["TimeoutError"], result
     assert result["recovery_seconds"] < RECOVERY_BOUND, result
 
 
