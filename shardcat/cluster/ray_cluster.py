@@ -2,11 +2,13 @@
 
 Ray is the control plane only: it places the actors, and carries start/own/drop/ping.
 The supervisor pings every shard a few times a second. A shard that is dead (Ray says so
-at once), does not answer in time, or whose serving loop has not run for HUNG_AFTER
-seconds, on HUNG_STRIKES pings in a row, is killed, its metastores are reassigned to the
-least-loaded survivors (they warm their caches lazily), and a replacement shard joins for
-later assignments. A shard that is only busy, its loop turning with a queue of requests, is
-left alone: its loop still beats, and the ping is answered off that loop (shards/actor.py).
+at once), does not answer in time, or whose serving loop has neither run for HUNG_AFTER
+seconds nor sent an answer since the last ping, on HUNG_STRIKES pings in a row, is killed,
+its metastores are reassigned to the least-loaded survivors (they warm their caches lazily),
+and a replacement shard joins for later assignments. A shard that is only busy, its loop
+turning with a queue of requests, is left alone: the ping is answered off that loop
+(shards/actor.py), and however late its beats on an overloaded machine, answers go out.
+Killing it would only pile its load on the survivors.
 One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
 a second at a time.
 """
@@ -42,6 +44,7 @@ class RayCluster:
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
         self.strikes: dict[str, int] = {}  # shard -> pings in a row that found it stalled or silent
+        self.answered: dict[str, int] = {}  # shard -> answers it had sent at its last ping
         self._supervisor: asyncio.Task | None = None
 
     async def start(self, shards: int) -> None:
@@ -99,6 +102,7 @@ class RayCluster:
             self._event("shard_suspect", shard=handle.name, error=problem)
             return
         self.strikes.pop(handle.name, None)
+        self.answered.pop(handle.name, None)
         self._event("shard_unresponsive", shard=handle.name, error=problem)
         try:
             ray.kill(handle.actor, no_restart=True)
@@ -108,16 +112,19 @@ class RayCluster:
         self._event("metastores_reassigned", shard=handle.name, count=len(moved))
         await self.add_shard(f"{handle.name.split('.')[0]}.{next(self.generation)}")
 
-    @staticmethod
-    async def _ping(handle: ShardHandle) -> tuple[str | None, bool]:
+    async def _ping(self, handle: ShardHandle) -> tuple[str | None, bool]:
         """What is wrong with a shard, if anything, and whether it is certainly dead."""
         try:
-            stalled = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
+            stalled, answered = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
         except ray.exceptions.RayActorError as e:
             return type(e).__name__, True
         except Exception as e:    # no answer in time
             return type(e).__name__, False
-        return (None if stalled < HUNG_AFTER else f"serving loop stalled {stalled:.1f} s"), False
+        answering = answered != self.answered.get(handle.name, answered)     # first ping: no baseline yet
+        self.answered[handle.name] = answered
+        if stalled < HUNG_AFTER or answering:
+            return None, False
+        return f"serving loop stalled {stalled:.1f} s, no answer sent since the last ping", False
 
     def _event(self, kind: str, **fields) -> None:
         self.events.append({"t": time.time(), "event": kind, **fields})

@@ -4,7 +4,8 @@ Ray carries only control calls (start, own, drop, stats); requests reach the
 shard over HTTP, from the router or straight from a routing-aware client. The
 supervisor's `ping` runs in a concurrency group of its own (its own thread and event
 loop), so a shard busy with a queue of requests still answers it at once; it reports
-how long ago the serving loop last beat, which tells a busy shard from a hung one.
+how long ago the serving loop last beat and how many answers it has sent, which together
+tell a busy shard (late beats, answers still going out) from a hung one (neither).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ShardActor:
         self.shard: Shard | None = None
         self.runner: web.AppRunner | None = None
         self.heartbeat = time.monotonic()       # the serving loop's last beat
+        self.answered = 0                       # HTTP answers the serving loop has sent
         self._beating: asyncio.Task | None = None    # held so the loop keeps the task
 
     async def start(self, host: str | None = "127.0.0.1") -> str:
@@ -41,7 +43,9 @@ class ShardActor:
         host = host or ray.util.get_node_ip_address()
         store = await Store.open(self.db_url)
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
-        self.runner = web.AppRunner(make_shard_app(self.shard, Authenticator(store)), access_log=None)
+        app = make_shard_app(self.shard, Authenticator(store))
+        app.on_response_prepare.append(self._count_answer)
+        self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, 0)
         await site.start()
@@ -53,6 +57,9 @@ class ShardActor:
         while True:
             self.heartbeat = time.monotonic()
             await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def _count_answer(self, request, response) -> None:
+        self.answered += 1
 
     async def own(self, metastore_ids: list[str], warm: bool = False) -> None:
         """Serve these metastores; with `warm`, build their state now instead of on first use."""
@@ -75,10 +82,11 @@ class ShardActor:
         return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached}
 
     @ray.method(concurrency_group="control")
-    async def ping(self) -> float:
-        """Seconds since the serving event loop last beat: a loop busy with requests still beats
-        between them (a fraction of a second late at most), a hung one does not."""
-        return time.monotonic() - self.heartbeat
+    async def ping(self) -> tuple[float, int]:
+        """(seconds since the serving event loop last beat, answers sent so far). A loop busy with
+        requests beats between them, late by as much as its queue takes on a slow machine, and
+        keeps sending answers; a hung one does neither."""
+        return time.monotonic() - self.heartbeat, self.answered
 
     async def pause(self, seconds: float) -> None:
         """Chaos: stop serving (HTTP and Ray calls on the serving loop) for `seconds`, as a hung loop

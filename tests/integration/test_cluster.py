@@ -92,7 +92,7 @@ async def test_a_busy_shard_is_not_taken_for_dead(cluster, cws):
     for _ in range(3):              # on a busy machine the pings may all miss a stall: stall again
         stall = handle.actor.pause.remote(1.2)
         while stalled is None and not ray.wait([stall], timeout=0)[0]:
-            lag = await asyncio.wait_for(handle.actor.ping.remote(), 5)
+            lag, _ = await asyncio.wait_for(handle.actor.ping.remote(), 5)
             stalled = lag if lag > 0.3 else None
             await asyncio.sleep(0.05)
         await stall

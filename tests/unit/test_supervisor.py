@@ -1,5 +1,6 @@
 """The supervisor's verdict on a shard: one late ping makes it a suspect, HUNG_STRIKES in a row
-make it hung, a dead actor is replaced at once, and a good ping clears the suspicion."""
+make it hung, a dead actor is replaced at once, a good ping clears the suspicion, and a shard
+whose loop beats late but still sends answers is busy, not hung."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from shardcat.router.routing import ShardHandle
 
 
 class Pings:
-    """Stands in for an actor's `ping` method: answers (or raises) from a script, one per call."""
+    """Stands in for an actor's `ping` method: answers (or raises) from a script, one per call.
+    A number is the loop's stall with no new answer sent; a tuple is (stall, answers sent)."""
 
     def __init__(self, script):
         self.script = list(script)
 
     def remote(self):
         answer = self.script.pop(0)
+        if isinstance(answer, (int, float)):
+            answer = (answer, 0)
 
         async def reply():
             if isinstance(answer, BaseException):
@@ -94,3 +98,15 @@ def test_answers_in_time_are_left_alone(supervisor):
     handle = ShardHandle("shard-0", "http://x", FakeActor([0.1, HUNG_AFTER - 0.01, 0.0]))
     check(cluster, handle, 3)
     assert cluster.events == [] and cluster.routing.died == [] and added == []
+
+
+def test_a_loop_late_but_still_answering_is_busy_not_hung(supervisor):
+    cluster, added = supervisor
+    late = HUNG_AFTER + 1.0
+    handle = ShardHandle("shard-0", "http://x", FakeActor([(0.1, 5)] + [(late, n) for n in (10, 25, 40, 41)]
+                                                           + [(late, 41)] * HUNG_STRIKES))
+    check(cluster, handle, 5)
+    assert cluster.events == [] and cluster.routing.died == [] and added == []
+    check(cluster, handle, HUNG_STRIKES)        # the answers stop while the loop stays stalled: hung
+    assert kinds(cluster)[-2:] == ["shard_unresponsive", "metastores_reassigned"]
+    assert cluster.routing.died == ["shard-0"] and cluster.answered == {}
