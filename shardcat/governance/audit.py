@@ -71,6 +71,11 @@ class AuditLog:
         if len(self.pending) >= self.batch:
             self._wake.set()
 
+    @property
+    def submitted(self) -> int:
+        """Events offered so far, kept or dropped: one or more per answered API request."""
+        return self.stats["recorded"] + self.stats["dropped"]
+
     async def start(self, app=None) -> None:
         global _default
         _default = self

@@ -16,6 +16,7 @@ import time
 import ray
 from aiohttp import web
 
+from ..governance import audit
 from ..router.middleware import Authenticator
 from ..store.db import Store
 from .http import make_shard_app
@@ -34,7 +35,7 @@ class ShardActor:
         self.shard: Shard | None = None
         self.runner: web.AppRunner | None = None
         self.heartbeat = time.monotonic()       # the serving loop's last beat
-        self.answered = 0                       # HTTP answers the serving loop has sent
+        self.audit: audit.AuditLog | None = None    # it counts the answers the serving loop has sent
         self._beating: asyncio.Task | None = None    # held so the loop keeps the task
 
     async def start(self, host: str | None = "127.0.0.1") -> str:
@@ -44,7 +45,9 @@ class ShardActor:
         store = await Store.open(self.db_url)
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
         app = make_shard_app(self.shard, Authenticator(store))
-        app.on_response_prepare.append(self._count_answer)
+        # Through the module: Ray ships this class by value, so a name imported into it is a copy
+        # (an AppKey copy finds nothing).
+        self.audit = app[audit.APP_KEY]
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, 0)
@@ -57,9 +60,6 @@ class ShardActor:
         while True:
             self.heartbeat = time.monotonic()
             await asyncio.sleep(HEARTBEAT_SECONDS)
-
-    async def _count_answer(self, request, response) -> None:
-        self.answered += 1
 
     async def own(self, metastore_ids: list[str], warm: bool = False) -> None:
         """Serve these metastores; with `warm`, build their state now instead of on first use."""
@@ -86,7 +86,7 @@ class ShardActor:
         """(seconds since the serving event loop last beat, answers sent so far). A loop busy with
         requests beats between them, late by as much as its queue takes on a slow machine, and
         keeps sending answers; a hung one does neither."""
-        return time.monotonic() - self.heartbeat, self.answered
+        return time.monotonic() - self.heartbeat, self.audit.submitted if self.audit else 0
 
     async def pause(self, seconds: float) -> None:
         """Chaos: stop serving (HTTP and Ray calls on the serving loop) for `seconds`, as a hung loop
