@@ -10,12 +10,16 @@ turning with a queue of requests, is left alone: the ping is answered off that l
 (shards/actor.py), and however late its beats on an overloaded machine, answers go out.
 Killing it would only pile its load on the survivors.
 One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
-a second at a time.
+a second at a time. For the same reason a shard's silence (a stalled loop, an unanswered ping)
+counts only as far as the supervisor's own process was running meanwhile: when the machine
+stops every process at once, every shard looks hung, and killing a healthy one only turns a
+pause into failed requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import time
@@ -32,6 +36,44 @@ PING_INTERVAL = 0.25
 PING_TIMEOUT = 1.5
 HUNG_AFTER = 1.5        # seconds without a beat of a shard's serving loop: hung, not busy
 HUNG_STRIKES = 2        # pings in a row that find a shard stalled or unanswering (a dead actor: at once)
+OK, SUSPECT, DEAD, UNSURE = "ok", "suspect", "dead", "unsure"     # a ping's verdicts
+
+
+class LoopWatch:
+    """Watches this process's own event loop: for how long, lately, could it not run?"""
+
+    TICK = 0.1
+
+    def __init__(self):
+        self.last_tick: float | None = None     # None: not watching
+        self.stalls: collections.deque[tuple[float, float]] = collections.deque(maxlen=256)  # (ended, seconds)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.last_tick = time.monotonic()
+        self._task = asyncio.create_task(self._watch())
+
+    def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.TICK)
+            now = time.monotonic()
+            if now - self.last_tick > 2 * self.TICK:
+                self.stalls.append((now, now - self.last_tick - self.TICK))
+            self.last_tick = now
+
+    def stalled_since(self, moment: float) -> float:
+        """Seconds after `moment` that the loop could not run (the stall ending just now included)."""
+        if self.last_tick is None:
+            return 0.0
+        now = time.monotonic()
+        stalls = list(self.stalls)
+        if now - self.last_tick > 2 * self.TICK:       # not yet recorded: the watch has not run since
+            stalls.append((now, now - self.last_tick - self.TICK))
+        return sum(min(seconds, ended - moment) for ended, seconds in stalls if ended > moment)
 
 
 class RayCluster:
@@ -45,6 +87,7 @@ class RayCluster:
         self.events: list[dict] = []      # failover timeline: what happened when
         self.strikes: dict[str, int] = {}  # shard -> pings in a row that found it stalled or silent
         self.answered: dict[str, int] = {}  # shard -> answers it had sent at its last ping
+        self.own_loop = LoopWatch()
         self._supervisor: asyncio.Task | None = None
 
     async def start(self, shards: int) -> None:
@@ -53,6 +96,7 @@ class RayCluster:
                      configure_logging=False, ignore_reinit_error=True)
         await self.routing.load_assignments()
         await asyncio.gather(*(self.add_shard(f"shard-{i}") for i in range(shards)))
+        self.own_loop.start()
         self._supervisor = asyncio.create_task(self._supervise())
 
     async def add_shard(self, name: str) -> ShardHandle:
@@ -72,6 +116,7 @@ class RayCluster:
     async def stop(self) -> None:
         if self._supervisor:
             self._supervisor.cancel()
+        self.own_loop.stop()
         for handle in self.routing.shards.values():
             if handle.alive:
                 ray.kill(handle.actor, no_restart=True)
@@ -92,11 +137,14 @@ class RayCluster:
                     self._event("rebalanced", metastore=moved)
 
     async def _check(self, handle: ShardHandle) -> None:
-        problem, dead = await self._ping(handle)
-        if problem is None:
+        verdict, problem = await self._ping(handle)
+        if verdict == OK:
             self.strikes.pop(handle.name, None)
             return
-        strikes = HUNG_STRIKES if dead else self.strikes.get(handle.name, 0) + 1
+        if verdict == UNSURE:
+            self._event("shard_check_inconclusive", shard=handle.name, error=problem)
+            return
+        strikes = HUNG_STRIKES if verdict == DEAD else self.strikes.get(handle.name, 0) + 1
         if strikes < HUNG_STRIKES:
             self.strikes[handle.name] = strikes
             self._event("shard_suspect", shard=handle.name, error=problem)
@@ -112,19 +160,27 @@ class RayCluster:
         self._event("metastores_reassigned", shard=handle.name, count=len(moved))
         await self.add_shard(f"{handle.name.split('.')[0]}.{next(self.generation)}")
 
-    async def _ping(self, handle: ShardHandle) -> tuple[str | None, bool]:
-        """What is wrong with a shard, if anything, and whether it is certainly dead."""
+    async def _ping(self, handle: ShardHandle) -> tuple[str, str | None]:
+        """The verdict on a shard (OK, SUSPECT, DEAD or UNSURE) and what is wrong with it."""
+        asked = time.monotonic()
         try:
             stalled, answered = await asyncio.wait_for(handle.actor.ping.remote(), PING_TIMEOUT)
         except ray.exceptions.RayActorError as e:
-            return type(e).__name__, True
+            return DEAD, type(e).__name__
         except Exception as e:    # no answer in time
-            return type(e).__name__, False
-        answering = answered != self.answered.get(handle.name, answered)     # first ping: no baseline yet
-        self.answered[handle.name] = answered
-        if stalled < HUNG_AFTER or answering:
-            return None, False
-        return f"serving loop stalled {stalled:.1f} s, no answer sent since the last ping", False
+            silent, limit, problem = max(time.monotonic() - asked, PING_TIMEOUT), PING_TIMEOUT, type(e).__name__
+        else:
+            answering = answered != self.answered.get(handle.name, answered)     # first ping: no baseline yet
+            self.answered[handle.name] = answered
+            if stalled < HUNG_AFTER or answering:
+                return OK, None
+            silent, limit = stalled, HUNG_AFTER
+            problem = f"serving loop stalled {stalled:.1f} s, no answer sent since the last ping"
+        # Only the part of the shard's silence that this process spent running is evidence.
+        own_stall = self.own_loop.stalled_since(time.monotonic() - silent)
+        if silent - own_stall < limit:
+            return UNSURE, f"{problem}; the supervisor itself could not run for {own_stall:.1f} s of it"
+        return SUSPECT, problem
 
     def _event(self, kind: str, **fields) -> None:
         self.events.append({"t": time.time(), "event": kind, **fields})

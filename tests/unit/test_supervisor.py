@@ -1,34 +1,36 @@
 """The supervisor's verdict on a shard: one late ping makes it a suspect, HUNG_STRIKES in a row
-make it hung, a dead actor is replaced at once, a good ping clears the suspicion, and a shard
-whose loop beats late but still sends answers is busy, not hung."""
+make it hung, a dead actor is replaced at once, a good ping clears the suspicion, a shard
+whose loop beats late but still sends answers is busy, not hung, and a check during which the
+supervisor's own process stalled proves nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import ray
 
-from shardcat.cluster.ray_cluster import HUNG_AFTER, HUNG_STRIKES, RayCluster
+from shardcat.cluster.ray_cluster import HUNG_AFTER, HUNG_STRIKES, LoopWatch, RayCluster
 from shardcat.router.routing import ShardHandle
 
 
 class Pings:
     """Stands in for an actor's `ping` method: answers (or raises) from a script, one per call.
-    A number is the loop's stall with no new answer sent; a tuple is (stall, answers sent)."""
+    A number is the loop's stall with no new answer sent; a tuple is (stall, answers sent); a
+    function is called for the answer when the ping is awaited."""
 
     def __init__(self, script):
         self.script = list(script)
 
     def remote(self):
         answer = self.script.pop(0)
-        if isinstance(answer, (int, float)):
-            answer = (answer, 0)
 
         async def reply():
-            if isinstance(answer, BaseException):
-                raise answer
-            return answer
+            result = answer() if callable(answer) else answer
+            if isinstance(result, BaseException):
+                raise result
+            return (result, 0) if isinstance(result, (int, float)) else result
         return reply()
 
 
@@ -110,3 +112,57 @@ def test_a_loop_late_but_still_answering_is_busy_not_hung(supervisor):
     check(cluster, handle, HUNG_STRIKES)        # the answers stop while the loop stays stalled: hung
     assert kinds(cluster)[-2:] == ["shard_unresponsive", "metastores_reassigned"]
     assert cluster.routing.died == ["shard-0"] and cluster.answered == {}
+
+
+def test_the_loop_watch_sees_its_own_process_stall():
+    async def run():
+        watch = LoopWatch()
+        watch.start()
+        await asyncio.sleep(0.2)
+        before = time.monotonic()
+        time.sleep(0.8)                         # the loop cannot run, as when the machine stops the process
+        assert watch.stalled_since(before) >= 0.6   # seen at once, before the watch itself has run again
+        await asyncio.sleep(0.2)
+        assert watch.stalled_since(before) >= 0.6   # and remembered after
+        assert watch.stalled_since(time.monotonic() + 1) == 0
+        watch.stop()
+    asyncio.run(run())
+
+
+def stalls_with_the_machine(seconds, answer):
+    """A ping during which the supervisor's process stops too (here: its loop is blocked)."""
+    def ping():
+        time.sleep(seconds)
+        return answer
+    return ping
+
+
+def test_silence_the_supervisor_shared_is_no_evidence(supervisor):
+    cluster, added = supervisor
+    # The shard's loop stalled 2 s / the ping went unanswered, but the supervisor was stopped for
+    # 0.8 s of it: what it saw of the silence is under the limit.
+    shared = [stalls_with_the_machine(0.8, HUNG_AFTER + 0.5), stalls_with_the_machine(0.8, asyncio.TimeoutError())]
+    handle = ShardHandle("shard-0", "http://x", FakeActor(shared * HUNG_STRIKES))
+
+    async def run():
+        cluster.own_loop.start()
+        for _ in range(2 * HUNG_STRIKES):
+            await cluster._check(handle)
+        cluster.own_loop.stop()
+    asyncio.run(run())
+    assert kinds(cluster) == ["shard_check_inconclusive"] * (2 * HUNG_STRIKES)
+    assert cluster.routing.died == [] and cluster.strikes == {} and added == []
+
+
+def test_a_hang_longer_than_the_supervisors_own_stall_is_still_a_hang(supervisor):
+    cluster, added = supervisor
+    handle = ShardHandle("shard-0", "http://x", FakeActor([stalls_with_the_machine(0.8, 5.0)] * HUNG_STRIKES))
+
+    async def run():
+        cluster.own_loop.start()
+        for _ in range(HUNG_STRIKES):
+            await cluster._check(handle)
+        cluster.own_loop.stop()
+    asyncio.run(run())
+    assert kinds(cluster)[-2:] == ["shard_unresponsive", "metastores_reassigned"]
+    assert cluster.routing.died == ["shard-0"] and len(added) == 1
