@@ -10,7 +10,8 @@ One run, on this machine, one embedded PostgreSQL for all of it:
    clients, through the router and straight to the owner shard (its URL from
    GET /shardcat/routing, the way a client library routes itself).
 2. The same server restarted with `--no-cache` on the same database: the same rows.
-3. The bare aiohttp server (benchmarks/bare_server.py) with constant answers of the same sizes.
+3. The bare aiohttp server (benchmarks/bare_server.py) with constant answers of the same sizes,
+   on uvloop like the servers measured (benchmarks/bench_loop.py compares the loops).
 4. A metastore of 100,000 tables (bulk-inserted into PostgreSQL in one metastore write, the
    way `Store.write` records one), served by a fresh `shardcat serve --shards 1`: time of the
    first getTable (the new owner builds its state, the storage-path trie, lazily), time to list
@@ -333,7 +334,8 @@ def markdown(run: dict) -> str:
         f"- **Load:** closed loop of N asyncio clients in one process sharing one keep-alive aiohttp session; "
         f"{run['warmup_s']:g} s warm-up then {run['duration_s']:g} s measured per row; latency from sending a request "
         "to having read its whole body. **Ceiling** (*bare*): `benchmarks/bare_server.py` answering constant "
-        "bodies of the same sizes on the same URLs, measured the same way in the same run.",
+        "bodies of the same sizes on the same URLs, measured the same way in the same run. All servers run on "
+        "uvloop, `shardcat serve`'s default.",
         "- **Caveat:** the load generator, the servers, Ray and PostgreSQL share the machine's cores, so the "
         "client's own CPU is part of every number (the ceiling's too). ⚠: during that row other processes used "
         f"more than {h.NOISY_CORES} cores. Per-row CPU (server tree, PostgreSQL, client, rest) is in the raw JSON.",

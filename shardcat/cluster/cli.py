@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from pathlib import Path
+
+import uvloop
 
 from ..client.cli import add_client_commands, run_client
 from ..shards.shard import CacheConfig
@@ -17,7 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "serve":
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve_forever(serve_config(args)))
+    if args.event_loop == "asyncio":
+        # Ray gives its async actors (the shards) uvloop whenever it is installed, unless told not to;
+        # a local Ray's workers inherit this process's environment.
+        os.environ["RAY_USE_UVLOOP"] = "0"
+        asyncio.run(serve_forever(serve_config(args)))
+    else:
+        uvloop.run(serve_forever(serve_config(args)))
     return 0
 
 
@@ -36,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-cache", action="store_true",
                        help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
     serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound per metastore, in MiB")
+    serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
+                       help="the event loop of the server and of a local Ray's shards: uvloop (default) or "
+                            "asyncio's own, for comparison")
     serve.add_argument("--log-level", default="INFO")
     add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
     return parser

@@ -24,6 +24,12 @@ def test_cache_and_cluster_flags():
     assert (c.shards, c.ray_address, c.db) == (3, "auto", "postgresql://x/y")
 
 
+def test_the_event_loop_is_uvloop_unless_asked_for_asyncio():
+    parser = build_parser()
+    assert parser.parse_args(["serve"]).event_loop == "uvloop"
+    assert parser.parse_args(["serve", "--event-loop", "asyncio"]).event_loop == "asyncio"
+
+
 def test_the_ray_config_readme_command_parses():
     readme = (ROOT / "ray-config" / "README.md").read_text()
     command = re.search(r'"(shardcat serve [^"]+)"', readme).group(1)
