@@ -40,17 +40,18 @@ OK, SUSPECT, DEAD, UNSURE = "ok", "suspect", "dead", "unsure"     # a ping's ver
 
 
 class LoopWatch:
-    """Watches this process's own event loop: for how long, lately, could it not run?"""
+    """Watches this process's own event loop: for how long, lately, was it stopped (not busy)?"""
 
     TICK = 0.1
 
     def __init__(self):
         self.last_tick: float | None = None     # None: not watching
+        self.last_cpu = 0.0                     # the loop thread's CPU time at the last tick
         self.stalls: collections.deque[tuple[float, float]] = collections.deque(maxlen=256)  # (ended, seconds)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self.last_tick = time.monotonic()
+        self.last_tick, self.last_cpu = time.monotonic(), time.thread_time()
         self._task = asyncio.create_task(self._watch())
 
     def stop(self) -> None:
@@ -60,19 +61,23 @@ class LoopWatch:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.TICK)
-            now = time.monotonic()
-            if now - self.last_tick > 2 * self.TICK:
-                self.stalls.append((now, now - self.last_tick - self.TICK))
-            self.last_tick = now
+            now, stopped = time.monotonic(), self._stopped_since_tick()
+            if stopped > self.TICK:
+                self.stalls.append((now, stopped))
+            self.last_tick, self.last_cpu = now, time.thread_time()
+
+    def _stopped_since_tick(self) -> float:
+        # Late while running other work is a busy loop, which stalls no shard; late without using
+        # the CPU is a process the machine stopped.
+        return time.monotonic() - self.last_tick - self.TICK - (time.thread_time() - self.last_cpu)
 
     def stalled_since(self, moment: float) -> float:
         """Seconds after `moment` that the loop could not run (the stall ending just now included)."""
         if self.last_tick is None:
             return 0.0
-        now = time.monotonic()
-        stalls = list(self.stalls)
-        if now - self.last_tick > 2 * self.TICK:       # not yet recorded: the watch has not run since
-            stalls.append((now, now - self.last_tick - self.TICK))
+        now, stalls, ongoing = time.monotonic(), list(self.stalls), self._stopped_since_tick()
+        if ongoing > self.TICK:       # not yet recorded: the watch has not run since
+            stalls.append((now, ongoing))
         return sum(min(seconds, ended - moment) for ended, seconds in stalls if ended > moment)
 
 
