@@ -11,7 +11,7 @@ per request; a POST body is read and ignored):
     python -m benchmarks.bare_server --port 0 --get-size 2500 --list-size 250000 --resolve-size 125000
 
 prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.
-It runs on uvloop, as `shardcat serve` does; `--event-loop asyncio` for asyncio's own loop.
+It runs on uvloop, as `shardcat serve` does.
 """
 
 from __future__ import annotations
@@ -82,10 +82,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="bytes of the body for GET .../tables (default: --get-size)")
     parser.add_argument("--resolve-size", type=int, default=None,
                         help="bytes of the body for POST .../resolve (default: --get-size)")
-    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop")
     args = parser.parse_args(argv)
-    run = uvloop.run if args.event_loop == "uvloop" else asyncio.run
-    run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size, args.resolve_size or args.get_size))
+    uvloop.run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size, args.resolve_size or args.get_size))
 
 
 if __name__ == "__main__":

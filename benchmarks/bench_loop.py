@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import glob
-import re
 import shlex
 import shutil
 import subprocess
@@ -45,12 +44,13 @@ async def send_all(reqs: list[h.Request], token: str, *, warming: bool = False) 
     async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=600)) as session:
         async def client() -> None:
             for r in todo:
-                for attempt in range(10 if warming else 1):
+                attempts = 10 if warming else 1
+                for attempt in range(attempts):
                     async with session.request(r.method, r.url, data=r.body) as resp:
                         await resp.read()
                         if resp.status == 200:
                             break
-                        if resp.status != 503 or attempt == 9 or not warming:
+                        if resp.status != 503 or attempt == attempts - 1:
                             raise RuntimeError(f"{r.method} {r.url}: HTTP {resp.status}")
         await asyncio.gather(*(client() for _ in range(CLIENTS)))
 
@@ -65,20 +65,13 @@ def total_instructions(dump: str) -> int:
 async def measure_loop(loop: str, tmp: Path, db: str, data_dir: Path, counts: dict[str, int]) -> dict[str, float]:
     out = tmp / f"callgrind-{loop}"
     out.mkdir()
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p", "--dump-instr=no",
-            sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir), "--db", db,
-            "--log-level", "WARNING", "--event-loop", loop]
+    wrapper = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p", "--dump-instr=no")
     h.log(f"== {loop}: starting shardcat serve under callgrind (takes minutes)")
     started = time.perf_counter()
-    h.START_TIMEOUT, saved = START_UNDER_CALLGRIND, h.START_TIMEOUT
-    try:
-        child, match = h.spawn(argv, out / "serve.log", r"admin token in (\S+)", f"shardcat ({loop}, callgrind)")
-    finally:
-        h.START_TIMEOUT = saved
+    server = h.start_shardcat(data_dir, db, "--event-loop", loop, name=f"shardcat-{loop}-callgrind", wrapper=wrapper,
+                              start_timeout=START_UNDER_CALLGRIND)
     h.log(f"  started in {time.perf_counter() - started:.0f} s")
-    token = Path(match.group(1)).read_text().strip()
-    api = re.search(r"shardcat listening on (http://\S+)", (out / "serve.log").read_text()).group(1)
-    base = api[: -len(h.PREFIX)]
+    child, token, base = server.child, server.token, server.base
     loads = {"getTable": h.get_requests(base, CATALOG, SCHEMA, TABLES),
              "batch": h.batch_requests(base, CATALOG, SCHEMA, TABLES)}
     per_request = {}

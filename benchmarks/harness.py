@@ -83,7 +83,8 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
-def spawn(argv: list[str], logfile: Path, ready: str, name: str) -> tuple[Child, re.Match]:
+def spawn(argv: list[str], logfile: Path, ready: str, name: str,
+          start_timeout: float = START_TIMEOUT) -> tuple[Child, re.Match]:
     """Start `argv` (output to `logfile`); wait, bounded, until its output matches the regex `ready`."""
     log(f"  $ {shlex.join(argv)}")
     # RAY_ADDRESS=local: a shardcat with shards starts a Ray of its own (never joins another's,
@@ -96,7 +97,7 @@ def spawn(argv: list[str], logfile: Path, ready: str, name: str) -> tuple[Child,
     child = Child(proc, name, logfile)
     _children.append(child)
     pattern = re.compile(ready)
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + start_timeout
     while time.monotonic() < deadline:
         match = pattern.search(logfile.read_text(errors="replace"))
         if match:
@@ -220,12 +221,14 @@ class Server:
     token: str
 
 
-def start_shardcat(data_dir: Path, db_url: str, *extra: str, name: str = "shardcat") -> Server:
-    """`shardcat serve` as its own process (never in the load generator's event loop)."""
+def start_shardcat(data_dir: Path, db_url: str, *extra: str, name: str = "shardcat", wrapper: tuple[str, ...] = (),
+                   start_timeout: float = START_TIMEOUT) -> Server:
+    """`shardcat serve` as its own process (never in the load generator's event loop); `wrapper`
+    runs it under another program (e.g. valgrind)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir), "--db", db_url,
-            "--log-level", "WARNING", *extra]
-    child, match = spawn(argv, data_dir / f"{name}.log", r"admin token in (\S+)", name)
+    argv = [*wrapper, sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir),
+            "--db", db_url, "--log-level", "WARNING", *extra]
+    child, match = spawn(argv, data_dir / f"{name}.log", r"admin token in (\S+)", name, start_timeout)
     api = re.search(r"shardcat listening on (http://\S+)", data_dir.joinpath(f"{name}.log").read_text()).group(1)
     token = Path(match.group(1)).read_text().strip()
     log(f"  {name} listening on {api} (pid {child.pid})")
