@@ -318,7 +318,7 @@ async def require_data_access(shard, caller: Caller, asset: Asset, *, write: boo
     parent = None
     if asset.type == "model_version":
         ms = caller.metastore()
-        parent = await shard.read(ms, shard.store.get_asset_by_id(ms, asset.parent_id))
+        parent = await shard.lookup_id(ms, asset.parent_id, caller.min_version)
     decision = data_decision(authz, asset, write=write, parent=parent)
     if not decision.allowed:
         raise denied(decision.reason)

@@ -193,7 +193,7 @@ async def _credential_asset(shard, caller, url: str):
         meta = await shard.store.get_metastore(ms)
         credential_id = (meta.info.get("storage_root_credential_id") if meta else None) or ""
         if credential_id:
-            credential = await shard.read(ms, shard.store.get_asset_by_id(ms, credential_id))
+            credential = await shard.lookup_id(ms, credential_id, caller.min_version)
             if credential is not None and credential.type == "credential":
                 return credential, None
             return None, f"the metastore's storage_root_credential_id '{credential_id}' names no credential"

@@ -64,7 +64,7 @@ class TemporaryCredentials:
 
     async def _by_id(self, caller: Caller, asset_id: str, type_name: str, label: str):
         ms = caller.metastore()
-        asset = await self.shard.read(ms, self.store.get_asset_by_id(ms, asset_id))
+        asset = await self.shard.lookup_id(ms, asset_id, caller.min_version)
         if asset is None or asset.type != type_name:
             raise not_found(f"{label} with id '{asset_id}' does not exist.")
         audit.annotate(type_name.upper(), asset.full_name, asset.id)

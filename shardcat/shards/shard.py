@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import uuid
 from dataclasses import dataclass, field
 
 from ..cache.metastore_cache import MISS, MetastoreCache
@@ -224,6 +225,24 @@ class Shard:
             if hit is not MISS:
                 return hit
         version, asset = await self.store.get_asset(metastore_id, namespace, full_name)
+        await self.observed(metastore_id, version)
+        if state.cache is not None and asset is not None:
+            state.cache.fill([asset], version)
+        return asset
+
+    async def lookup_id(self, metastore_id: str, asset_id: str, min_version: int = 0) -> Asset | None:
+        """The asset with that id, from the cache at the known version, else from the database;
+        None for an id that is not a UUID (no asset has one)."""
+        try:
+            asset_id = str(uuid.UUID(asset_id))
+        except (TypeError, ValueError):
+            return None
+        state = await self.state(metastore_id, min_version)
+        if state.cache is not None:
+            hit = state.cache.get(asset_id, state.version)
+            if hit is not MISS:
+                return hit
+        version, asset = await self.store.get_asset_by_id(metastore_id, asset_id)
         await self.observed(metastore_id, version)
         if state.cache is not None and asset is not None:
             state.cache.fill([asset], version)

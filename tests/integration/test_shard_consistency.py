@@ -164,3 +164,30 @@ def test_the_cache_serves_reads_and_the_session_version_keeps_them_fresh(pg_url,
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_lookup_by_id_is_served_from_the_cache_and_kept_fresh(pg_url, tmp_path):
+    """Endpoints that name an asset by id (temporary credentials, a model version's model) read it
+    like lookups by name: from the cache, caught up to the client's version first; an id that is
+    not a UUID, or that no asset has, is None."""
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=2)
+        try:
+            metastore_id = await _new_metastore(store, f"file://{tmp_path}")
+            a, b = Shard(store, "a"), Shard(store, "b")
+            caller = Caller("admin", 1, True, 1, metastore_id)
+            catalog = await CatalogService(a).create(caller, "catalog", {"name": "c", "comment": "old"})
+            assert (await b.lookup_id(metastore_id, catalog["id"])).info["comment"] == "old"   # read, cached
+            stats = b.states[metastore_id].cache.stats()
+            await CatalogService(a).update(caller, "catalog", "c", {"comment": "new"})
+            assert (await b.lookup_id(metastore_id, catalog["id"].upper())).info["comment"] == "old"
+            assert b.states[metastore_id].cache.stats()["hits"] == stats["hits"] + 1
+            assert b.states[metastore_id].cache.stats()["misses"] == stats["misses"]
+            seen = a.version_of(metastore_id)
+            assert (await b.lookup_id(metastore_id, catalog["id"], seen)).info["comment"] == "new"
+            assert await b.lookup_id(metastore_id, "not-a-uuid") is None
+            assert await b.lookup_id(metastore_id, str(uuid.uuid4())) is None
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

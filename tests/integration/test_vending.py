@@ -313,6 +313,12 @@ async def test_managed_storage_uses_the_metastores_root_credential(sts, server, 
     assert denied(lambda: s3.get_object(Bucket=b, Key="root/m/x"))
     assert denied(lambda: s3.put_object(Bucket=b, Key=ws.storage_root.removeprefix(f"s3://{b}/") + "/x", Body=b"x"))
 
+    for wrong in ("not-a-uuid", str(uuid.uuid4()), table["table_id"]):
+        await ok(ws, "PATCH", f"/metastores/{ws.metastore_id}", json={"storage_root_credential_id": wrong})
+        status, body = await ws.call("POST", "/temporary-table-credentials", json=ask)
+        assert status == 400 and body["error_code"] == "FAILED_PRECONDITION", body
+        assert f"storage_root_credential_id '{wrong}' names no credential" in body["message"]
+
     await ok(ws, "PATCH", f"/metastores/{ws.metastore_id}", json={"storage_root_credential_id": ""})
     monkeypatch.setenv("SHARDCAT_STORAGE_ROOT_ROLE_ARN", sts["role"])
     got = await ok(ws, "POST", "/temporary-table-credentials", json={**ask, "operation": "READ"})
