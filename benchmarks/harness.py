@@ -355,7 +355,21 @@ def machine() -> dict:
             commit += " + uncommitted changes"
     return {"cores": usable, "cpu_model": model, "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
             "kernel": platform.release(), "python": platform.python_version(), "aiohttp": aiohttp.__version__,
-            "commit": commit}
+            "commit": commit, "running_share": running_share()}
+
+
+def running_share(seconds: float = 2.0) -> float:
+    """The share of `seconds` of wall time in which a busy thread of this process actually ran.
+    Well under 1 on an idle machine means the host held the whole VM back, which neither the load
+    nor the steal time inside it shows; every wall-clock number of the run then carries such gaps."""
+    start = last = time.perf_counter()
+    lost = 0.0
+    while last - start < seconds:
+        now = time.perf_counter()
+        if now - last > 0.002:       # longer than a time slice: the thread was not running
+            lost += now - last
+        last = now
+    return round(1 - lost / (last - start), 3)
 
 
 def tree_cpu(pids: list[int]) -> dict[int, float]:
@@ -579,7 +593,9 @@ def fmt_rps(r: Result | None) -> str:
 
 def machine_line(m: dict, pg_version: str | None) -> str:
     return (f"{m['cores']} cores, {m['cpu_model']}, {m['ram_gib']} GiB RAM; Linux {m['kernel']}, Python {m['python']}, "
-            f"aiohttp {m['aiohttp']}, PostgreSQL {pg_version or '?'} (embedded); commit {m['commit'] or 'unknown'}")
+            f"aiohttp {m['aiohttp']}, PostgreSQL {pg_version or '?'} (embedded); commit {m['commit'] or 'unknown'}"
+            + (f"; a busy thread ran {m['running_share']:.0%} of a 2 s window at the start (`harness.running_share`)"
+               if m.get("running_share") is not None else ""))
 
 
 def quick_banner(quick: bool) -> list[str]:

@@ -1,6 +1,8 @@
-"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes."""
+"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes,
+the running share."""
 
 from benchmarks.bare_server import json_body
+from benchmarks import harness
 from benchmarks.harness import percentile, write_section
 
 
@@ -26,3 +28,13 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
 def test_bare_bodies_have_the_exact_size():
     for size in (12, 100, 2506, 250753):
         assert len(json_body(size)) == size
+
+
+def test_running_share_counts_the_gaps_a_busy_thread_did_not_run(monkeypatch):
+    """A clock read every 1 ms, with one 0.5 s and one 0.25 s gap, over 1.25 s: it ran 40%."""
+    reads = [i / 1000 for i in range(251)]                       # 0 .. 0.25 s in 1 ms steps
+    reads += [0.75 + i / 1000 for i in range(251)]               # held 0.5 s, then to 1.0 s
+    reads += [1.25]                                              # held 0.25 s
+    clock = iter(reads)
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
+    assert harness.running_share(1.25) == 0.4
