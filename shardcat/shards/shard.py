@@ -224,11 +224,7 @@ class Shard:
             hit = state.cache.get_by_name(namespace, full_name, state.version)
             if hit is not MISS:
                 return hit
-        version, asset = await self.store.get_asset(metastore_id, namespace, full_name)
-        await self.observed(metastore_id, version)
-        if state.cache is not None and asset is not None:
-            state.cache.fill([asset], version)
-        return asset
+        return await self._read_through(state, self.store.get_asset(metastore_id, namespace, full_name))
 
     async def lookup_id(self, metastore_id: str, asset_id: str, min_version: int = 0) -> Asset | None:
         """The asset with that id, from the cache at the known version, else from the database;
@@ -242,8 +238,12 @@ class Shard:
             hit = state.cache.get(asset_id, state.version)
             if hit is not MISS:
                 return hit
-        version, asset = await self.store.get_asset_by_id(metastore_id, asset_id)
-        await self.observed(metastore_id, version)
+        return await self._read_through(state, self.store.get_asset_by_id(metastore_id, asset_id))
+
+    async def _read_through(self, state: MetastoreState, versioned_read) -> Asset | None:
+        """The asset of a store read returning (version, asset), once caught up to that version; cached."""
+        version, asset = await versioned_read
+        await self.observed(state.id, version)
         if state.cache is not None and asset is not None:
             state.cache.fill([asset], version)
         return asset
