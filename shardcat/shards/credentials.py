@@ -57,7 +57,6 @@ def _asset_id(body: dict, name: str) -> str:
 class TemporaryCredentials:
     def __init__(self, shard: Shard):
         self.shard = shard
-        self.store = shard.store
 
     async def _vend(self, caller: Caller, url: str, operation: str) -> dict:
         return await vend(self.shard, caller, url, write=operation in WRITES)
