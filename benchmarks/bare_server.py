@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resolve-size", type=int, default=None,
                         help="bytes of the body for POST .../resolve (default: --get-size)")
     args = parser.parse_args(argv)
-    uvloop.run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size, args.resolve_size or args.get_size))
+    uvloop.run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size,
+                     args.resolve_size or args.get_size))
 
 
 if __name__ == "__main__":
