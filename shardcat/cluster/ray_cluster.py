@@ -24,6 +24,7 @@ import itertools
 import logging
 import time
 
+import psutil
 import ray
 
 from ..shards.actor import ShardActor
@@ -81,6 +82,34 @@ class LoopWatch:
         return sum(min(seconds, ended - moment) for ended, seconds in stalls if ended > moment)
 
 
+def init_ray(address: str | None) -> None:
+    """Connect to Ray at `address`, or start a local one. A local start that fails half-way (its
+    raylet never came up, say) leaves its GCS server and helpers running, and Ray, never having
+    finished, will not stop them: they are stopped here, so a retry starts from a clean machine."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 ignore_reinit_error=True)
+    except BaseException:
+        _stop_processes([p for p in psutil.Process().children(recursive=True) if p.pid not in before])
+        raise
+
+
+def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+
+
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
                  cache: CacheConfig = CacheConfig()):
@@ -97,8 +126,7 @@ class RayCluster:
 
     async def start(self, shards: int) -> None:
         if not ray.is_initialized():
-            ray.init(address=self.ray_address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, ignore_reinit_error=True)
+            init_ray(self.ray_address)
         await self.routing.load_assignments()
         await asyncio.gather(*(self.add_shard(f"shard-{i}") for i in range(shards)))
         self.own_loop.start()

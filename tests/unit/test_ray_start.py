@@ -1,0 +1,36 @@
+"""A local Ray that fails to start leaves nothing running: the processes it spawned before
+failing are stopped, the error reaches the caller, and processes that were there before stay."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from shardcat.cluster import ray_cluster
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_a_failed_local_start_stops_what_it_spawned(monkeypatch):
+    spawned = []
+
+    def half_start(**kwargs):
+        # What Ray does when its raylet never comes up: the GCS server runs, then init raises.
+        spawned.append(subprocess.Popen(SLEEPER))
+        raise TimeoutError("raylet did not start")
+
+    monkeypatch.setattr(ray_cluster.ray, "init", half_start)
+    bystander = subprocess.Popen(SLEEPER)
+    try:
+        with pytest.raises(TimeoutError, match="raylet"):
+            ray_cluster.init_ray(None)
+        assert spawned[0].wait(timeout=10) is not None
+        assert bystander.poll() is None and psutil.pid_exists(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()
+        for p in spawned:
+            p.kill()
