@@ -8,20 +8,23 @@ for the cached ones it sends the metastore version their copy was taken at
 (`if_changed_since`), and the server answers "unchanged" (with fresh decisions, without the
 assets) unless the asset or a dependency was written since. An entry is dropped when this job
 changes the asset (a write) or when its credentials near expiry; `clear()` forgets everything.
-Calls and time
-spent in the catalog are counted, so a pipeline can report catalog time apart from Spark time.
+Calls and time spent in the catalog are counted, so a pipeline can report catalog time apart
+from Spark time. Calls reuse one kept-alive connection per thread (a TLS handshake per call
+would cost the catalog more than most answers do).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import select
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 
 PREFIX = "/api/2.1/unity-catalog"
+READ_ONLY_POSTS = ("/resolve",)   # POSTs that change nothing: safe to send again, like a GET
 CREDENTIAL_MARGIN_S = 60      # credentials this close to expiry are fetched again
 CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (shards/resolve.py)
 
@@ -100,28 +103,30 @@ class CatalogClient:
         self.stats = Stats()
         self.version = 0                          # newest metastore version any response showed
         self._cache: dict[tuple[str, str], Resolved] = {}
+        self._http = _Connections(self.api, timeout)
 
     # ---- HTTP ------------------------------------------------------------------------------
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
-        url = self.api + path + (("?" + urllib.parse.urlencode(params)) if params else "")
+        target = path + (("?" + urllib.parse.urlencode(params)) if params else "")
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        retry_safe = method == "GET" or (method == "POST" and path in READ_ONLY_POSTS)
         started = time.perf_counter()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                return json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            try:
-                err = json.loads(e.read() or b"{}")
-            except ValueError:
-                err = {}
-            raise CatalogError(err.get("error_code", f"HTTP_{e.code}"), err.get("message", str(e)),
-                               status=e.code) from None
+            status, raw = self._http.exchange(method, target, data, headers, retry_safe)
         finally:
             self.stats.calls += 1
             self.stats.seconds += time.perf_counter() - started
+        if status >= 400:
+            try:
+                err = json.loads(raw or b"{}")
+            except ValueError:
+                err = {}
+            err = err if isinstance(err, dict) else {}
+            raise CatalogError(err.get("error_code", f"HTTP_{status}"),
+                               err.get("message", raw[:200].decode("utf-8", "replace")), status=status)
+        return json.loads(raw or b"{}")
 
     # ---- batched resolve, cached for the job -------------------------------------------------
 
@@ -183,3 +188,48 @@ class CatalogClient:
 
     def cached(self) -> list[str]:
         return sorted(n for _, n in self._cache)
+
+
+class _Connections:
+    """One kept-alive HTTP connection to the catalog per calling thread. A connection the server
+    closed while it sat idle is noticed before it is used again; one that closes as a request
+    goes out costs a second attempt, for reads only (a write may have been applied)."""
+
+    def __init__(self, api: str, timeout: float):
+        parts = urllib.parse.urlsplit(api)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"The catalog URL must look like http(s)://host:port, got '{api}'.")
+        self._factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._host, self._port, self._path = parts.hostname, parts.port, parts.path
+        self._timeout = timeout
+        self._local = threading.local()
+
+    def exchange(self, method: str, target: str, data: bytes | None, headers: dict,
+                 retry_safe: bool) -> tuple[int, bytes]:
+        """(status, body) of one request."""
+        while True:
+            conn, reused = self._connection()
+            try:
+                conn.request(method, self._path + target, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                if reused and retry_safe:
+                    continue            # a fresh connection next (`reused` is then False)
+                raise
+            except BaseException:
+                conn.close()            # half a response may be left on it
+                raise
+            if response.will_close:
+                conn.close()
+            return response.status, raw
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection and whether it carried requests before."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._factory(self._host, self._port, timeout=self._timeout)
+        if conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+            conn.close()                # readable while idle: the server closed it (or broke protocol)
+        return conn, conn.sock is not None
