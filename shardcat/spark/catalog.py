@@ -128,6 +128,10 @@ class CatalogClient:
                                err.get("message", raw[:200].decode("utf-8", "replace")), status=status)
         return json.loads(raw or b"{}")
 
+    def close(self) -> None:
+        """Close the catalog connections (every thread's); a later call opens a new one."""
+        self._http.close()
+
     # ---- batched resolve, cached for the job -------------------------------------------------
 
     def resolve(self, wanted: list[tuple[str, str, str]], *, use_cache: bool = True) -> dict[tuple[str, str], Resolved]:
@@ -203,6 +207,8 @@ class _Connections:
         self._host, self._port, self._path = parts.hostname, parts.port, parts.path
         self._timeout = timeout
         self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []    # every thread's, for close()
+        self._lock = threading.Lock()
 
     def exchange(self, method: str, target: str, data: bytes | None, headers: dict,
                  retry_safe: bool) -> tuple[int, bytes]:
@@ -230,6 +236,13 @@ class _Connections:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._factory(self._host, self._port, timeout=self._timeout)
+            with self._lock:
+                self._opened.append(conn)
         if conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
             conn.close()                # readable while idle: the server closed it (or broke protocol)
         return conn, conn.sock is not None
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._opened:
+                conn.close()

@@ -70,6 +70,7 @@ class Shardcat:
 
     def close(self) -> None:
         self.delta.close()
+        self.catalog.close()
 
     def __enter__(self) -> "Shardcat":
         return self

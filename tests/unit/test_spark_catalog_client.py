@@ -74,6 +74,9 @@ def test_calls_reuse_one_connection_per_thread():
         other.join()
         assert len(server.connections) == 2 and len(server.requests) == 7
         assert client.stats.calls == 7
+        client.close()                          # both threads' connections
+        client.call("GET", "/catalogs")
+        assert len(server.connections) == 3
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced():
