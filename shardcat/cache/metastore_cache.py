@@ -16,6 +16,7 @@ Pure data structure: no I/O, no locks (a shard uses it from one event loop).
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections import OrderedDict
@@ -61,6 +62,12 @@ def asset_size(asset: Asset) -> int:
     its text (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON), and
     its encoded answer about its text again."""
     return JSON_EXPANSION * len(json.dumps(asset.info, default=str)) + ASSET_OVERHEAD
+
+
+def page_after(children: list[Asset], after: str, limit: int) -> list[Asset]:
+    """Up to `limit` of a listing's children (sorted, one parent) named after `after` ("": from the start)."""
+    start = bisect.bisect_right(children, after, key=lambda a: a.name) if after else 0
+    return children[start:start + limit]
 
 
 class _Entry:
@@ -112,14 +119,22 @@ class _Listing:
     """The children of (parent, namespace): complete for every snapshot >= `floor`.
 
     `members` are the ids that may be a child at some retained snapshot; which of them
-    is a child at `at` is read off their own chains.
+    is a child at `at` is read off their own chains. `sorted` keeps the last answer read at
+    the cache's version, for every snapshot from `changed_at` (the last write to a member or
+    to the membership) on: pages of a long listing then cost a bisect, not a sort.
     """
-    __slots__ = ("floor", "members", "size")
+    __slots__ = ("floor", "members", "size", "changed_at", "sorted")
 
     def __init__(self, floor: int):
         self.floor = floor
         self.members: dict[str, None] = {}   # insertion-ordered, so eviction order is reproducible
         self.size = LISTING_OVERHEAD
+        self.changed_at = floor
+        self.sorted: list[Asset] | None = None
+
+    def changed(self, at: int) -> None:
+        self.changed_at = at
+        self.sorted = None
 
 
 class MetastoreCache:
@@ -211,27 +226,39 @@ class MetastoreCache:
         return chain.find(at)
 
     def children(self, parent_id: str, namespace: str, at: int):
-        """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS."""
+        """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS.
+        The list is shared: callers must not change it."""
         key = (parent_id, namespace)
         listing = self._listings.get(key)
         if listing is None or not listing.floor <= at <= self._version:
             return self._miss()
+        found = listing.sorted if at >= listing.changed_at else None
+        if found is None:
+            found = self._read_listing(key, listing, at)
+            if found is MISS:
+                return self._miss()
+            if at == self._version:
+                listing.sorted = found
+        for member in listing.members:   # the listing needs every member to answer
+            self._lru.move_to_end(member)
+        self._lru.move_to_end(key)
+        return self._hit(found)
+
+    def _read_listing(self, key: tuple[str, str], listing: _Listing, at: int):
+        parent_id, namespace = key
         found = []
         for member in list(listing.members):
             value = self._state_at(member, at)
             if value is MISS:
-                return self._miss()
+                return MISS
             if value is not None and value.parent_id == parent_id and value.namespace == namespace:
                 found.append(value)
             elif not self._ids[member].ever_in(parent_id, namespace):
                 # Pruning left no state of it under this parent: it can't show up at any snapshot
                 # from its oldest state on, so drop it and stop answering for older snapshots.
                 self._leave(key, member, floor=self._ids[member].entries[0].at)
-        for member in listing.members:   # the listing needs every member to answer
-            self._lru.move_to_end(member)
-        self._lru.move_to_end(key)
         found.sort(key=lambda a: a.full_name)
-        return self._hit(found)
+        return found
 
     # ---- filling from the database ---------------------------------------
 
@@ -322,6 +349,11 @@ class MetastoreCache:
                 if chain is not None and chain.newest.value == asset_id:
                     self._name_push(old.name_key, new_version, None)
 
+        for asset_id in (*changes, *deleted):
+            hist = self._ids.get(asset_id)
+            for key in hist.listings if hist is not None else ():
+                self._listings[key].changed(new_version)
+
         for asset_id in deleted:
             hist = self._ids.get(asset_id)
             if hist is None:
@@ -351,6 +383,7 @@ class MetastoreCache:
             listing = self._listings.get(lkey)
             if listing is not None and asset.id not in listing.members:
                 self._join(lkey, asset.id)
+                listing.changed(new_version)
 
         self._version = new_version
         self._shrink()

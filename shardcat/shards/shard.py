@@ -10,12 +10,11 @@ reconciles and runs the write again, so validation always happens against fresh 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import uuid
 from dataclasses import dataclass, field
 
-from ..cache.metastore_cache import MISS, MetastoreCache
+from ..cache.metastore_cache import MISS, MetastoreCache, page_after
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
@@ -301,8 +300,7 @@ class Shard:
                     else:
                         state.cache.fill_children(parent_id, namespace, listed, version)
             if listed is not None:
-                start = bisect.bisect_right([a.name for a in listed], after) if after else 0
-                return listed[start:start + limit]
+                return page_after(listed, after, limit)
         return await self.read(metastore_id, self.store.list_children(
             metastore_id, parent_id, namespace, after=after, limit=limit))
 

@@ -325,6 +325,27 @@ def test_listings_are_versioned(cache):
     assert cache.children("s1", "function", 13) is MISS
 
 
+def test_a_listing_read_at_the_current_version_is_kept_until_a_member_changes(cache):
+    a, b = mk("a", "c.s.a", 7), mk("b", "c.s.b", 7)
+    cache.fill_children("s1", "table", [b, a], 10)
+    first = cache.children("s1", "table", 10)
+    cache.apply_write(11, [mk("x", "c.s2.x", 11, parent="s2")], [], created=["x"])   # elsewhere
+    assert cache.children("s1", "table", 11) is first       # kept, not read and sorted again
+    assert cache.children("s1", "table", 10) is first
+    a2 = mk("a", "c.s.a", 12, comment="new")
+    cache.apply_write(12, [a2], [])                          # a member changes
+    assert cache.children("s1", "table", 12) == [a2, b]
+    assert cache.children("s1", "table", 11) == [a, b]       # older snapshots keep their view
+    c = mk("c", "c.s.c", 13)
+    cache.apply_write(13, [c], [], created=["c"])            # a newcomer
+    assert cache.children("s1", "table", 13) == [a2, b, c]
+    cache.apply_write(14, [], ["b"])                         # a member goes
+    assert cache.children("s1", "table", 14) == [a2, c]
+    cache.apply_write(15, [mk("c", "c.s2.c", 15, parent="s2")], [])   # a member moves away
+    assert cache.children("s1", "table", 15) == [a2]
+    assert cache.children("s1", "table", 13) == [a2, b, c]
+
+
 def test_listing_of_a_child_created_without_history_misses_before_it(cache):
     cache.fill_children("s1", "table", [], 10)
     cache.apply_write(11, [mk("c", "c.s.c", 11)], [])   # not declared created
