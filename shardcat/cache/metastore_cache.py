@@ -29,7 +29,7 @@ ASSET_OVERHEAD = 1024
 JSON_EXPANSION = 5      # decoded (~4x its text) plus the encoded answer a served asset keeps (Asset.memo)
 TOMBSTONE_SIZE = 64
 LISTING_OVERHEAD = 128
-MEMBER_SIZE = 16
+MEMBER_SIZE = 24        # its place in a listing's members and in its kept, sorted answer
 
 # "Before any version": where the absence of an asset this shard created begins.
 _BEGINNING = -(1 << 62)
