@@ -178,14 +178,9 @@ class CatalogService:
             parent = await self._get(caller, _parent_of(t), parent_full)
             authz.require(parent.type, "read", parent)
         visible = authz.visible_under(type_name, parent)   # None: all of them
-        page: list[Asset] = []
-        while True:   # filtered lists may need several batches to fill a page
-            batch = await self.shard.children(ms, parent.id if parent else ms, t.namespace, after=after,
-                                              limit=limit + 1, min_version=caller.min_version)
-            page += batch if visible is None else [a for a in batch if authz.index.find(a.id) in visible]
-            if len(batch) <= limit or len(page) > limit:
-                break
-            after = batch[-1].name
+        keep = None if visible is None else (lambda a: authz.index.find(a.id) in visible)
+        page = await self.shard.children_where(ms, parent.id if parent else ms, t.namespace, keep, after=after,
+                                               limit=limit + 1, min_version=caller.min_version)
         more = len(page) > limit
         page = page[:limit]
         return page, encode_page_token(page[-1].name) if more else None

@@ -30,6 +30,8 @@ RECONCILE_GAP = 1000
 REBUILD_BATCH = 2000
 # Child lists longer than this are paged from the database instead of cached whole.
 MAX_CACHED_LISTING = 20_000
+# A filtered listing asks for 4x more children per batch, up to this many, until its page fills.
+MAX_LISTING_BATCH = 4096
 
 
 @dataclass(frozen=True)
@@ -303,6 +305,22 @@ class Shard:
                 return page_after(listed, after, limit)
         return await self.read(metastore_id, self.store.list_children(
             metastore_id, parent_id, namespace, after=after, limit=limit))
+
+    async def children_where(self, metastore_id: str, parent_id: str, namespace: str, keep, *, after: str,
+                             limit: int, min_version: int = 0) -> list[Asset]:
+        """Up to `limit` children named after `after`, in name order, that `keep(asset)` accepts
+        (None: all). When the filter drops most of them (a caller who may see 1% of a schema),
+        each batch asks for four times more than the last: a few batches fill a page."""
+        found: list[Asset] = []
+        want = limit
+        while True:
+            batch = await self.children(metastore_id, parent_id, namespace, after=after, limit=want,
+                                        min_version=min_version)
+            found += batch if keep is None else [a for a in batch if keep(a)]
+            if len(batch) < want or len(found) >= limit:
+                return found[:limit]
+            after = batch[-1].name
+            want = min(want * 4, MAX_LISTING_BATCH)
 
     async def write(self, metastore_id: str, body):
         """Run `body(tx, state)` as one metastore write, retrying on version conflicts.

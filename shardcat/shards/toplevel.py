@@ -94,14 +94,12 @@ class TopLevel:
         ms = caller.metastore()
         authz = await authorizer(self.shard, caller)
         allowed = authz.visible_under(self.t.name, None)   # None: all of them
-        page: list[Asset] = []
-        while len(page) <= limit:   # filtered types may need several batches to fill a page
-            batch = await self.shard.children(ms, ms, self.t.namespace, after=after, limit=limit + 1,
-                                              min_version=caller.min_version)
-            page += [a for a in batch if self.visible(a) and (allowed is None or authz.index.find(a.id) in allowed)]
-            if len(batch) <= limit:
-                break
-            after = batch[-1].name
+
+        def keep(a: Asset) -> bool:
+            return self.visible(a) and (allowed is None or authz.index.find(a.id) in allowed)
+
+        page = await self.shard.children_where(ms, ms, self.t.namespace, keep, after=after, limit=limit + 1,
+                                               min_version=caller.min_version)
         more = len(page) > limit
         page = page[:limit]
         out = {self.list_key: [self.output(a) for a in page]}
