@@ -103,18 +103,18 @@ class CatalogClient:
         self.stats = Stats()
         self.version = 0                          # newest metastore version any response showed
         self._cache: dict[tuple[str, str], Resolved] = {}
-        self._http = _Connections(self.api, timeout)
+        self._http = _Connections(timeout)
 
     # ---- HTTP ------------------------------------------------------------------------------
 
     def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
-        target = path + (("?" + urllib.parse.urlencode(params)) if params else "")
+        url = self.api + path + (("?" + urllib.parse.urlencode(params)) if params else "")
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         retry_safe = method == "GET" or (method == "POST" and path in READ_ONLY_POSTS)
         started = time.perf_counter()
         try:
-            status, raw = self._http.exchange(method, target, data, headers, retry_safe)
+            status, raw = self._http.exchange(method, url, data, headers, retry_safe)
         finally:
             self.stats.calls += 1
             self.stats.seconds += time.perf_counter() - started
@@ -195,28 +195,27 @@ class CatalogClient:
 
 
 class _Connections:
-    """One kept-alive HTTP connection to the catalog per calling thread. A connection the server
+    """Kept-alive HTTP connections, one per calling thread and server. A connection the server
     closed while it sat idle is noticed before it is used again; one that closes as a request
     goes out costs a second attempt, for reads only (a write may have been applied)."""
 
-    def __init__(self, api: str, timeout: float):
-        parts = urllib.parse.urlsplit(api)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"The catalog URL must look like http(s)://host:port, got '{api}'.")
-        self._factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._host, self._port, self._path = parts.hostname, parts.port, parts.path
+    def __init__(self, timeout: float):
         self._timeout = timeout
         self._local = threading.local()
         self._opened: list[http.client.HTTPConnection] = []    # every thread's, for close()
         self._lock = threading.Lock()
 
-    def exchange(self, method: str, target: str, data: bytes | None, headers: dict,
+    def exchange(self, method: str, url: str, data: bytes | None, headers: dict,
                  retry_safe: bool) -> tuple[int, bytes]:
         """(status, body) of one request."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"The catalog URL must look like http(s)://host:port/..., got '{url}'.")
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
         while True:
-            conn, reused = self._connection()
+            conn, reused = self._connection(parts.scheme, parts.netloc)
             try:
-                conn.request(method, self._path + target, body=data, headers=headers)
+                conn.request(method, target, body=data, headers=headers)
                 response = conn.getresponse()
                 raw = response.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
@@ -231,11 +230,15 @@ class _Connections:
                 conn.close()
             return response.status, raw
 
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's connection and whether it carried requests before."""
-        conn = getattr(self._local, "conn", None)
+    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection to the server and whether it carried requests before."""
+        mine = getattr(self._local, "connections", None)
+        if mine is None:
+            mine = self._local.connections = {}
+        conn = mine.get((scheme, netloc))
         if conn is None:
-            conn = self._local.conn = self._factory(self._host, self._port, timeout=self._timeout)
+            factory = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            conn = mine[(scheme, netloc)] = factory(netloc, timeout=self._timeout)
             with self._lock:
                 self._opened.append(conn)
         if conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:

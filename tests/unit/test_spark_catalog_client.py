@@ -110,4 +110,13 @@ def test_error_answers_become_catalog_errors():
         assert (e.value.code, e.value.message, e.value.status) == ("NOT_FOUND", "no such thing", 404)
         assert client.call("GET", "/catalogs") == {"path": f"{PREFIX}/catalogs"}   # the connection stays usable
     with pytest.raises(ValueError, match="http"):
-        CatalogClient("ftp://host/x", "t")
+        CatalogClient("ftp://host/x", "t").call("GET", "/catalogs")
+
+
+def test_a_client_pointed_elsewhere_follows():
+    with Server() as first, Server() as second:
+        client = CatalogClient(first.url, "t")
+        client.call("GET", "/catalogs")
+        client.api = second.url + "/api/1.0/unity-control"       # e.g. the SCIM API, on another server
+        assert client.call("GET", "/scim2/Users") == {"path": "/api/1.0/unity-control/scim2/Users"}
+        assert (len(first.requests), len(second.requests)) == (1, 1)

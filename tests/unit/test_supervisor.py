@@ -156,7 +156,9 @@ def test_silence_the_supervisor_shared_is_no_evidence(supervisor):
 
 def test_a_hang_longer_than_the_supervisors_own_stall_is_still_a_hang(supervisor):
     cluster, added = supervisor
-    handle = ShardHandle("shard-0", "http://x", FakeActor([stalls_with_the_machine(0.8, 5.0)] * HUNG_STRIKES))
+    # A minute's hang: longer than anything this test's own process could be stopped for, even on a
+    # host that holds the machine back for seconds (which the supervisor rightly counts as shared).
+    handle = ShardHandle("shard-0", "http://x", FakeActor([stalls_with_the_machine(0.8, 60.0)] * HUNG_STRIKES))
 
     async def run():
         cluster.own_loop.start()
