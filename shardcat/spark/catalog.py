@@ -9,8 +9,8 @@ for the cached ones it sends the metastore version their copy was taken at
 assets) unless the asset or a dependency was written since. An entry is dropped when this job
 changes the asset (a write) or when its credentials near expiry; `clear()` forgets everything.
 Calls and time spent in the catalog are counted, so a pipeline can report catalog time apart
-from Spark time. Calls reuse one kept-alive connection per thread (a TLS handshake per call
-would cost the catalog more than most answers do).
+from Spark time. Calls reuse one kept-alive connection per thread and server (a TLS handshake
+per call would cost the catalog more than most answers do).
 """
 
 from __future__ import annotations
