@@ -17,15 +17,13 @@ largest listing a shard caches whole, `shards/shard.py: MAX_CACHED_LISTING`), re
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 from shardcat.cache.metastore_cache import MetastoreCache, page_after
 from shardcat.entities.asset import Asset
 from shardcat.shards.shard import MAX_CACHED_LISTING
 
-from .harness import machine, now_utc, write_section
+from .harness import machine, now_utc, timed, write_section
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Listing pages: a cached listing read again vs kept"
@@ -43,16 +41,6 @@ def table(i: int, version: int) -> Asset:
 
 def page(cache: MetastoreCache, after: str) -> list[Asset]:
     return page_after(cache.children(SCHEMA, "table", cache.version), after, PAGE)
-
-
-def timed(fn, repeat: int) -> tuple[float, float]:
-    """(median ms, best ms) over `repeat` runs."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times), min(times)
 
 
 def run(size: int, repeat: int) -> dict:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +29,7 @@ from shardcat.cache.privilege_index import PrivilegeIndex
 from shardcat.entities.asset import Asset
 from shardcat.governance.authorize import Authz
 
-from .harness import machine, now_utc, write_section
+from .harness import machine, now_utc, timed, write_section
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Privileges: the bitmap index vs checking one by one"
@@ -65,16 +64,6 @@ def world(seed: int = 7):
     for sid, held in grants.items():
         ix.set_grants(sid, held)
     return ix, caller, schema, tables, rng
-
-
-def timed(fn, repeat: int) -> tuple[float, float, object]:
-    """(median ms, best ms, last result) over `repeat` runs."""
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times), min(times), out
 
 
 def run(repeat: int) -> dict:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -459,6 +460,16 @@ class Result:
     @property
     def noisy(self) -> bool:
         return self.other_cpu > NOISY_CORES
+
+
+def timed(fn, repeat: int) -> tuple[float, float, object]:
+    """(median ms, best ms, last result) of `repeat` in-process runs of `fn()`."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times), min(times), out
 
 
 def percentile(sorted_values: list[float], p: float) -> float | None:
