@@ -20,10 +20,10 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

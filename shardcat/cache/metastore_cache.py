@@ -331,13 +331,16 @@ class MetastoreCache:
             if asset.written_at != new_version:
                 raise ValueError(f"{asset.id} written at {asset.written_at}, expected {new_version}")
 
-        # The states being replaced, to know which names this write frees.
+        # The states being replaced, to know which names this write frees; the listings they are
+        # in change from this version on.
         before = {}
         for asset_id in (*changes, *deleted):
             hist = self._ids.get(asset_id)
             if hist is not None:
                 self._prune(hist)
                 before[asset_id] = hist.newest.value
+                for key in hist.listings:
+                    self._listings[key].changed(new_version)
 
         # Free names first, so a name freed and taken in one write ends up taken.
         for asset_id, old in before.items():
@@ -348,11 +351,6 @@ class MetastoreCache:
                 chain = self._names.get(old.name_key)
                 if chain is not None and chain.newest.value == asset_id:
                     self._name_push(old.name_key, new_version, None)
-
-        for asset_id in (*changes, *deleted):
-            hist = self._ids.get(asset_id)
-            for key in hist.listings if hist is not None else ():
-                self._listings[key].changed(new_version)
 
         for asset_id in deleted:
             hist = self._ids.get(asset_id)
