@@ -320,7 +320,7 @@ def markdown(run: dict) -> str:
     sizes = run["sizes"]
     lines = [
         SECTION, "", *h.quick_banner(run["quick"]),
-        f"- **Reproduce:** `pip install -e \".[bench]\"` (matplotlib, psutil), then `{run['command']}` "
+        f"- **Reproduce:** `pip install -e \".[bench]\"` (matplotlib), then `{run['command']}` "
         f"(about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
         "- **Server:** `shardcat serve --shards 1`: the router process and one shard actor on a local Ray, one "
