@@ -15,6 +15,10 @@ Publishing copies ratified commits into `_delta_log/<v>.json`, in order, and rep
 published version to the catalog (`latest_backfilled_version`). Writers publish after each commit
 by default, so the catalog keeps only a handful of unpublished commits.
 
+A table may be partitioned (`partition_columns`): each data file then holds one partition's
+rows, in its Hive-style directory (shardcat/delta/partitions.py), and the log's partition
+values are what readers put in those columns.
+
     async with DeltaCatalogClient("http://host:8080/api/2.1/unity-catalog", token) as delta:
         table = await delta.create_table("main.s.t", pa.schema([("id", pa.int64())]))
         await delta.append(table, pa.table({"id": [1, 2]}))
@@ -29,10 +33,12 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .commits import FEATURE_PROPERTY, TABLE_ID_PROPERTY
 from . import log as dlog
+from . import partitions
 from .log import Storage, TableState
 
 COMMITS = "/delta/preview/commits"
@@ -157,15 +163,18 @@ class DeltaCatalogClient:
 
     # ---- creating a table -----------------------------------------------------------
 
-    async def create_table(self, full_name: str, schema: pa.Schema, *, properties: dict | None = None,
-                           comment: str | None = None, catalog_managed_protocol: bool = True) -> TableRef:
+    async def create_table(self, full_name: str, schema: pa.Schema, *, partition_columns=(),
+                           properties: dict | None = None, comment: str | None = None,
+                           catalog_managed_protocol: bool = True) -> TableRef:
         """Create a catalog-managed table the Delta 4.1 way: reserve a staging table (id and managed
-        location), write version 0 there, then register the table at that location.
+        location), write version 0 there, then register the table at that location. ValueError,
+        before anything is reserved, for a schema or partition columns the client cannot write.
 
         `catalog_managed_protocol=False` leaves the `catalogManaged` feature out of the Delta protocol:
         the catalog still ratifies this client's commits, but filesystem-only Delta readers (delta-rs)
         can read the published log. With the feature (the default) they must go through the catalog."""
         catalog, schema_name, name = full_name.split(".")
+        dlog.metadata("", schema, {}, partition_columns=partition_columns)
         staging = await self._call("POST", "/staging-tables", json_body={
             "name": name, "catalog_name": catalog, "schema_name": schema_name})
         table_id, location = staging["id"], staging["staging_location"]
@@ -173,13 +182,14 @@ class DeltaCatalogClient:
                          **(properties or {})}
         storage = Storage(location)
         ict = dlog.now_ms()
-        md = dlog.metadata(table_id, schema, configuration, description=comment, created=ict)
+        md = dlog.metadata(table_id, schema, configuration, partition_columns=partition_columns,
+                           description=comment, created=ict)
         storage.write(dlog.commit_file(0), dlog.encode_actions([
             dlog.commit_info(ict, "CREATE TABLE", {"catalogManaged": str(catalog_managed_protocol).lower()}),
             dlog.protocol(catalog_managed_protocol), md]))
         body = {"name": name, "catalog_name": catalog, "schema_name": schema_name, "table_type": "MANAGED",
                 "data_source_format": "DELTA", "storage_location": location,
-                "columns": dlog.uc_columns(md["metaData"]["schemaString"]),
+                "columns": dlog.uc_columns(md["metaData"]["schemaString"], md["metaData"]["partitionColumns"]),
                 "properties": {**configuration, FEATURE_PROPERTY: "supported"}}
         if comment is not None:
             body["comment"] = comment
@@ -221,28 +231,46 @@ class DeltaCatalogClient:
     async def read(self, table: TableRef | str, snapshot: Snapshot | None = None) -> pa.Table:
         snap = snapshot or await self.snapshot(table)
         storage = Storage(snap.table.location)
-        schema = snap.schema
+        schema, types, partitioned = snap.schema, snap.state.delta_types(), snap.state.partition_columns
+        data_columns = [name for name in schema.names if name not in partitioned]
         parts = []
-        for path in sorted(snap.state.files):
+        for path, added in sorted(snap.state.files.items()):
             with storage.fs.open_input_file(storage.path(path)) as f:
-                parts.append(pq.read_table(f).cast(schema))
+                # A file may hold its partition columns too (other writers): the log's values win.
+                data = pq.read_table(f, columns=data_columns)
+            values = added.get("partitionValues") or {}
+            for name in partitioned:
+                value = partitions.parse(values.get(name) or None, types[name])
+                data = data.append_column(name, pa.repeat(pa.scalar(value, schema.field(name).type), data.num_rows))
+            parts.append(data.select(schema.names).cast(schema))
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     # ---- writing ------------------------------------------------------------------------
 
-    def _write_data(self, table: TableRef, data: pa.Table) -> dict:
-        storage = Storage(table.location)
-        path = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        with storage.fs.open_output_stream(storage.path(path)) as f:
-            pq.write_table(data, f, compression="snappy")
-        size = storage.fs.get_file_info(storage.path(path)).size
-        return dlog.add(path, size, data.num_rows, storage.mtime_ms(path))
+    @staticmethod
+    def write_files(snap: Snapshot, data: pa.Table) -> list[dict]:
+        """Data files for `data` (one per partition of the snapshot's table), written under the
+        table; their add actions, for a Transaction."""
+        storage = Storage(snap.table.location)
+        partitioned = snap.state.partition_columns
+        if not partitioned:
+            return [_write_file(storage, "", data, {})]
+        adds = []
+        for key in data.select(partitioned).group_by(partitioned).aggregate([]).to_pylist():
+            rows = None
+            for name in partitioned:
+                match = pc.is_null(data[name]) if key[name] is None else pc.equal(data[name], key[name])
+                rows = match if rows is None else pc.and_(rows, match)
+            values = {name: partitions.serialize(key[name]) for name in partitioned}
+            adds.append(_write_file(storage, partitions.directory(partitioned, values) + "/",
+                                    data.filter(rows).drop_columns(partitioned), values))
+        return adds
 
     async def append(self, table: TableRef | str, data: pa.Table) -> int:
         """Append rows (a blind append: rebased over concurrent commits). Returns the ratified version."""
         snap = await self.snapshot(table)
         data = data.cast(snap.schema)
-        txn = Transaction(snap.table, snap.version, "WRITE", [self._write_data(snap.table, data)],
+        txn = Transaction(snap.table, snap.version, "WRITE", self.write_files(snap, data),
                           parameters={"mode": "Append"})
         return await self.commit(txn, snap)
 
@@ -251,8 +279,8 @@ class DeltaCatalogClient:
         snap = await self.snapshot(table)
         data = data.cast(snap.schema)
         now = dlog.now_ms()
-        txn = Transaction(snap.table, snap.version, "WRITE", [self._write_data(snap.table, data)],
-                          [dlog.remove(p, a.get("size"), now) for p, a in snap.state.files.items()],
+        txn = Transaction(snap.table, snap.version, "WRITE", self.write_files(snap, data),
+                          [dlog.remove(a, now) for a in snap.state.files.values()],
                           blind_append=False, parameters={"mode": "Overwrite"})
         return await self.commit(txn, snap)
 
@@ -264,6 +292,7 @@ class DeltaCatalogClient:
         md = snap.state.metadata
         configuration = {**md.get("configuration", {}), **(properties or {})}
         new = dlog.metadata(md["id"], schema or snap.schema, configuration,
+                            partition_columns=snap.state.partition_columns,
                             description=description if description is not None else md.get("description"),
                             created=md.get("createdTime"))
         txn = Transaction(snap.table, snap.version, "SET TBLPROPERTIES" if schema is None else "CHANGE COLUMN",
@@ -388,9 +417,19 @@ def _ict(actions: list[dict]) -> int:
     return 0
 
 
+def _write_file(storage: Storage, directory: str, data: pa.Table, partition_values: dict) -> dict:
+    path = f"{directory}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    if directory:
+        storage.fs.create_dir(storage.path(directory.rstrip("/")), recursive=True)
+    with storage.fs.open_output_stream(storage.path(path)) as f:
+        pq.write_table(data, f, compression="snappy")
+    size = storage.fs.get_file_info(storage.path(path)).size
+    return dlog.add(path, size, data.num_rows, storage.mtime_ms(path), partition_values)
+
+
 def _catalog_metadata(md: dict) -> dict:
     """A Delta metaData action as the commits API's DeltaMetadata."""
-    out = {"schema": {"columns": dlog.uc_columns(md["schemaString"])},
+    out = {"schema": {"columns": dlog.uc_columns(md["schemaString"], md.get("partitionColumns") or ())},
            "properties": {"properties": dict(md.get("configuration") or {})}}
     if md.get("description") is not None:
         out["description"] = md["description"]

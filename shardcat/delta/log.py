@@ -2,7 +2,8 @@
 JSON commits, classic single-file Parquet checkpoints, and replay into a table state.
 
 Files go through `pyarrow.fs`, so a table location may be any URI pyarrow opens (file://, s3://).
-Only what shardcat's client writes is supported: no partitions, no deletion vectors.
+Only what shardcat's client writes is supported: partitions (shardcat/delta/partitions.py), no
+deletion vectors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
 STAGED_DIR = "_delta_log/_staged_commits"
@@ -126,24 +129,29 @@ def protocol(catalog_managed: bool) -> dict:
     return {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}}
 
 
-def metadata(table_id: str, schema: pa.Schema, configuration: dict, *, description: str | None = None,
-             created: int | None = None) -> dict:
+def metadata(table_id: str, schema: pa.Schema, configuration: dict, *, partition_columns=(),
+             description: str | None = None, created: int | None = None) -> dict:
+    """A metaData action; ValueError for partition columns the schema cannot have."""
+    delta = delta_schema(schema)
+    partition_columns = check_partition_columns({f["name"]: f["type"] for f in delta["fields"]}, partition_columns)
     md = {"id": table_id, "format": {"provider": "parquet", "options": {}},
-          "schemaString": json.dumps(delta_schema(schema)), "partitionColumns": [],
+          "schemaString": json.dumps(delta), "partitionColumns": partition_columns,
           "configuration": dict(configuration), "createdTime": created or now_ms()}
     if description is not None:
         md["description"] = description
     return {"metaData": md}
 
 
-def add(path: str, size: int, rows: int, modified: int) -> dict:
-    return {"add": {"path": path, "partitionValues": {}, "size": size, "modificationTime": modified,
+def add(path: str, size: int, rows: int, modified: int, partition_values: dict | None = None) -> dict:
+    return {"add": {"path": path, "partitionValues": partition_values or {}, "size": size, "modificationTime": modified,
                     "dataChange": True, "stats": json.dumps({"numRecords": rows})}}
 
 
-def remove(path: str, size: int | None, when: int) -> dict:
-    return {"remove": {"path": path, "deletionTimestamp": when, "dataChange": True,
-                       "extendedFileMetadata": True, "partitionValues": {}, "size": size}}
+def remove(added: dict, when: int) -> dict:
+    """The remove action of a live file (its add action's fields)."""
+    return {"remove": {"path": added["path"], "deletionTimestamp": when, "dataChange": True,
+                       "extendedFileMetadata": True, "partitionValues": added.get("partitionValues") or {},
+                       "size": added.get("size")}}
 
 
 # ---- schemas ----------------------------------------------------------------------------
@@ -183,12 +191,17 @@ def arrow_schema(schema_string: str) -> pa.Schema:
     return pa.schema([pa.field(f["name"], _TO_ARROW[f["type"]], f.get("nullable", True)) for f in fields])
 
 
-def uc_columns(schema_string: str) -> list[dict]:
-    """The Unity Catalog ColumnInfo list of a Delta schema."""
+def uc_columns(schema_string: str, partition_columns=()) -> list[dict]:
+    """The Unity Catalog ColumnInfo list of a Delta schema (partition columns carry `partition_index`)."""
     fields = json.loads(schema_string)["fields"]
-    return [{"name": f["name"], "type_name": _UC_TYPE[f["type"]], "type_text": f["type"],
-             "type_json": json.dumps(f), "position": i, "nullable": f.get("nullable", True)}
-            for i, f in enumerate(fields)]
+    partition_index = {name: i for i, name in enumerate(partition_columns)}
+    columns = [{"name": f["name"], "type_name": _UC_TYPE[f["type"]], "type_text": f["type"],
+                "type_json": json.dumps(f), "position": i, "nullable": f.get("nullable", True)}
+               for i, f in enumerate(fields)]
+    for c in columns:
+        if c["name"] in partition_index:
+            c["partition_index"] = partition_index[c["name"]]
+    return columns
 
 
 # ---- replay ------------------------------------------------------------------------------
@@ -220,6 +233,14 @@ class TableState:
     @property
     def schema(self) -> pa.Schema:
         return arrow_schema(self.metadata["schemaString"])
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.get("partitionColumns") or [])
+
+    def delta_types(self) -> dict[str, str]:
+        """Column name -> Delta type name."""
+        return {f["name"]: f["type"] for f in json.loads(self.metadata["schemaString"])["fields"]}
 
 
 # ---- checkpoints ---------------------------------------------------------------------------

@@ -4,8 +4,11 @@ Reads: the client builds the table's snapshot (the catalog's ratified commits ov
 log); Spark reads the snapshot's live Parquet files. Writes: Spark writes Parquet files into a
 fresh directory inside the table's location; the client then stages a commit adding them (and,
 for an overwrite, removing the live files) and asks the catalog to ratify it, rebasing over
-concurrent appends as the client does. The async client runs on a private event loop thread, so
-this works from any caller (a script, a notebook with its own loop, a test's worker thread).
+concurrent appends as the client does. A partitioned table's files are moved from there into
+their partition directories under the table's root before the commit, so that every live file
+sits where Spark, given the root as its base path, reads its partition values from the path.
+The async client runs on a private event loop thread, so this works from any caller (a script,
+a notebook with its own loop, a test's worker thread).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import uuid
 import pyarrow.parquet as pq
 
 from ..delta import log as dlog
-from ..delta.client import DeltaCatalogClient, Snapshot, TableRef, Transaction
+from ..delta import partitions
+from ..delta.client import DeltaCatalogClient, DeltaClientError, Snapshot, TableRef, Transaction
 from ..delta.commits import FEATURE_PROPERTY
 
 
@@ -59,16 +63,18 @@ class DeltaBridge:
     def snapshot(self, table: dict) -> Snapshot:
         return self._run(self._client.snapshot(ref(table)))
 
-    def files(self, table: dict) -> tuple[int, list[str]]:
-        """(version, URLs of the live data files) of the table's latest ratified version."""
-        snap = self.snapshot(table)
-        return snap.version, [_url(table["storage_location"], p) for p in sorted(snap.state.files)]
+    def files(self, table: dict) -> tuple[list[str], list[tuple[str, dict]]]:
+        """(partition columns, [(relative path, partition values)] of the live data files) of the
+        table's latest ratified version."""
+        state = self.snapshot(table).state
+        return state.partition_columns, [(p, state.files[p].get("partitionValues") or {}) for p in sorted(state.files)]
 
     # ---- writing ---------------------------------------------------------------------------
 
-    def create(self, full_name: str, arrow_schema, comment: str | None = None) -> dict:
+    def create(self, full_name: str, arrow_schema, comment: str | None = None, partition_columns=()) -> dict:
         """A new catalog-managed table (staging table, version 0, registration); its TableInfo."""
-        t = self._run(self._client.create_table(full_name, arrow_schema, comment=comment))
+        t = self._run(self._client.create_table(full_name, arrow_schema, partition_columns=partition_columns,
+                                                comment=comment))
         return {"full_name": t.full_name, "table_id": t.table_id, "storage_location": t.location}
 
     def data_dir(self, table: dict) -> tuple[str, str]:
@@ -76,31 +82,52 @@ class DeltaBridge:
         rel = f"spark-{uuid.uuid4().hex}"
         return rel, _url(table["storage_location"], rel)
 
-    def commit_files(self, table: dict, rel_dir: str, *, overwrite: bool) -> int:
-        """Ratify a commit adding the Parquet files Spark wrote under `rel_dir` (and removing every
-        live file, for an overwrite). Returns the new version."""
+    def commit_files(self, table: dict, rel_dir: str, partition_columns: list[str], *, overwrite: bool) -> int:
+        """Ratify a commit adding the Parquet files Spark wrote under `rel_dir`, partitioned by
+        `partition_columns` (and removing every live file, for an overwrite). Returns the new version."""
         storage = dlog.Storage(table["storage_location"])
         from pyarrow import fs as pafs
-        infos = storage.fs.get_file_info(pafs.FileSelector(storage.path(rel_dir), recursive=False))
+        infos = storage.fs.get_file_info(pafs.FileSelector(storage.path(rel_dir), recursive=True))
         adds = []
         for info in sorted(infos, key=lambda i: i.path):
-            name = info.path.rsplit("/", 1)[-1]
-            if not name.endswith(".parquet") or name.startswith((".", "_")):
+            if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet") \
+                    or info.base_name.startswith((".", "_")):
                 continue
-            rel = f"{rel_dir}/{name}"
-            with storage.fs.open_input_file(info.path) as f:
+            rel = f"{rel_dir}/{info.path[len(storage.path(rel_dir)) + 1:]}"
+            values = partitions.values_in_path(rel)
+            if set(values) != set(partition_columns):
+                raise DeltaClientError(f"{rel} is not in a directory of partition columns {partition_columns}.")
+            if partition_columns:   # from Spark's output directory to the table's partition directory
+                target = f"{partitions.directory(partition_columns, values)}/{info.base_name}"
+                storage.fs.create_dir(storage.path(target.rsplit("/", 1)[0]), recursive=True)
+                storage.fs.move(info.path, storage.path(target))
+                rel = target
+            with storage.fs.open_input_file(storage.path(rel)) as f:
                 rows = pq.ParquetFile(f).metadata.num_rows
-            adds.append(dlog.add(rel, info.size, rows, storage.mtime_ms(rel)))
+            adds.append(dlog.add(rel, info.size, rows, storage.mtime_ms(rel), values))
+        if partition_columns:
+            storage.fs.delete_dir(storage.path(rel_dir))
 
         async def go():
             snap = await self._client.snapshot(ref(table))
+            if snap.state.partition_columns != partition_columns:
+                raise DeltaClientError(f"Table '{table['full_name']}' is partitioned by "
+                                       f"{snap.state.partition_columns}, not {partition_columns}.")
             now = dlog.now_ms()
-            removes = [dlog.remove(p, a.get("size"), now) for p, a in snap.state.files.items()] if overwrite else []
+            removes = [dlog.remove(a, now) for a in snap.state.files.values()] if overwrite else []
             txn = Transaction(snap.table, snap.version, "WRITE", adds, removes, blind_append=not overwrite,
                               parameters={"mode": "Overwrite" if overwrite else "Append"})
             return await self._client.commit(txn, snap)
 
         return self._run(go())
+
+
+def in_partition_directories(partition_columns: list[str], files: list[tuple[str, dict]]) -> bool:
+    """Whether every file (relative path, partition values) sits right in the directory of its
+    values, so that Spark reading from the table's root finds the log's values in the paths."""
+    return all(path.count("/") == len(partition_columns) and
+               partitions.values_in_path(path) == {c: values.get(c) or None for c in partition_columns}
+               for path, values in files)
 
 
 def _url(location: str, relative: str) -> str:

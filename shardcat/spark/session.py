@@ -15,6 +15,7 @@ said is kept for the job (see catalog.py), so a pipeline does not ask twice abou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -22,12 +23,13 @@ import uuid
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from ..delta.log import Storage
 from ..entities.sql import sql_references
 from . import sqlrewrite
 from .catalog import CatalogClient, CatalogError, Resolved, credentials_of
-from .delta import DeltaBridge, is_catalog_managed
+from .delta import DeltaBridge, in_partition_directories, is_catalog_managed
 from .types import same_columns, to_arrow, to_columns, to_schema
 
 FILE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT")
@@ -187,10 +189,7 @@ class Shardcat:
                 raise CatalogError("INVALID_PARAMETER_VALUE", f"Table '{table['full_name']}' is a Delta table "
                                    "that the catalog does not manage; shardcat.spark reads catalog-managed "
                                    "Delta tables only.", name=table["full_name"])
-            _, files = self.delta.files(table)
-            if not files:
-                return self.spark.createDataFrame([], schema)
-            return self.spark.read.schema(schema).parquet(*files)
+            return self._load_delta(table, schema)
         if fmt not in FILE_FORMATS or not location:
             raise CatalogError("INVALID_PARAMETER_VALUE", f"Table '{table['full_name']}' has format "
                                f"{fmt or 'none'}; shardcat.spark reads {', '.join(FILE_FORMATS)} and DELTA.",
@@ -198,6 +197,30 @@ class Shardcat:
         if not _exists(location):            # a table created but never written
             return self.spark.createDataFrame([], schema)
         return self._reader(fmt).schema(schema).load(location)
+
+    def _load_delta(self, table: dict, schema) -> DataFrame:
+        """A catalog-managed Delta table's live files. A partitioned table's partition values are
+        read from the paths when every file sits in the directory its log entry names (what shardcat
+        writes); otherwise one read per partition, its values as constants."""
+        location = table["storage_location"].rstrip("/")
+        partitioned, files = self.delta.files(table)
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        if not partitioned:
+            return self.spark.read.schema(schema).parquet(*(f"{location}/{path}" for path, _ in files))
+        if in_partition_directories(partitioned, files):
+            df = self.spark.read.option("basePath", location).schema(schema) \
+                .parquet(*(f"{location}/{path}" for path, _ in files))
+            return df.select(*(F.col(f"`{n}`") for n in schema.fieldNames()))
+        data_schema = StructType([f for f in schema.fields if f.name not in partitioned])
+        by_partition: dict[tuple, list[str]] = {}
+        for path, values in files:
+            by_partition.setdefault(tuple(values.get(c) or None for c in partitioned), []).append(f"{location}/{path}")
+        frames = [self.spark.read.schema(data_schema).parquet(*urls).select(*[
+                      F.lit(key[partitioned.index(f.name)]).cast(f.dataType).alias(f.name) if f.name in partitioned
+                      else F.col(f"`{f.name}`") for f in schema.fields])
+                  for key, urls in by_partition.items()]
+        return functools.reduce(DataFrame.unionByName, frames)
 
     def _reader(self, fmt: str):
         reader = self.spark.read.format(fmt.lower())
@@ -313,16 +336,16 @@ class Shardcat:
                 raise CatalogError("INVALID_PARAMETER_VALUE", f"Cannot write to '{name}': {mismatch}.", name=name)
         self._configure_credentials(table)
         overwrite = mode == "overwrite" and not created
+        parts = [c["name"] for c in sorted(table.get("columns") or [], key=lambda c: c.get("partition_index", 0))
+                 if c.get("partition_index") is not None]
         if fmt == "DELTA":
             rel, url = self.delta.data_dir(table)
-            df.write.mode("error").parquet(url)
-            self.delta.commit_files(table, rel, overwrite=overwrite)
+            df.write.mode("error").partitionBy(*parts).parquet(url)
+            self.delta.commit_files(table, rel, parts, overwrite=overwrite)
         else:
             writer = df.write.mode("overwrite" if overwrite else "append").format(fmt.lower())
             if fmt == "CSV":
                 writer = writer.option("header", "true")
-            parts = [c["name"] for c in sorted(table.get("columns") or [], key=lambda c: c.get("partition_index", 0))
-                     if c.get("partition_index") is not None]
             if parts:
                 writer = writer.partitionBy(*parts)
             writer.save(table["storage_location"])
@@ -351,9 +374,9 @@ class Shardcat:
 
     def _create(self, df: DataFrame, name: str, fmt: str, partition_by: list[str], comment: str | None) -> dict:
         if fmt == "DELTA":
-            if partition_by:
-                raise ValueError("Partitioned Delta tables are not supported by shardcat.spark.")
-            created = self.delta.create(name, to_arrow(df.schema), comment)
+            spelled = {f.name.lower(): f.name for f in df.schema.fields}
+            created = self.delta.create(name, to_arrow(df.schema), comment,
+                                        [spelled.get(p.lower(), p) for p in partition_by])
             return self.catalog.call("GET", f"/tables/{created['full_name']}")
         catalog, schema, table = name.split(".")
         body = {"name": table, "catalog_name": catalog, "schema_name": schema, "table_type": "MANAGED",

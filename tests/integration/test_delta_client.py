@@ -62,7 +62,7 @@ def _stage_then_crash(api: str, token: str, name: str) -> None:
     async def run():
         async with DeltaCatalogClient(api, token) as client:
             snap = await client.snapshot(name)
-            txn = Transaction(snap.table, snap.version, "WRITE", [client._write_data(snap.table, rows(99, 0))])
+            txn = Transaction(snap.table, snap.version, "WRITE", client.write_files(snap, rows(99, 0)))
             client.stage(txn, snap.version + 1, snap.state.ict)
         os._exit(17)    # the writer dies after staging, before asking the catalog to ratify
     asyncio.run(run())
@@ -138,7 +138,7 @@ async def test_readers_see_ratified_unpublished_commits(ws, delta):
         assert await writer.append(table, rows(1, 1)) == 2
     # An inline commit: the catalog holds its content, nothing is on disk for it.
     snap = await delta.snapshot(table)
-    add = delta._write_data(table, rows(7, 0))
+    [add] = delta.write_files(snap, rows(7, 0))
     content = dlog.encode_actions([dlog.commit_info(snap.state.ict + 1, "WRITE", blind_append=True), add]).decode()
     status, body = await ws.call("POST", "/delta/preview/commits", json={
         **table.commit_ref(), "commit_info": {
@@ -172,11 +172,11 @@ async def test_rebase_blind_appends_and_conflicting_changes_fail(ws, delta):
     await delta.append(table, rows(1, 0))
     stale = await delta.snapshot(table)
     await delta.append(table, rows(2, 0))                      # someone else wins version 2
-    append = Transaction(table, stale.version, "WRITE", [delta._write_data(table, rows(3, 0))])
+    append = Transaction(table, stale.version, "WRITE", delta.write_files(stale, rows(3, 0)))
     assert await delta.commit(append, stale) == 3              # a blind append rebases
     now = dlog.now_ms()
-    overwrite = Transaction(table, stale.version, "WRITE", [delta._write_data(table, rows(4, 0))],
-                            [dlog.remove(p, a["size"], now) for p, a in stale.state.files.items()],
+    overwrite = Transaction(table, stale.version, "WRITE", delta.write_files(stale, rows(4, 0)),
+                            [dlog.remove(a, now) for a in stale.state.files.values()],
                             blind_append=False)
     with pytest.raises(CommitConflict, match="concurrently added data"):
         await delta.commit(overwrite, stale)
@@ -189,7 +189,7 @@ async def test_rebase_blind_appends_and_conflicting_changes_fail(ws, delta):
     # A blind append over a concurrent metadata change does not guess: it fails clearly.
     stale = await delta.snapshot(table)
     await delta.update_metadata(table, properties={"owner.team": "a"})
-    late = Transaction(table, stale.version, "WRITE", [delta._write_data(table, rows(6, 0))])
+    late = Transaction(table, stale.version, "WRITE", delta.write_files(stale, rows(6, 0)))
     with pytest.raises(CommitConflict, match="metadata"):
         await delta.commit(late, stale)
 
@@ -249,3 +249,61 @@ async def test_delta_rs_refuses_catalog_managed_protocol_without_the_catalog(ws,
     with pytest.raises(Exception, match="(?i)catalog"):
         DeltaTable(local_path(table.location))
     assert (await delta.read(table)).num_rows == ROWS
+
+
+# ---- partitioned tables -------------------------------------------------------------------
+
+PARTITIONED = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("region", pa.string())])
+
+
+def events(ids, days, regions) -> pa.Table:
+    import datetime
+    return pa.table({"id": ids, "day": [None if d is None else datetime.date(2024, 1, d) for d in days],
+                     "region": regions}, schema=PARTITIONED)
+
+
+async def test_partitioned_table_files_values_and_delta_rs(ws, delta):
+    """One file per partition, in its Hive-style directory, without the partition columns; the
+    log's partition values fill them back in, for this client and for delta-rs alike."""
+    import pyarrow.parquet as pq
+    table = await delta.create_table("main.s.p", PARTITIONED, partition_columns=["day", "region"],
+                                     catalog_managed_protocol=False)
+    info = (await ws.call("GET", "/tables/main.s.p"))[1]
+    assert {c["name"]: c.get("partition_index") for c in info["columns"]} == {"id": None, "day": 0, "region": 1}
+    await delta.append(table, events([1, 2, 3, 4, 5], [1, 1, 2, None, 2], ["EU", "EU", "a:b/c", "EU", ""]))
+    snap = await delta.snapshot(table)
+    assert snap.state.partition_columns == ["day", "region"]
+    files = {a["path"].rsplit("/", 1)[0]: a for a in snap.state.files.values()}
+    assert set(files) == {"day=2024-01-01/region=EU", "day=2024-01-02/region=a%3Ab%2Fc",
+                          "day=__HIVE_DEFAULT_PARTITION__/region=EU",
+                          "day=2024-01-02/region=__HIVE_DEFAULT_PARTITION__"}
+    assert files["day=2024-01-01/region=EU"]["partitionValues"] == {"day": "2024-01-01", "region": "EU"}
+    assert files["day=__HIVE_DEFAULT_PARTITION__/region=EU"]["partitionValues"] == {"day": None, "region": "EU"}
+    storage = Storage(table.location)
+    for path in snap.state.files:
+        assert pq.read_schema(storage.path(path)).names == ["id"]
+    expected = events([1, 2, 3, 4, 5], [1, 1, 2, None, 2], ["EU", "EU", "a:b/c", "EU", None])  # "" is no value
+    assert (await delta.read(table)).sort_by("id") == expected
+
+    await delta.overwrite(table, events([6, 7], [3, 3], ["US", "US"]))
+    await delta.append(table, events([8], [1], ["EU"]))
+    assert await delta.publish(table, checkpoint=True) == 3
+    ours = (await delta.read(table)).sort_by("id")
+    assert ours == events([6, 7, 8], [3, 3, 1], ["US", "US", "EU"])
+    theirs = DeltaTable(local_path(table.location))
+    assert theirs.metadata().partition_columns == ["day", "region"]
+    assert theirs.to_pyarrow_table().select(PARTITIONED.names).cast(PARTITIONED).sort_by("id") == ours
+    assert len(theirs.file_uris([("region", "=", "US")])) == 1    # delta-rs prunes by the log's values
+
+
+async def test_partitioning_mistakes_are_refused_before_anything_is_written(ws, delta):
+    with pytest.raises(ValueError, match="type double"):
+        await delta.create_table("main.s.bad", SCHEMA.append(pa.field("score", pa.float64())),
+                                 partition_columns=["score"])
+    with pytest.raises(ValueError, match="'nope' is not a column"):
+        await delta.create_table("main.s.bad", SCHEMA, partition_columns=["nope"])
+    assert (await ws.call("GET", "/tables/main.s.bad"))[0] == 404
+    table = await delta.create_table("main.s.p", PARTITIONED, partition_columns=["day"])
+    with pytest.raises(ValueError, match="'day' is not a column"):
+        await delta.update_metadata(table, schema=pa.schema([("id", pa.int64()), ("region", pa.string())]))
+    assert (await delta.snapshot(table)).version == 0

@@ -20,7 +20,8 @@ class Server:
     connection instead of answering the first request to any path under /flaky."""
 
     def __init__(self, keepalive_timeout: float = 75.0):
-        self.connections: set[int] = set()
+        # Held, not their ids: a closed transport's id may be given to the next one.
+        self.connections: list[asyncio.Transport] = []
         self.requests: list[str] = []
         self.dropped: set[str] = set()
         self.keepalive_timeout = keepalive_timeout
@@ -29,7 +30,8 @@ class Server:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.connections.add(id(request.transport))
+        if not any(t is request.transport for t in self.connections):
+            self.connections.append(request.transport)
         self.requests.append(f"{request.method} {request.path}")
         if request.path.startswith(PREFIX + "/flaky") and request.path not in self.dropped:
             self.dropped.add(request.path)
@@ -83,7 +85,10 @@ def test_a_connection_the_server_closed_while_idle_is_replaced():
     with Server(keepalive_timeout=0.2) as server:
         client = CatalogClient(server.url, "t")
         client.call("POST", "/tables", {"name": "a"})
-        time.sleep(1.0)                         # the server closes the idle connection
+        deadline = time.monotonic() + 30        # the server closes the idle connection's socket
+        while server.connections[0].get_extra_info("socket").fileno() != -1:
+            assert time.monotonic() < deadline, "the server never closed the idle connection"
+            time.sleep(0.05)
         assert client.call("POST", "/tables", {"name": "b"}) == {"path": f"{PREFIX}/tables"}
         assert server.requests == [f"POST {PREFIX}/tables"] * 2 and len(server.connections) == 2
 
