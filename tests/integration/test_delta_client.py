@@ -293,7 +293,7 @@ async def test_partitioned_table_files_values_and_delta_rs(ws, delta):
     theirs = DeltaTable(local_path(table.location))
     assert theirs.metadata().partition_columns == ["day", "region"]
     assert theirs.to_pyarrow_table().select(PARTITIONED.names).cast(PARTITIONED).sort_by("id") == ours
-    assert len(theirs.file_uris([("region", "=", "US")])) == 1    # delta-rs prunes by the log's values
+    assert len(theirs.file_uris(file_pruning_predicate="region = 'US'")) == 1    # delta-rs prunes by the log's values
 
 
 async def test_partitioning_mistakes_are_refused_before_anything_is_written(ws, delta):

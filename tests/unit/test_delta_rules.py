@@ -82,7 +82,7 @@ def test_checkpoint_round_trip(tmp_path):
     state.apply(0, [dlog.commit_info(5, "CREATE TABLE"), dlog.protocol(True),
                     dlog.metadata("abc", schema, {"k": "v"}, description="d")])
     state.apply(1, [dlog.commit_info(6, "WRITE"), dlog.add("a.parquet", 10, 2, 7), dlog.add("b.parquet", 11, 3, 7)])
-    state.apply(2, [dlog.commit_info(7, "DELETE"), dlog.remove("a.parquet", 10, 8)])
+    state.apply(2, [dlog.commit_info(7, "DELETE"), dlog.remove({"path": "a.parquet", "size": 10}, 8)])
     dlog.write_checkpoint(storage, state)
     back = dlog.read_checkpoint(storage, 2)
     assert back.version == 2 and back.protocol == state.protocol
