@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PING_INTERVAL = 0.25
 PING_TIMEOUT = 1.5
+LOCAL_START_ATTEMPTS = 3    # a local start that failed half-way is tried again, from a clean machine
 HUNG_AFTER = 1.5        # seconds without a beat of a shard's serving loop: hung, not busy
 HUNG_STRIKES = 2        # pings in a row that find a shard stalled or unanswering (a dead actor: at once)
 OK, SUSPECT, DEAD, UNSURE = "ok", "suspect", "dead", "unsure"     # a ping's verdicts
@@ -82,17 +83,24 @@ class LoopWatch:
         return sum(min(seconds, ended - moment) for ended, seconds in stalls if ended > moment)
 
 
-def init_ray(address: str | None) -> None:
+def init_ray(address: str | None, *, local_attempts: int = LOCAL_START_ATTEMPTS) -> None:
     """Connect to Ray at `address`, or start a local one. A local start that fails half-way (its
     raylet never came up, say) leaves its GCS server and helpers running, and Ray, never having
-    finished, will not stop them: they are stopped here, so a retry starts from a clean machine."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 ignore_reinit_error=True)
-    except BaseException:
-        _stop_processes([p for p in psutil.Process().children(recursive=True) if p.pid not in before])
-        raise
+    finished, will not stop them: they are stopped here, and the start is tried again from a clean
+    machine (Ray waits a fixed 30 s for its raylet, which a heavily shared machine can miss)."""
+    attempts = local_attempts if address is None else 1
+    for attempt in range(1, attempts + 1):
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     ignore_reinit_error=True)
+            return
+        except BaseException as e:
+            _stop_processes([p for p in psutil.Process().children(recursive=True) if p.pid not in before])
+            if attempt == attempts or not isinstance(e, Exception):
+                raise
+            log.warning("local Ray failed to start (attempt %d of %d): %s; trying again", attempt, attempts, e)
+            ray.shutdown()
 
 
 def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
