@@ -64,6 +64,7 @@ def run(size: int, repeat: int) -> dict:
     return {"size": size, "read_again": timed(after_a_write, repeat), "kept": timed(kept, repeat),
             "write_only": timed(write, repeat)}
 
+
 def report(rows: list[dict], repeat: int) -> str:
     m = machine()
     lines = [HEADING, "",

@@ -174,7 +174,7 @@ class DeltaCatalogClient:
         the catalog still ratifies this client's commits, but filesystem-only Delta readers (delta-rs)
         can read the published log. With the feature (the default) they must go through the catalog."""
         catalog, schema_name, name = full_name.split(".")
-        dlog.metadata("", schema, {}, partition_columns=partition_columns)
+        dlog.metadata("", schema, {}, partition_columns=partition_columns)   # refuses a bad one before reserving
         staging = await self._call("POST", "/staging-tables", json_body={
             "name": name, "catalog_name": catalog, "schema_name": schema_name})
         table_id, location = staging["id"], staging["staging_location"]

@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..delta import log as dlog
@@ -86,7 +87,6 @@ class DeltaBridge:
         """Ratify a commit adding the Parquet files Spark wrote under `rel_dir`, partitioned by
         `partition_columns` (and removing every live file, for an overwrite). Returns the new version."""
         storage = dlog.Storage(table["storage_location"])
-        from pyarrow import fs as pafs
         infos = storage.fs.get_file_info(pafs.FileSelector(storage.path(rel_dir), recursive=True))
         adds = []
         for info in sorted(infos, key=lambda i: i.path):

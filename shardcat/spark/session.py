@@ -206,16 +206,16 @@ class Shardcat:
         partitioned, files = self.delta.files(table)
         if not files:
             return self.spark.createDataFrame([], schema)
+        urls = [f"{location}/{path}" for path, _ in files]
         if not partitioned:
-            return self.spark.read.schema(schema).parquet(*(f"{location}/{path}" for path, _ in files))
+            return self.spark.read.schema(schema).parquet(*urls)
         if in_partition_directories(partitioned, files):
-            df = self.spark.read.option("basePath", location).schema(schema) \
-                .parquet(*(f"{location}/{path}" for path, _ in files))
+            df = self.spark.read.option("basePath", location).schema(schema).parquet(*urls)
             return df.select(*(F.col(f"`{n}`") for n in schema.fieldNames()))
         data_schema = StructType([f for f in schema.fields if f.name not in partitioned])
         by_partition: dict[tuple, list[str]] = {}
-        for path, values in files:
-            by_partition.setdefault(tuple(values.get(c) or None for c in partitioned), []).append(f"{location}/{path}")
+        for url, (_, values) in zip(urls, files):
+            by_partition.setdefault(tuple(values.get(c) or None for c in partitioned), []).append(url)
         frames = [self.spark.read.schema(data_schema).parquet(*urls).select(*[
                       F.lit(key[partitioned.index(f.name)]).cast(f.dataType).alias(f.name) if f.name in partitioned
                       else F.col(f"`{f.name}`") for f in schema.fields])
