@@ -32,8 +32,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import aiohttp
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .commits import FEATURE_PROPERTY, TABLE_ID_PROPERTY
@@ -255,15 +255,14 @@ class DeltaCatalogClient:
         partitioned = snap.state.partition_columns
         if not partitioned:
             return [_write_file(storage, "", data, {})]
+        # One pass groups the row numbers by partition (a null is a partition of its own).
+        row = "#" + "".join(partitioned)          # longer than any partition column's name
+        groups = data.select(partitioned).append_column(row, pa.array(np.arange(data.num_rows))).group_by(partitioned).aggregate([(row, "list")])
         adds = []
-        for key in data.select(partitioned).group_by(partitioned).aggregate([]).to_pylist():
-            rows = None
-            for name in partitioned:
-                match = pc.is_null(data[name]) if key[name] is None else pc.equal(data[name], key[name])
-                rows = match if rows is None else pc.and_(rows, match)
+        for key, members in zip(groups.select(partitioned).to_pylist(), groups[row + "_list"]):
             values = {name: partitions.serialize(key[name]) for name in partitioned}
             adds.append(_write_file(storage, partitions.directory(partitioned, values) + "/",
-                                    data.filter(rows).drop_columns(partitioned), values))
+                                    data.take(members.values).drop_columns(partitioned), values))
         return adds
 
     async def append(self, table: TableRef | str, data: pa.Table) -> int:
