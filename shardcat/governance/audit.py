@@ -4,7 +4,7 @@ Every request a shard (or the router, for what it serves itself) answers becomes
 of `audit_log` (migration 0006): the aiohttp `middleware` records the caller, the action
 (named after the route: getTable, createTable, ...), the securable, the HTTP status and
 the error code and message of a refusal. A request that holds many decisions (the items
-of a batched resolve) may add one row per decision with `record(...)`; a handler that
+of a batched resolve) adds one row per decision with `record_all(...)`; a handler that
 knows its securable better than the route does says so with `annotate(...)`.
 
 Recording never blocks or fails a request: events go to a bounded in-memory buffer that a
@@ -27,6 +27,8 @@ import os
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from aiohttp import web
 
@@ -42,6 +44,7 @@ SKIPPED_PATHS = ("/healthz",)
 REFUSED = (401, 403)              # statuses that mean "not allowed"
 _COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "action", "route",
             "securable_type", "securable_name", "securable_id", "allowed", "status", "error_code", "message")
+_CALLER_COLUMNS = _COLUMNS[2:5]
 
 
 # ---- the writer -------------------------------------------------------------------------------
@@ -63,10 +66,14 @@ class AuditLog:
 
     def submit(self, event: dict) -> None:
         """Queue one event; never blocks, never raises. A full buffer drops it (counted)."""
+        self.submit_row(tuple([_storable(event.get(c)) for c in _COLUMNS]))
+
+    def submit_row(self, row: tuple) -> None:
+        """Queue one event as a row of storable values in `_COLUMNS` order."""
         if len(self.pending) >= self.max_pending:
             self.stats["dropped"] += 1
             return
-        self.pending.append(tuple([_storable(event.get(c)) for c in _COLUMNS]))
+        self.pending.append(row)
         self.stats["recorded"] += 1
         if len(self.pending) >= self.batch:
             self._wake.set()
@@ -178,20 +185,33 @@ def annotate(securable_type: str | None, full_name: str | None, securable_id: st
         current.update(securable_type=securable_type, securable_name=full_name, securable_id=securable_id)
 
 
-def record(caller, action: str, securable_type: str | None, full_name: str | None, *, allowed: bool,
-           securable_id: str | None = None, error_code: str | None = None, message: str | None = None) -> None:
-    """Record one access decision of its own (e.g. one item of a batched resolve), besides the
-    request's own row. Never blocks or raises; a no-op where no audit log runs."""
+class AccessDecision(NamedTuple):
+    """One access decision a request took besides its own (an item of a batched resolve)."""
+    action: str
+    securable_type: str | None
+    full_name: str | None
+    allowed: bool
+    securable_id: str | None = None
+    error_code: str | None = None
+    message: str | None = None
+
+
+def record_all(caller, decisions: Iterable[AccessDecision]) -> None:
+    """Record a request's access decisions, one row each (same request id, no status), besides
+    the request's own row. Never blocks or raises; a no-op where no audit log runs."""
     current = _request.get()
     audit_log = current["log"] if current is not None else _default
     if audit_log is None:
         return
     try:
-        audit_log.submit({
-            "at": int(time.time() * 1000), "request_id": current["request_id"] if current else None,
-            **_caller_fields(caller), "action": action, "route": current.get("route") if current else None,
-            "securable_type": securable_type, "securable_name": full_name, "securable_id": securable_id,
-            "allowed": bool(allowed), "status": None, "error_code": error_code, "message": _short(message)})
+        caller_fields = _caller_fields(caller)
+        at, request_id = int(time.time() * 1000), current["request_id"] if current else None
+        principal, workspace_id, metastore_id = (_storable(caller_fields[c]) for c in _CALLER_COLUMNS)
+        route = _storable(current.get("route")) if current else None
+        for d in decisions:       # a row straight in _COLUMNS order: a resolve may hold a thousand
+            audit_log.submit_row((at, request_id, principal, workspace_id, metastore_id, d.action, route,
+                                  d.securable_type, _storable(d.full_name), _storable(d.securable_id),
+                                  bool(d.allowed), None, d.error_code, _storable(_short(d.message))))
     except Exception:
         log.exception("audit: cannot record a decision")
 

@@ -23,6 +23,8 @@ from ..cache.urls import InvalidUrl, normalize_url
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
+from ..governance import audit
+from ..governance.audit import AccessDecision
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
 from ..store.db import now_ms
@@ -101,6 +103,7 @@ class ResolveService:
                 self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller, with_credentials)
         if with_credentials:
             await self._credentials(caller, out)
+        audit.record_all(caller, _decisions(out))
         self._count(caller, out)
         return {"metastore_id": caller.metastore(), "metastore_version": snap.version, "items": out}
 
@@ -196,6 +199,7 @@ class ResolveService:
         marked for credentials (`_credentials`) when the request wants them."""
         decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
         entry["authorization"] = decision.json()
+        entry["_id"] = asset.id         # for the audit row (_decisions)
         if decision.allowed:
             entry[asset.type] = present(asset, caller)
             if with_credentials and asset.storage_path and (asset.type == "volume" or (
@@ -210,6 +214,38 @@ class ResolveService:
             return
         entry.update(name=asset.full_name, securable_type=TYPES[asset.type].securable_type)
         self._authorized(authz, caller, entry, asset, with_credentials)
+
+
+# ---- the audit trail ---------------------------------------------------------------------------
+
+_CREDENTIAL_ACTIONS = {"TABLE": "generateTemporaryTableCredentials", "VOLUME": "generateTemporaryVolumeCredentials"}
+
+
+def _decisions(out: list[dict]) -> list[AccessDecision]:
+    """The audit rows of a resolve: one per item and dependency (`resolveRead` or `resolveWrite`,
+    allowed or why not, or the item's error), and one per credential handed out or refused, under
+    the action its own endpoint records: what the same calls one by one would leave in the log."""
+    rows = []
+    for entry in out:
+        for item in (entry, *entry.get("dependencies", ())):
+            kind, name, asset_id = item.get("securable_type"), item.get("name", item.get("path")), item.pop("_id", None)
+            action = "resolveWrite" if item["operation"] == "WRITE" else "resolveRead"
+            error = item.get("error")
+            if error is not None:
+                rows.append(AccessDecision(action, kind, name, error["error_code"] != "PERMISSION_DENIED", asset_id,
+                                           error["error_code"], error["message"]))
+                continue
+            decision = item["authorization"]
+            rows.append(AccessDecision(action, kind, name, decision["allowed"], asset_id,
+                                       None if decision["allowed"] else "PERMISSION_DENIED", decision.get("reason")))
+            refused = item.get("temporary_credentials_error")
+            if refused is not None:
+                rows.append(AccessDecision(_CREDENTIAL_ACTIONS[kind], kind, name,
+                                           refused["error_code"] != "PERMISSION_DENIED", asset_id,
+                                           refused["error_code"], refused["message"]))
+            elif "temporary_credentials" in item:
+                rows.append(AccessDecision(_CREDENTIAL_ACTIONS[kind], kind, name, True, asset_id))
+    return rows
 
 
 # ---- the request -------------------------------------------------------------------------------

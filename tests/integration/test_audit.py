@@ -14,7 +14,7 @@ from aiohttp import web
 
 from shardcat.auth import hash_token, new_token
 from shardcat.governance import audit
-from shardcat.governance.audit import APP_KEY, REQUEST_ID_HEADER, AuditLog, action_of
+from shardcat.governance.audit import APP_KEY, REQUEST_ID_HEADER, AccessDecision, AuditLog, action_of
 from shardcat.router.forward import make_router_app
 from shardcat.router.routing import RoutingTable, ShardHandle
 from shardcat.store.db import Store
@@ -310,16 +310,17 @@ async def test_database_down_never_fails_a_request(ws, server, pg_url):
     assert full.stats["dropped"] == 25 and not full.pending
 
 
-async def test_record_adds_decisions_to_the_current_request(server, http):
-    """`audit.record` (per-item decisions, e.g. a batched resolve) inside a request: one row per
+async def test_record_all_adds_decisions_to_the_current_request(server, http):
+    """`audit.record_all` (per-item decisions, e.g. a batched resolve) inside a request: one row per
     decision, sharing the request's id, besides the request's own row."""
     marker = f"test.record.{uuid.uuid4().hex[:8]}"
     log = AuditLog(server.store)
 
     async def handler(request):
-        audit.record(None, marker, "TABLE", "c.s.t1", allowed=True)
-        audit.record(None, marker, "TABLE", "c.s.t2", allowed=False, error_code="PERMISSION_DENIED",
-                     message="no SELECT on table 'c.s.t2'")
+        audit.record_all(None, [
+            AccessDecision(marker, "TABLE", "c.s.t1", True),
+            AccessDecision(marker, "TABLE", "c.s.t2", False, error_code="PERMISSION_DENIED",
+                           message="no SELECT on table 'c.s.t2'")])
         return web.json_response({})
 
     app = web.Application(middlewares=[audit.middleware(log)])

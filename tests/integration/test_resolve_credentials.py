@@ -98,6 +98,36 @@ async def test_denied_items_and_credentials_false_get_none(ws, server, tmp_path)
     assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE" and "credentials" in body["message"]
 
 
+async def test_every_decision_and_credential_is_in_the_audit_log(ws, server, tmp_path):
+    """A resolve leaves in the audit log what the same calls one by one would: a row per item and
+    per dependency (allowed, or why not, or its error) and one per credential handed out, all
+    under the request's id beside the request's own row."""
+    w = await _local_world(ws, tmp_path)
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "c", reader.name, "USE CATALOG", "USE SCHEMA")
+    await grant(ws, "table", "c.s.a", reader.name, "SELECT")
+    await grant(ws, "table", "c.s.v", reader.name, "SELECT")
+    await ok(reader, "POST", "/resolve", json={"items": [
+        {"name": "c.s.a"}, {"name": "c.s.m", "operation": "WRITE"}, {"name": "c.s.v"}, {"name": "c.s.missing"}]})
+    events = (await ok(ws, "GET", "/shardcat/audit", params={"principal": reader.name, "max_results": "100"}))["events"]
+    assert len({e["request_id"] for e in events}) == 1
+    rows = sorted((e["action"], e.get("securable_full_name"), e["allowed"], e.get("error_code"), e.get("status"))
+                  for e in events)
+    a_read, a_creds = ("resolveRead", "c.s.a", True, None, None), \
+        ("generateTemporaryTableCredentials", "c.s.a", True, None, None)
+    assert rows == sorted([
+        ("resolve", None, True, None, 200),                                # the request's own row
+        a_read, a_creds,                                                   # the item
+        ("resolveWrite", "c.s.m", False, "PERMISSION_DENIED", None),
+        ("resolveRead", "c.s.v", True, None, None), a_read, a_creds,       # the view and what it reads
+        ("resolveRead", "c.s.missing", True, "NOT_FOUND", None)])
+    by_name = {(e["action"], e.get("securable_full_name")): e for e in events}
+    assert by_name[("resolveRead", "c.s.a")]["securable_id"] == w["a"]["table_id"]
+    assert by_name[("resolveRead", "c.s.a")]["securable_type"] == "TABLE"
+    assert "MODIFY" in by_name[("resolveWrite", "c.s.m")]["message"]
+    assert "c.s.missing" in by_name[("resolveRead", "c.s.missing")]["message"]
+
+
 async def test_policy_tables_give_credentials_to_trusted_engines_only(ws, server):
     c, table = await policy_world(ws)
     engine = await user(server, ws, trusted=True)
