@@ -257,6 +257,7 @@ _ACTIONS = {
     ("POST", "/table-summaries"): "listTableSummaries",
     ("GET", "/metastore_summary"): "getMetastoreSummary",
     ("GET", "/shardcat/audit"): "listAuditEvents",
+    ("GET", "/shardcat/search"): "search",
     ("GET", "/files"): "listFiles",
     ("POST", "/models/versions"): "createModelVersion",
     ("PATCH", "/models/{full_name}/versions/{version}/finalize"): "finalizeModelVersion",

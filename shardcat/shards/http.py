@@ -31,6 +31,7 @@ from .functions import create_function
 from .metastores import MetastoreService
 from .models import ModelService
 from .resolve import ResolveService
+from .search import search_routes
 from .service import CatalogService, encode_json, present
 from .shard import Shard
 from .sharing import sharing_routes
@@ -307,5 +308,6 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                     web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                     *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
+                    *search_routes(shard, PREFIX),
                     *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
     return app

@@ -360,6 +360,32 @@ class Store:
         )
         return _versioned_many(metastore_id, rows)
 
+    async def search(self, metastore_id: str, types: list[str], patterns: list[str], name_ranks: tuple[str, str, str],
+                     after: tuple[int, str, str], limit: int) -> tuple[int, list[tuple[int, Asset]]]:
+        """Assets of `types` whose lower-cased full name or comment matches every LIKE pattern, as
+        (rank, asset): 0 when the name is `name_ranks[0]`, 1 when it is LIKE `name_ranks[1]`, 2 when
+        LIKE `name_ranks[2]`, else 3; in (rank, full name, id) order after `after`."""
+        exact, prefix, inside = name_ranks
+        rows = await self.pool.fetch(
+            """SELECT m.version AS ms_version, r.* FROM metastores m
+               LEFT JOIN LATERAL (
+                   SELECT * FROM (
+                       SELECT a.*, CASE WHEN lower(a.name) = $4 THEN 0 WHEN lower(a.name) LIKE $5 THEN 1
+                                        WHEN lower(a.name) LIKE $6 THEN 2 ELSE 3 END AS rank
+                       FROM assets a
+                       WHERE a.metastore_id = $1 AND a.type = ANY($2::text[])
+                         AND NOT EXISTS (SELECT 1 FROM unnest($3::text[]) p
+                                         WHERE NOT (lower(a.full_name) LIKE p
+                                                    OR lower(coalesce(a.info->>'comment', '')) LIKE p))) s
+                   WHERE (s.rank, s.full_name, s.id) > ($7, $8, $9::uuid)
+                   ORDER BY s.rank, s.full_name, s.id LIMIT $10) r ON true
+               WHERE m.id = $1""",
+            uuid.UUID(metastore_id), types, patterns, exact, prefix, inside, after[0], after[1], uuid.UUID(after[2]),
+            limit)
+        if not rows:
+            raise MetastoreGone(metastore_id)
+        return rows[0]["ms_version"], [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]
+
     async def has_assets(self, metastore_id: str) -> bool:
         return await self.pool.fetchval(
             "SELECT EXISTS (SELECT 1 FROM assets WHERE metastore_id = $1)", uuid.UUID(metastore_id)
