@@ -248,7 +248,7 @@ class PermissionsService:
                 "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 [(uuid.UUID(state.id), uuid.UUID(sid), uuid.UUID(sid) if asset else None, p, priv, caller.name, now)
                  for p, privs in new.items() for priv in privs])
-            tx.changed.add(sid)
+            tx.touch(sid, "PERMISSIONS", asset.type if asset else "metastore", asset.full_name if asset else None)
             if not hasattr(tx, "grant_updates"):
                 tx.grant_updates = {}
             tx.grant_updates[sid] = new

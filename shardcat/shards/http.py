@@ -24,6 +24,7 @@ from ..router.middleware import Authenticator, error_middleware
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
+from .changes import change_routes
 from .credentials import temporary_credentials_routes
 from .delta_commits import delta_commit_routes
 from ..governance import row_filters as _row_filters  # noqa: F401,E402  (registers the table policy rules)
@@ -308,6 +309,6 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                     web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                     *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
-                    *search_routes(shard, PREFIX),
+                    *search_routes(shard, PREFIX), *change_routes(shard, PREFIX),
                     *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
     return app

@@ -414,6 +414,25 @@ class Store:
         )
         return [Change(r["version"], [str(i) for i in r["changed"]], [str(i) for i in r["parents"]]) for r in rows]
 
+    async def change_feed(self, metastore_id: str, after: int, limit: int) -> tuple[int, list[dict], dict]:
+        """One snapshot of the change log for the feed: (metastore version, rows for versions > after,
+        oldest first, at most `limit`, as dicts of version, at, changed and details, and the current
+        (type, full name) of every id they touched that still exists)."""
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            meta = await conn.fetchrow("SELECT version, name FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+            if meta is None:
+                raise MetastoreGone(metastore_id)
+            rows = await conn.fetch(
+                """SELECT version, at, changed, details FROM change_log
+                   WHERE metastore_id = $1 AND version > $2 ORDER BY version LIMIT $3""",
+                uuid.UUID(metastore_id), after, limit)
+            ids = sorted({i for r in rows for i in r["changed"]})
+            current = {str(r["id"]): (r["type"], r["full_name"]) for r in await conn.fetch(
+                "SELECT id, type, full_name FROM assets WHERE id = ANY($1::uuid[])", ids)}
+        current[metastore_id] = ("metastore", meta["name"])
+        return meta["version"], [{"version": r["version"], "at": r["at"], "changed": [str(i) for i in r["changed"]],
+                                  "details": r["details"]} for r in rows], current
+
     async def delta_commits(self, metastore_id: str, table_id: str, start: int, end: int | None,
                             limit: int) -> tuple[int, Asset | None, int | None, int | None, list[dict]]:
         """One snapshot of a table's commits: (metastore version, the table, latest ratified version,
@@ -447,8 +466,8 @@ class Store:
             tx = WriteTx(conn, metastore_id, new_version)
             yield tx
             await conn.execute(
-                "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5)",
-                uuid.UUID(metastore_id), new_version, sorted(tx.changed), sorted(tx.parents), now_ms(),
+                "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)",
+                uuid.UUID(metastore_id), new_version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
             )
 
 
@@ -464,6 +483,22 @@ class WriteTx:
         self.written: dict[str, Asset] = {}   # id -> new state
         self.created: set[str] = set()         # ids that did not exist before this write
         self.deleted: dict[str, Asset] = {}   # id -> last state
+        self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
+
+    def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
+        """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
+        DELTA_COMMIT or DELTA_PUBLISH. One write may touch an id more than once: created and then
+        updated, it was created; deleted and then put back, updated; updated, it stays updated."""
+        self.changed.add(securable_id)
+        before = self.touched.get(securable_id, {})
+        if before.get("change") == "CREATE" and change != "DELETE" or \
+                before.get("change") == "UPDATE" and change not in ("CREATE", "DELETE"):
+            change = before["change"]
+        self.touched[securable_id] = {"id": securable_id, "change": change, "type": type_name or before.get("type"),
+                                      "full_name": full_name or before.get("full_name")}
+
+    def details(self) -> list[dict]:
+        return [self.touched[i] for i in sorted(self.touched)]
 
     async def get(self, namespace: str, full_name: str) -> Asset | None:
         _, asset = await _get_asset(self.conn, self.metastore_id, namespace, full_name)
@@ -489,7 +524,7 @@ class WriteTx:
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(name) from None
-        self.changed.add(self.metastore_id)
+        self.touch(self.metastore_id, "UPDATE", "metastore", name)
 
     async def put(self, asset: Asset) -> Asset:
         """Insert or replace an asset; returns it stamped with this write's version."""
@@ -506,9 +541,12 @@ class WriteTx:
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(asset.full_name) from None
-        if inserted and asset.id not in self.deleted:
+        replaced = self.deleted.get(asset.id)
+        if inserted and replaced is None:
             self.created.add(asset.id)
-        self.changed.add(asset.id)
+        # A table that takes over its staging table's id is new to the change feed all the same.
+        new = inserted and (replaced is None or replaced.type != asset.type)
+        self.touch(asset.id, "CREATE" if new else "UPDATE", asset.type, asset.full_name)
         self.parents.add(asset.parent_id)
         self.written[asset.id] = asset
         return asset
@@ -518,7 +556,7 @@ class WriteTx:
         await self.conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
                                 [a.id for a in assets if a.type == "table"])   # a dropped table's commits go with it
         for a in assets:
-            self.changed.add(a.id)
+            self.touch(a.id, "DELETE", a.type, a.full_name)
             self.parents.add(a.parent_id)
             self.deleted[a.id] = a
 
@@ -550,14 +588,14 @@ class WriteTx:
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
             uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
             file_modification_timestamp, commit_timestamp, content, now_ms())
-        self.changed.add(table_id)
+        self.touch(table_id, "DELTA_COMMIT")
 
     async def publish_delta_commits(self, table_id: str, up_to: int) -> None:
         """Mark versions <= up_to published; an inline commit's content is no longer needed then."""
         await self.conn.execute(
             """UPDATE delta_commits SET published = true, content = NULL
                WHERE table_id = $1 AND version <= $2 AND NOT published""", uuid.UUID(table_id), up_to)
-        self.changed.add(table_id)
+        self.touch(table_id, "DELTA_PUBLISH")
 
 
 async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
