@@ -14,7 +14,8 @@ catalog. As that engine it then
      silver_customers (Parquet), whose email column the admin then masks;
   4. creates the view customer_orders over silver, and the gold tables revenue_by_country and
      top_customers from it (emails arrive masked: the engine applies the catalog's mask);
-and prints a summary of what it read and wrote, and where the time went (catalog vs Spark).
+Every write reports its lineage to the catalog (what it read). It ends with a summary of what it
+read and wrote, the lineage, and where the time went (catalog vs Spark).
 """
 
 from __future__ import annotations
@@ -204,8 +205,10 @@ def print_summary(out: dict) -> None:
     print("summary")
     print(f"  raw files read:   {out['raw']['orders']:,} order rows (CSV), {out['raw']['customers']:,} customers (JSON)")
     print("  tables written:   " + ", ".join(f"{t} ({n:,} rows)" for t, n in out["rows"].items()))
-    writes = ", ".join(f"{w['table'].split('.')[-1]} [{w['format']}]" for w in job["writes"])
-    print(f"  writes:           {writes}")
+    print("  writes (lineage the catalog recorded):")
+    for w in job["writes"]:
+        read = ", ".join(name.split(".")[-1] for name in w["sources"]) or "-"
+        print(f"    {w['table'].split('.')[-1]} [{w['format']}] <- {read}")
     print(f"  reads by name:    {sum(v for k, v in job['reads'].items() if not k.startswith('/'))}, "
           f"by path: {sum(v for k, v in job['reads'].items() if k.startswith('/'))}")
     print(f"  catalog:          {job['catalog_calls'] + out['admin_calls']} calls "

@@ -258,6 +258,8 @@ _ACTIONS = {
     ("GET", "/metastore_summary"): "getMetastoreSummary",
     ("GET", "/shardcat/audit"): "listAuditEvents",
     ("GET", "/shardcat/search"): "search",
+    ("POST", "/shardcat/lineage"): "reportLineage",
+    ("GET", "/shardcat/lineage"): "getLineage",
     ("GET", "/files"): "listFiles",
     ("POST", "/models/versions"): "createModelVersion",
     ("PATCH", "/models/{full_name}/versions/{version}/finalize"): "finalizeModelVersion",

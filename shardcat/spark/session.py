@@ -11,12 +11,15 @@ into what they depend on), registers each table as a temporary view over its fil
 and column masks applied, for a trusted engine), each catalog view as a temporary view over those,
 inlines catalog SQL functions, rewrites the query to those names and runs it. What the catalog
 said is kept for the job (see catalog.py), so a pipeline does not ask twice about the same table.
+Every write reports its lineage (`POST /shardcat/lineage`): the catalog tables and volumes whose
+files the DataFrame read.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import re
 import uuid
 
@@ -25,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ..cache.urls import InvalidUrl, normalize_url
 from ..delta.log import Storage
 from ..entities.sql import sql_references
 from . import sqlrewrite
@@ -37,6 +41,7 @@ WRITE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "DELTA")
 WRITE_MODES = ("append", "overwrite", "create")
 VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 _VOLUME_PATH = re.compile(r"^/Volumes/([^/]+)/([^/]+)/([^/]+)(/.*)?$", re.IGNORECASE)
+log = logging.getLogger(__name__)
 
 
 def connect(spark: SparkSession, url: str, token: str, *, trusted_engine: bool = False) -> "Shardcat":
@@ -69,6 +74,7 @@ class Shardcat:
         self.writes: list[dict] = []          # {"table", "mode", "format", "created"}
         self._credentials: dict[str, dict] = {}   # full name -> temporary credentials from resolve
         self._prefix = "sc" + uuid.uuid4().hex[:6]  # this session's temporary views, apart from others
+        self._locations: dict[str, dict] = {}  # storage location read -> {"name", "securable_type"}: lineage
 
     def close(self) -> None:
         self.delta.close()
@@ -151,6 +157,7 @@ class Shardcat:
             df = self.spark.sql(sql)
         else:
             df = self._load(table)
+            self._read_from(table.get("storage_location"), full, "TABLE")
         df = self._policies(table, df, funcs)
         df.createOrReplaceTempView(name)
         views[full] = name
@@ -267,6 +274,7 @@ class Shardcat:
             self._remember_credentials(r.item)
             location = r.item["volume"]["storage_location"].rstrip("/") + (m.group(4) or "")
             self._configure_credentials(r.item["volume"])
+            self._read_from(r.item["volume"]["storage_location"], volume, "VOLUME")
         else:
             item = self.catalog.resolve_path(path, "READ")
             self._check(item, path)
@@ -275,6 +283,8 @@ class Shardcat:
             table = item.get("table")
             if table:
                 self._configure_credentials(table)
+            owner = table or item.get("volume") or {}
+            self._read_from(owner.get("storage_location"), item.get("name"), item.get("securable_type"))
         self.reads[path] = self.reads.get(path, 0) + 1
         fmt = (format or (table or {}).get("data_source_format") or "").upper()
         if not fmt:
@@ -350,7 +360,8 @@ class Shardcat:
                 writer = writer.partitionBy(*parts)
             writer.save(table["storage_location"])
         self.catalog.forget("TABLE", name)
-        self.writes.append({"table": table["full_name"], "mode": mode, "format": fmt, "created": created})
+        self.writes.append({"table": table["full_name"], "mode": mode, "format": fmt, "created": created,
+                            "sources": self._report_lineage(df, table["full_name"])})
         return table
 
     def create_view(self, name: str, sql: str, *, comment: str | None = None, replace: bool = False) -> dict:
@@ -384,6 +395,41 @@ class Shardcat:
         if comment is not None:
             body["comment"] = comment
         return self.catalog.call("POST", "/tables", body)
+
+    # ---- lineage ------------------------------------------------------------------------------
+
+    def _read_from(self, location: str | None, name: str | None, securable_type: str | None) -> None:
+        if location and name and securable_type:
+            self._locations[normalize_url(location).rstrip("/")] = {"name": name, "securable_type": securable_type}
+
+    def _sources(self, df: DataFrame) -> list[dict]:
+        """The catalog tables and volumes this session read whose files `df` reads (Spark's
+        `inputFiles`: best effort, file-based relations only)."""
+        found: dict[str, dict] = {}
+        directories = {f.rsplit("/", 1)[0] for f in df.inputFiles()} if self._locations else set()
+        for directory in directories:
+            try:
+                url = normalize_url(directory)
+            except InvalidUrl:
+                continue
+            for location, source in self._locations.items():
+                if url == location or url.startswith(location + "/"):
+                    found[source["name"]] = source
+        return list(found.values())
+
+    def _report_lineage(self, df: DataFrame, target: str) -> list[str]:
+        """Tell the catalog what the write read; the names reported. The data is written by then,
+        so a refusal or a failure here is logged, not raised."""
+        sources = [s for s in self._sources(df) if s["name"] != target]
+        if not sources:
+            return []
+        try:
+            self.catalog.call("POST", "/shardcat/lineage", {"target": target, "sources": sources,
+                                                            "job": self.spark.conf.get("spark.app.name", None)})
+        except CatalogError as e:
+            log.warning("lineage of %s not recorded: %s", target, e)
+            return []
+        return sorted(s["name"] for s in sources)
 
     # ---- what the job did ---------------------------------------------------------------------
 

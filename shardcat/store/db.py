@@ -433,6 +433,31 @@ class Store:
         return meta["version"], [{"version": r["version"], "at": r["at"], "changed": [str(i) for i in r["changed"]],
                                   "details": r["details"]} for r in rows], current
 
+    async def add_lineage(self, metastore_id: str, target: Asset, sources: list[Asset], job: str | None,
+                          principal: str) -> None:
+        """One reported write: `target` was written from `sources`."""
+        at = now_ms()
+        await self.pool.executemany(
+            """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
+                                    job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+            [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, uuid.UUID(target.id), target.full_name,
+              job, principal, at) for s in sources])
+
+    async def lineage_edges(self, metastore_id: str, ids: list[str], upstream: bool) -> list[dict]:
+        """The edges into (`upstream`) or out of the assets `ids`, one per (source, target): the
+        names and source type last recorded, first and last time, how many writes, which jobs."""
+        end = "target_id" if upstream else "source_id"
+        rows = await self.pool.fetch(
+            f"""SELECT source_id, target_id, min(at) AS first_at, max(at) AS last_at, count(*) AS runs,
+                       (array_agg(source_type ORDER BY at DESC))[1] AS source_type,
+                       (array_agg(source_name ORDER BY at DESC))[1] AS source_name,
+                       (array_agg(target_name ORDER BY at DESC))[1] AS target_name,
+                       (array_agg(DISTINCT job) FILTER (WHERE job IS NOT NULL))[1:10] AS jobs
+                FROM lineage WHERE metastore_id = $1 AND {end} = ANY($2::uuid[])
+                GROUP BY source_id, target_id""",
+            uuid.UUID(metastore_id), ids)
+        return [{**dict(r), "source_id": str(r["source_id"]), "target_id": str(r["target_id"])} for r in rows]
+
     async def delta_commits(self, metastore_id: str, table_id: str, start: int, end: int | None,
                             limit: int) -> tuple[int, Asset | None, int | None, int | None, list[dict]]:
         """One snapshot of a table's commits: (metastore version, the table, latest ratified version,

@@ -32,7 +32,13 @@ async def test_example_pipeline_runs_and_masks(ws, spark, capsys):
     assert out["job"]["resolve_calls"] > 0 and out["wall_seconds"] >= out["catalog_seconds"] > 0
     example.print_summary(out)
     printed = capsys.readouterr().out
-    assert "summary" in printed and "silver_orders [DELTA]" in printed
+    assert "summary" in printed and "silver_orders [DELTA] <- bronze_orders" in printed
+    # every write reported what it read: top_customers goes back, through the view's tables, to the volume
+    status, lineage = await ws.call("GET", "/shardcat/lineage", params={
+        "name": "demo.shop.top_customers", "direction": "upstream", "depth": "3"})
+    assert status == 200 and {(e["hops"], e["source"]["full_name"]) for e in lineage["edges"]} == {
+        (1, "demo.shop.silver_orders"), (1, "demo.shop.silver_customers"), (2, "demo.shop.bronze_orders"),
+        (2, "demo.shop.bronze_customers"), (3, "demo.shop.landing")}
     # the catalog has what the pipeline made
     status, view = await ws.call("GET", "/tables/demo.shop.customer_orders")
     assert status == 200 and view["table_type"] == "VIEW" and "silver_orders" in view["view_definition"]

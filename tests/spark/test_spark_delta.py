@@ -54,6 +54,13 @@ async def test_delta_joins_other_formats_in_one_query(ws, cat, spark):
     rows = await run(lambda: cat.sql("SELECT d.v, p.w, (SELECT count(*) FROM c.s.empty) AS n "
                                      "FROM c.s.d d JOIN c.s.p p USING (id)").collect())
     assert [tuple(r) for r in rows] == [(10, "x", 0)]
+    # Lineage of a write from a join: both tables whose files it read (the empty one has none).
+    joined = await run(cat.sql, "SELECT d.id, d.v, p.w FROM c.s.d d JOIN c.s.p p USING (id)")
+    await run(cat.write, joined, "c.s.joined", mode="create", format="DELTA")
+    assert cat.writes[-1]["sources"] == ["c.s.d", "c.s.p"]
+    lineage = await ok(ws, "GET", "/shardcat/lineage?name=c.s.joined")
+    assert sorted((e["direction"], e["source"]["full_name"]) for e in lineage["edges"]) == [
+        ("upstream", "c.s.d"), ("upstream", "c.s.p")]
     with pytest.raises(CatalogError, match="DataFrame has columns"):
         await run(cat.write, spark.createDataFrame([(1,)], "other long"), "c.s.d", mode="append")
 

@@ -121,6 +121,11 @@ async def test_reads_by_volume_path_and_by_storage_path(ws, cat, spark, tmp_path
     assert await run(lambda: sorted(tuple(r) for r in df.collect())) == [(1, 2), (2, 3)]
     await run(cat.write, df, "c.s.by_path", mode="create")
     table = await ok(ws, "GET", "/tables/c.s.by_path")
+    # The write reported its lineage: the volume whose files it read.
+    assert cat.writes[-1]["sources"] == ["c.s.raw"]
+    lineage = await ok(ws, "GET", "/shardcat/lineage?name=c.s.by_path&direction=upstream")
+    assert [(e["source"]["full_name"], e["source"]["securable_type"]) for e in lineage["edges"]] == [
+        ("c.s.raw", "VOLUME")]
     by_path = await run(cat.read_path, table["storage_location"])      # the owning table's format and schema
     assert await run(by_path.count) == 2 and by_path.columns == ["id", "qty"]
     with pytest.raises(CatalogError, match="No table or volume owns path") as e:
