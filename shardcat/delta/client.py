@@ -257,7 +257,8 @@ class DeltaCatalogClient:
             return [_write_file(storage, "", data, {})]
         # One pass groups the row numbers by partition (a null is a partition of its own).
         row = "#" + "".join(partitioned)          # longer than any partition column's name
-        groups = data.select(partitioned).append_column(row, pa.array(np.arange(data.num_rows))).group_by(partitioned).aggregate([(row, "list")])
+        numbered = data.select(partitioned).append_column(row, pa.array(np.arange(data.num_rows)))
+        groups = numbered.group_by(partitioned).aggregate([(row, "list")])
         adds = []
         for key, members in zip(groups.select(partitioned).to_pylist(), groups[row + "_list"]):
             values = {name: partitions.serialize(key[name]) for name in partitioned}

@@ -21,8 +21,6 @@ from .service import page_size
 from .shard import Shard
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
-
-
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
     "metastore": METASTORE.securable_type, "model_version": "MODEL_VERSION"}   # not REGISTERED_MODEL, as grants say
 

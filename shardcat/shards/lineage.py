@@ -111,7 +111,7 @@ class LineageService:
             sources[asset.id] = asset
         for path in paths:
             owner, asset = snap.by_path[path] or (None, None)
-            if asset is None or owner.is_root:
+            if asset is None or owner.is_root or asset.type not in _KINDS.values():
                 raise not_found(f"No table or volume owns path '{path}'.")
             sources[asset.id] = asset
         for asset in sources.values():

@@ -71,7 +71,7 @@ class Shardcat:
         self.delta = DeltaBridge(self.catalog.api, token, self.catalog.stats)
         self.trusted_engine = trusted_engine
         self.reads: dict[str, int] = {}       # full name or path -> times read
-        self.writes: list[dict] = []          # {"table", "mode", "format", "created"}
+        self.writes: list[dict] = []          # {"table", "mode", "format", "created", "sources"}
         self._credentials: dict[str, dict] = {}   # full name -> temporary credentials from resolve
         self._prefix = "sc" + uuid.uuid4().hex[:6]  # this session's temporary views, apart from others
         self._locations: dict[str, dict] = {}  # storage location read -> {"name", "securable_type"}: lineage
