@@ -56,6 +56,28 @@ async def test_router_forwards_and_client_can_go_direct(cluster, cws):
     assert status == 421 and err["error_code"] == "NOT_OWNER"
 
 
+async def test_search_changes_and_lineage_through_the_router(cluster, cws):
+    """shardcat's own read and report endpoints reach the owner shard like the Unity Catalog ones."""
+    start = (await cws.call("GET", "/shardcat/changes"))[1]["metastore_version"]
+    await cws.call("POST", "/catalogs", json={"name": "c"})
+    await cws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
+    for name in ("orders", "daily_orders"):
+        status, _ = await cws.call("POST", "/tables", json={
+            "name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]})
+        assert status == 200
+    status, _ = await cws.call("POST", "/shardcat/lineage", json={"target": "c.s.daily_orders",
+                                                                   "sources": [{"name": "c.s.orders"}]})
+    assert status == 200
+    status, found = await cws.call("GET", "/shardcat/search", params={"query": "orders"})
+    assert status == 200 and [r["full_name"] for r in found["results"]] == ["c.s.orders", "c.s.daily_orders"]
+    status, feed = await cws.call("GET", "/shardcat/changes", params={"since_version": str(start)})
+    assert status == 200 and [s["full_name"] for c in feed["changes"] for s in c["securables"]] == [
+        "c", "c.s", "c.s.orders", "c.s.daily_orders"]
+    status, lineage = await cws.call("GET", "/shardcat/lineage", params={"name": "c.s.daily_orders"})
+    assert status == 200 and [e["source"]["full_name"] for e in lineage["edges"]] == ["c.s.orders"]
+
+
 async def test_killed_shard_metastores_are_served_again(cluster, cws):
     for i in range(5):
         assert (await cws.call("POST", "/catalogs", json={"name": f"k{i}"}))[0] == 200
