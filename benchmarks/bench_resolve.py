@@ -15,8 +15,8 @@ aiohttp connection, the variants interleaved (one of each per round; median and 
    from one snapshot; `"credentials": false`), vs what a client does without it: GET v10, parse
    its SQL (sqlglot), GET what it names, and so on down to the 100 base tables (110 GETs);
 3. the example pipeline (examples/spark_pipeline.py) on a local Spark (local[2]): wall time,
-   the catalog's share (every catalog call the job and its set-up made, Delta commits included),
-   and the rest (Spark and files).
+   the catalog's share (every catalog call the job and its set-up made, Delta commits and lineage
+   reports included), and the rest (Spark and files).
 
 Writes its section of docs/benchmarks.md and the raw numbers under benchmarks/out/. `--quick`
 (fewer repetitions, a 20,000-row pipeline) is for trying it out; its section says so.
@@ -230,7 +230,7 @@ def markdown(run: dict) -> str:
               f"Example pipeline (`examples/spark_pipeline.py`, {p['raw_rows']:,} raw orders, local[2] Spark): "
               f"**{p['wall_seconds']:.1f} s** wall = **{p['catalog_seconds']:.2f} s catalog** "
               f"({p['catalog_calls']} calls: {p['resolve_calls']} batched resolves, the rest set-up, table "
-              f"creation and Delta commits; {p['cache_hits']} names answered from the job's cache) + "
+              f"creation, Delta commits and lineage reports; {p['cache_hits']} names answered from the job's cache) + "
               f"**{p['spark_seconds']:.1f} s Spark** (and file I/O and data generation; the JVM was already "
               "running). Catalog time is the wall time inside the job's catalog calls (HTTP, and the Delta "
               "client's commits and log reads).", "",
