@@ -1,8 +1,10 @@
-"""`shardcat catalog|schema|table|volume|model create|list|get|delete`: the client subcommands.
+"""`shardcat catalog|schema|table|volume|model create|list|get|delete`, `shardcat search` and
+`shardcat lineage`: the client subcommands.
 
 Each object kind is a REST collection described by a `Kind` (its path, list key, name depth,
 list columns and create options); the four actions are the same generic REST calls for all of
-them, so a kind the server adds later needs one more `Kind` here and nothing else.
+them, so a kind the server adds later needs one more `Kind` here and nothing else. `search` and
+`lineage` are read-only queries of shardcat's own endpoints, printed as tables too.
 Output is an aligned table (lists) or a field/value listing (one object); `--json` prints
 the server's JSON instead. Errors go to stderr with the server's error code; exit status 1.
 """
@@ -86,6 +88,18 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
         if kind.has_force:
             delete.add_argument("--force", action="store_true", help="also delete everything inside it")
         parser.set_defaults(kind=kind.name)
+
+    search = commands.add_parser("search", parents=[common], help="find securables by name or comment")
+    search.add_argument("words", nargs="+", metavar="WORD", help="every word must be in the full name or comment")
+    search.add_argument("--type", dest="securable_types", type=str.upper, metavar="TYPE[,TYPE...]",
+                        help="CATALOG, SCHEMA, TABLE, VOLUME, FUNCTION, REGISTERED_MODEL (default all)")
+    search.add_argument("--limit", type=_positive, default=50, help="show at most this many (default 50)")
+    lineage = commands.add_parser("lineage", parents=[common], help="what a table or volume was written from "
+                                                                     "and what was written from it")
+    lineage.add_argument("full_name", metavar="CATALOG.SCHEMA.NAME")
+    lineage.add_argument("--volume", action="store_true", help="the name is a volume's")
+    lineage.add_argument("--direction", choices=("upstream", "downstream", "both"), default="both")
+    lineage.add_argument("--depth", type=_positive, default=1, help="hops to follow (default 1, at most 10)")
 
 
 def _positive(text: str) -> int:
@@ -212,6 +226,42 @@ def execute(client: Client, kind: Kind, args: argparse.Namespace) -> dict | list
     return None
 
 
+def search(client: Client, args: argparse.Namespace) -> list[dict]:
+    """Up to --limit matches, best first, following pages (the server may return short ones)."""
+    found: list[dict] = []
+    token = None
+    for _ in range(MAX_PAGES):
+        page = client.call("GET", "/shardcat/search", params={
+            "query": " ".join(args.words), "securable_types": args.securable_types, "page_token": token,
+            "max_results": args.limit - len(found)})
+        found += page.get("results") or []
+        token = page.get("next_page_token")
+        if not token or len(found) >= args.limit:
+            break
+    return found[:args.limit]
+
+
+def lineage(client: Client, args: argparse.Namespace) -> dict:
+    return client.call("GET", "/shardcat/lineage", params={
+        "name": args.full_name, "securable_type": "VOLUME" if args.volume else "TABLE",
+        "direction": args.direction, "depth": str(args.depth)})
+
+
+def _lineage_rows(answer: dict) -> list[dict]:
+    def name(node: dict) -> str:
+        return node.get("full_name", "(hidden)") + (" (dropped)" if node.get("deleted") else "")
+    return [{"direction": e["direction"], "hops": e["hops"], "source": name(e["source"]),
+             "target": name(e["target"]), "runs": e["runs"], "last_at": e["last_at"],
+             "jobs": ", ".join(e.get("jobs") or [])} for e in answer.get("edges", [])]
+
+
+QUERIES = {  # command -> (run, JSON of the result, table rows of the result, table columns)
+    "search": (search, lambda r: {"results": r}, lambda r: r, ("full_name", "securable_type", "match", "comment")),
+    "lineage": (lineage, lambda r: r, _lineage_rows,
+                ("direction", "hops", "source", "target", "runs", "last_at", "jobs")),
+}
+
+
 # ---- output -----------------------------------------------------------------------
 
 
@@ -245,19 +295,23 @@ def format_object(obj: dict) -> str:
 
 def run_client(args: argparse.Namespace) -> int:
     """Run a parsed client subcommand; the process exit status."""
-    kind = KINDS[args.kind]
+    query = QUERIES.get(args.command)
+    kind = None if query else KINDS[args.kind]
     try:
         client = Client(*resolve_config(args.server, args.token))
-        result = execute(client, kind, args)
+        result = query[0](client, args) if query else execute(client, kind, args)
     except ServerError as e:
         print(f"shardcat: error: {e.code} (HTTP {e.status}): {e.message}", file=sys.stderr)
-        if e.code in ("ENDPOINT_NOT_FOUND", "HTTP_404") and args.action in ("create", "list"):
+        if kind and e.code in ("ENDPOINT_NOT_FOUND", "HTTP_404") and args.action in ("create", "list"):
             print(f"shardcat: this server does not serve {kind.path}", file=sys.stderr)
         return 1
     except ClientError as e:
         print(f"shardcat: error: {e}", file=sys.stderr)
         return 1
-    if args.json:
+    if query:
+        _, as_json, as_rows, columns = query
+        print(json.dumps(as_json(result), indent=2) if args.json else format_table(as_rows(result), columns))
+    elif args.json:
         if args.action == "list":
             result = {kind.list_key: result}
         print(json.dumps(result if result is not None else {}, indent=2, sort_keys=False))

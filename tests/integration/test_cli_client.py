@@ -220,3 +220,37 @@ async def test_volumes_and_models(ws, tmp_path):
     assert code == 1 and "NOT_FOUND (HTTP 404)" in err
     assert (await cli(ws, "model", "delete", "ml.prod.ranker"))[0] == 0
     assert (await ws.call("GET", "/models/ml.prod.ranker"))[0] == 404
+
+
+async def test_search_and_lineage(ws):
+    for argv in (("catalog", "create", "c"), ("schema", "create", "c.s"),
+                 ("table", "create", "c.s.orders", "--comment", "paid orders", "--column", "id:LONG"),
+                 ("table", "create", "c.s.daily_orders", "--column", "id:LONG"),
+                 ("table", "create", "c.s.people", "--column", "id:LONG")):
+        assert (await cli(ws, *argv))[0] == 0
+    status, out = await ws.call("POST", "/shardcat/lineage", json={"target": "c.s.daily_orders", "job": "roll-up",
+                                                                   "sources": [{"name": "c.s.orders"}]})
+    assert status == 200, out
+
+    code, out, err = await cli(ws, "search", "orders")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["FULL_NAME", "SECURABLE_TYPE", "MATCH", "COMMENT"]
+    assert [line.split()[0] for line in lines[1:]] == ["c.s.orders", "c.s.daily_orders"]
+    assert "paid orders" in lines[1]
+    code, out, _ = await cli(ws, "search", "orders", "paid", "--type", "table", "--json")
+    assert [r["full_name"] for r in json.loads(out)["results"]] == ["c.s.orders"]
+    code, out, _ = await cli(ws, "search", "o", "--limit", "1")
+    assert code == 0 and len(out.splitlines()) == 2
+
+    code, out, err = await cli(ws, "lineage", "c.s.daily_orders")
+    assert code == 0, err
+    header, row = out.splitlines()
+    assert header.split() == ["DIRECTION", "HOPS", "SOURCE", "TARGET", "RUNS", "LAST_AT", "JOBS"]
+    assert row.split()[:5] == ["upstream", "1", "c.s.orders", "c.s.daily_orders", "1"] and row.endswith("roll-up")
+    code, out, _ = await cli(ws, "lineage", "c.s.orders", "--direction", "downstream", "--json")
+    assert [e["target"]["full_name"] for e in json.loads(out)["edges"]] == ["c.s.daily_orders"]
+    code, _, err = await cli(ws, "lineage", "c.s.nope")
+    assert code == 1 and "NOT_FOUND" in err and "c.s.nope" in err
+    code, _, err = await cli(ws, "search", "x", "--type", "NOPE")
+    assert code == 1 and "INVALID_PARAMETER_VALUE" in err
