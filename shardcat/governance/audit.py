@@ -44,7 +44,6 @@ SKIPPED_PATHS = ("/healthz",)
 REFUSED = (401, 403)              # statuses that mean "not allowed"
 _COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "action", "route",
             "securable_type", "securable_name", "securable_id", "allowed", "status", "error_code", "message")
-_CALLER_COLUMNS = _COLUMNS[2:5]
 
 
 # ---- the writer -------------------------------------------------------------------------------
@@ -204,12 +203,12 @@ def record_all(caller, decisions: Iterable[AccessDecision]) -> None:
     if audit_log is None:
         return
     try:
-        caller_fields = _caller_fields(caller)
+        who = _caller_fields(caller)
         at, request_id = int(time.time() * 1000), current["request_id"] if current else None
-        principal, workspace_id, metastore_id = (_storable(caller_fields[c]) for c in _CALLER_COLUMNS)
+        principal = _storable(who["principal"])
         route = _storable(current.get("route")) if current else None
         for d in decisions:       # a row straight in _COLUMNS order: a resolve may hold a thousand
-            audit_log.submit_row((at, request_id, principal, workspace_id, metastore_id, d.action, route,
+            audit_log.submit_row((at, request_id, principal, who["workspace_id"], who["metastore_id"], d.action, route,
                                   d.securable_type, _storable(d.full_name), _storable(d.securable_id),
                                   bool(d.allowed), None, d.error_code, _storable(_short(d.message))))
     except Exception:

@@ -28,7 +28,7 @@ _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
 def _since(value: str | None) -> int:
     if value is None:
         return 0
-    if not value.isdigit():
+    if not value.isdigit() or len(value) > 18:     # a PostgreSQL bigint
         raise invalid(f"since_version must be a metastore version (an integer >= 0), got '{value:.40}'.")
     return int(value)
 
@@ -57,7 +57,8 @@ class ChangeFeed:
         since = _since(query.get("since_version"))
         limit = page_size(query.get("max_results"))
         if not (await authorizer(self.shard, caller)).admin:
-            raise CatalogError("PERMISSION_DENIED", "Only account admins and metastore admins may read the change feed.")
+            raise CatalogError("PERMISSION_DENIED",
+                               "Only account admins and metastore admins may read the change feed.")
         ms = caller.metastore()
         version, rows, current = await self.shard.store.change_feed(ms, since, limit + 1)
         await self.shard.observed(ms, version)

@@ -24,7 +24,7 @@ from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import invalid, not_found
 from ..governance import audit
-from ..governance.authorize import authorizer, data_decision, denied
+from ..governance.authorize import authorizer
 from .dependencies import VIEW_TYPES
 from .service import CatalogService
 from .shard import Shard
@@ -102,7 +102,7 @@ class LineageService:
         if target.info.get("table_type") in VIEW_TYPES:
             raise invalid(f"'{target.full_name}' is a view: lineage goes into tables.")
         authz = await authorizer(self.shard, caller)
-        _require(authz, target, write=True)
+        authz.require_data(target, write=True)
         sources = {}
         for key in names:
             asset = snap.by_name[key]
@@ -115,7 +115,7 @@ class LineageService:
                 raise not_found(f"No table or volume owns path '{path}'.")
             sources[asset.id] = asset
         for asset in sources.values():
-            _require(authz, asset, write=False)
+            authz.require_data(asset, write=False)
         sources.pop(target.id, None)         # a table rewritten from itself adds no edge
         if sources:
             await self.shard.store.add_lineage(ms, target, list(sources.values()), job, caller.name)
@@ -172,12 +172,6 @@ class LineageService:
         if truncated:
             out["truncated"] = True
         return out
-
-
-def _require(authz, asset, *, write: bool) -> None:
-    decision = data_decision(authz, asset, write=write)
-    if not decision.allowed:
-        raise denied(decision.reason)
 
 
 def lineage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:

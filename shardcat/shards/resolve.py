@@ -224,7 +224,8 @@ _CREDENTIAL_ACTIONS = {"TABLE": "generateTemporaryTableCredentials", "VOLUME": "
 def _decisions(out: list[dict]) -> list[AccessDecision]:
     """The audit rows of a resolve: one per item and dependency (`resolveRead` or `resolveWrite`,
     allowed or why not, or the item's error), and one per credential handed out or refused, under
-    the action its own endpoint records: what the same calls one by one would leave in the log."""
+    the action its own endpoint records: what the same calls one by one would leave in the log.
+    Takes the `_id` marks (`_authorized`) off the answer."""
     rows = []
     for entry in out:
         for item in (entry, *entry.get("dependencies", ())):

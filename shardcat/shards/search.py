@@ -62,7 +62,7 @@ def _after(token: str | None) -> tuple[int, str, str]:
         return _START
     try:
         rank, full_name, asset_id = json.loads(raw)
-        if isinstance(rank, int) and isinstance(full_name, str):
+        if type(rank) is int and 0 <= rank <= 3 and isinstance(full_name, str):     # ranks are 0 to 3
             return rank, full_name, str(uuid.UUID(asset_id))
     except (ValueError, TypeError, AttributeError):
         pass

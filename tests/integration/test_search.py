@@ -3,6 +3,10 @@ see, paged with a token; LIKE wildcards in a query are plain characters; bad inp
 
 from __future__ import annotations
 
+import base64
+import json
+import uuid
+
 from governance_users import grant, user
 
 COLS = [{"name": "id", "type_name": "LONG"}]
@@ -89,11 +93,18 @@ async def test_only_what_the_caller_may_see(ws, server):
     assert await names(reader, query="s") == ["sales", "sales.core.orders", "sales.core"]
 
 
+def _token(after: list) -> str:
+    """A page token as the server makes them, around a value it would not make."""
+    return base64.urlsafe_b64encode(json.dumps({"after": json.dumps(after)}).encode()).decode()
+
+
 async def test_bad_input_is_a_clear_400(ws):
     for params, culprit in (({}, "query"), ({"query": "   "}, "query"), ({"query": "a " * 9}, "query"),
                             ({"query": "x" * 201}, "query"), ({"query": "a", "securable_types": "TABLE,NOPE"}, "NOPE"),
                             ({"query": "a", "max_results": "many"}, "max_results"),
-                            ({"query": "a", "page_token": "garbage"}, "page_token")):
+                            ({"query": "a", "page_token": "garbage"}, "page_token"),
+                            ({"query": "a", "page_token": _token([2 ** 40, "a", str(uuid.UUID(int=0))])},
+                             "page_token")):
         status, body = await ws.call("GET", "/shardcat/search", params=params)
         assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (params, body)
         assert culprit in body["message"], (params, body)
