@@ -193,7 +193,8 @@ class MetastoreCache:
             chain = names.get(key)
             if chain is None:
                 continue
-            entry = self._newest_at(chain, at, deadline)
+            entries = chain.entries     # one state (the common case): no call, nothing to prune
+            entry = entries[0] if len(entries) == 1 and entries[0].at <= at else self._newest_at(chain, at, deadline)
             if entry is None:
                 continue
             if entry.value is None:
@@ -203,7 +204,8 @@ class MetastoreCache:
             hist = ids.get(entry.value)
             if hist is None:
                 continue
-            state = self._newest_at(hist, at, deadline)
+            entries = hist.entries
+            state = entries[0] if len(entries) == 1 and entries[0].at <= at else self._newest_at(hist, at, deadline)
             asset = None if state is None else state.value
             if asset is None or asset.full_name != key[1] or asset.namespace != key[0]:
                 continue        # the holder's state at `at` was pruned (or disagrees: be safe)

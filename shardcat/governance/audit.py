@@ -69,11 +69,16 @@ class AuditLog:
 
     def submit_row(self, row: tuple) -> None:
         """Queue one event as a row of storable values in `_COLUMNS` order."""
-        if len(self.pending) >= self.max_pending:
-            self.stats["dropped"] += 1
-            return
-        self.pending.append(row)
-        self.stats["recorded"] += 1
+        self.submit_rows([row])
+
+    def submit_rows(self, rows: list[tuple]) -> None:
+        """Queue events as rows of storable values in `_COLUMNS` order; what does not fit is dropped."""
+        room = self.max_pending - len(self.pending)
+        if len(rows) > room:
+            self.stats["dropped"] += len(rows) - max(room, 0)
+            rows = rows[:max(room, 0)]
+        self.pending.extend(rows)
+        self.stats["recorded"] += len(rows)
         if len(self.pending) >= self.batch:
             self._wake.set()
 
@@ -195,22 +200,24 @@ class AccessDecision(NamedTuple):
     message: str | None = None
 
 
-def record_all(caller, decisions: Iterable[AccessDecision]) -> None:
+def record_all(caller, decisions: Iterable[tuple]) -> None:
     """Record a request's access decisions, one row each (same request id, no status), besides
-    the request's own row. Never blocks or raises; a no-op where no audit log runs."""
+    the request's own row: `AccessDecision`s, or plain tuples of its seven fields in its order.
+    Never blocks or raises; a no-op where no audit log runs."""
     current = _request.get()
     audit_log = current["log"] if current is not None else _default
     if audit_log is None:
         return
     try:
         who = _caller_fields(caller)
-        at, request_id = int(time.time() * 1000), current["request_id"] if current else None
-        principal = _storable(who["principal"])
+        # the row's leading columns, the same for every decision of the request
+        head = (int(time.time() * 1000), current["request_id"] if current else None, _storable(who["principal"]),
+                who["workspace_id"], who["metastore_id"])
         route = _storable(current.get("route")) if current else None
-        for d in decisions:       # a row straight in _COLUMNS order: a resolve may hold a thousand
-            audit_log.submit_row((at, request_id, principal, who["workspace_id"], who["metastore_id"], d.action, route,
-                                  d.securable_type, _storable(d.full_name), _storable(d.securable_id),
-                                  bool(d.allowed), None, d.error_code, _storable(_short(d.message))))
+        # rows straight in _COLUMNS order: a resolve may hold a thousand
+        audit_log.submit_rows([(*head, action, route, kind, _storable(name), _storable(ident), bool(allowed), None,
+                                code, message and _storable(_short(message)))
+                               for action, kind, name, allowed, ident, code, message in decisions])
     except Exception:
         log.exception("audit: cannot record a decision")
 

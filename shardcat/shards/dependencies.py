@@ -109,7 +109,8 @@ async def expand(shard, metastore_id: str, version: int, roots: dict[Key, Asset 
                     node.deps = direct_dependencies(asset)
                 except ValueError as e:
                     node.error = str(e)
-                wanted.update(d for d in node.deps if d not in nodes and d not in level)
+                if node.deps:
+                    wanted.update(d for d in node.deps if d not in nodes and d not in level)
         if not wanted:
             break
         if depth >= max_depth or len(nodes) + len(wanted) > MAX_ASSETS:

@@ -24,7 +24,6 @@ from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
 from ..governance import audit
-from ..governance.audit import AccessDecision
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
 from ..store.db import now_ms
@@ -221,11 +220,11 @@ class ResolveService:
 _CREDENTIAL_ACTIONS = {"TABLE": "generateTemporaryTableCredentials", "VOLUME": "generateTemporaryVolumeCredentials"}
 
 
-def _decisions(out: list[dict]) -> list[AccessDecision]:
-    """The audit rows of a resolve: one per item and dependency (`resolveRead` or `resolveWrite`,
-    allowed or why not, or the item's error), and one per credential handed out or refused, under
-    the action its own endpoint records: what the same calls one by one would leave in the log.
-    Takes the `_id` marks (`_authorized`) off the answer."""
+def _decisions(out: list[dict]) -> list[tuple]:
+    """The audit rows of a resolve, as `audit.AccessDecision` fields: one per item and dependency
+    (`resolveRead` or `resolveWrite`, allowed or why not, or the item's error), and one per
+    credential handed out or refused, under the action its own endpoint records: what the same
+    calls one by one would leave in the log. Takes the `_id` marks (`_authorized`) off the answer."""
     rows = []
     for entry in out:
         for item in (entry, *entry.get("dependencies", ())):
@@ -233,19 +232,21 @@ def _decisions(out: list[dict]) -> list[AccessDecision]:
             action = "resolveWrite" if item["operation"] == "WRITE" else "resolveRead"
             error = item.get("error")
             if error is not None:
-                rows.append(AccessDecision(action, kind, name, error["error_code"] != "PERMISSION_DENIED", asset_id,
-                                           error["error_code"], error["message"]))
+                code = error["error_code"]
+                rows.append((action, kind, name, code != "PERMISSION_DENIED", asset_id, code, error["message"]))
                 continue
             decision = item["authorization"]
-            rows.append(AccessDecision(action, kind, name, decision["allowed"], asset_id,
-                                       None if decision["allowed"] else "PERMISSION_DENIED", decision.get("reason")))
+            if decision["allowed"]:
+                rows.append((action, kind, name, True, asset_id, None, None))
+            else:
+                rows.append((action, kind, name, False, asset_id, "PERMISSION_DENIED", decision.get("reason")))
             refused = item.get("temporary_credentials_error")
             if refused is not None:
-                rows.append(AccessDecision(_CREDENTIAL_ACTIONS[kind], kind, name,
-                                           refused["error_code"] != "PERMISSION_DENIED", asset_id,
-                                           refused["error_code"], refused["message"]))
+                code = refused["error_code"]
+                rows.append((_CREDENTIAL_ACTIONS[kind], kind, name, code != "PERMISSION_DENIED", asset_id, code,
+                             refused["message"]))
             elif "temporary_credentials" in item:
-                rows.append(AccessDecision(_CREDENTIAL_ACTIONS[kind], kind, name, True, asset_id))
+                rows.append((_CREDENTIAL_ACTIONS[kind], kind, name, True, asset_id, None, None))
     return rows
 
 
@@ -275,25 +276,23 @@ def _start_item(i: int, item, names: list, paths: list) -> dict:
     whole request; a name or path that cannot be looked up is that item's error alone."""
     if not isinstance(item, dict) or ("name" in item) == ("path" in item):
         raise invalid(f"items[{i}] must be an object with exactly one of 'name' or 'path'.")
-    for field_name, value in item.items():
-        if field_name in _STRING_FIELDS and not isinstance(value, str):
+    for field_name in _STRING_FIELDS.intersection(item):
+        if not isinstance(item[field_name], str):
             raise invalid(f"items[{i}].{field_name} must be a string.")
     since = item.get("if_changed_since", _ABSENT)
     if since is not _ABSENT and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
         raise invalid(f"items[{i}].if_changed_since must be a metastore version (an integer >= 0).")
-    operation = item.get("operation", "READ").upper()
+    operation = item.get("operation", "READ")
     if operation not in OPERATIONS:
-        raise invalid(f"items[{i}].operation must be READ or WRITE, got {item['operation']!r:.40}.")
+        operation = operation.upper()
+        if operation not in OPERATIONS:
+            raise invalid(f"items[{i}].operation must be READ or WRITE, got {item['operation']!r:.40}.")
     entry = {"operation": operation}
     try:
         if "name" in item:
-            t = _resolvable().get(item.get("securable_type", "TABLE").upper())
-            if t is None:
-                raise invalid(f"securable_type must be one of {', '.join(sorted(_resolvable()))}, "
-                              f"got {item.get('securable_type')!r:.40}.")
             entry["name"] = item["name"]
-            entry["securable_type"] = t.securable_type
-            key = entry["_key"] = (t.namespace, full_name_key(item["name"], 3, t.name))
+            entry["securable_type"], key = _lookup_key(item.get("securable_type", "TABLE"), item["name"])
+            entry["_key"] = key
             names.append(key)
             if since is not _ABSENT:
                 entry["_since"] = since
@@ -307,3 +306,13 @@ def _start_item(i: int, item, names: list, paths: list) -> dict:
     except CatalogError as e:
         entry["error"] = _error(e.code, e.message)
     return entry
+
+
+@functools.lru_cache(maxsize=65536)
+def _lookup_key(securable_type: str, name: str) -> tuple[str, tuple[str, str]]:
+    """(securable type as answered, snapshot key) of a named item; cached, because engines name the
+    same tables over and over. Raises INVALID_PARAMETER_VALUE for an unknown type or a bad name."""
+    t = _resolvable().get(securable_type.upper())
+    if t is None:
+        raise invalid(f"securable_type must be one of {', '.join(sorted(_resolvable()))}, got {securable_type!r:.40}.")
+    return t.securable_type, (t.namespace, full_name_key(name, 3, t.name))
