@@ -10,6 +10,10 @@ per request; a POST body is read and ignored):
 
     python -m benchmarks.bare_server --port 0 --get-size 2500 --list-size 250000 --resolve-size 125000
 
+With `--replay DIR` it answers with recorded bodies instead: `DIR/resolve.json` for every
+resolve and `DIR/tables/{full_name}.json` for getTable (404 for a name with no file), so
+a benchmark can measure the same bytes a catalog sent, minus all of the catalog's work.
+
 prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.
 It runs on uvloop, as `shardcat serve` does.
 """
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import json
 import signal
+from pathlib import Path
 
 import uvloop
 from aiohttp import web
@@ -57,8 +62,27 @@ def make_app(get_size: int, list_size: int, resolve_size: int) -> web.Applicatio
     return app
 
 
-async def serve(host: str, port: int, get_size: int, list_size: int, resolve_size: int) -> None:
-    runner = web.AppRunner(make_app(get_size, list_size, resolve_size), access_log=None)
+def make_replay_app(recorded: Path) -> web.Application:
+    resolve_body = (recorded / "resolve.json").read_bytes()
+    tables = {f.stem: f.read_bytes() for f in (recorded / "tables").glob("*.json")}
+
+    async def get_table(request: web.Request) -> web.Response:
+        body = tables.get(request.match_info["full_name"])
+        if body is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=body, content_type="application/json")
+
+    async def resolve(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=resolve_body, content_type="application/json")
+
+    app = web.Application()
+    app.add_routes([web.get(f"{PREFIX}/tables/{{full_name}}", get_table), web.post(f"{PREFIX}/resolve", resolve)])
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> None:
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -76,15 +100,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--get-size", "--size", dest="get_size", type=int, required=True,
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="answer with the bodies recorded in this directory (resolve.json, tables/NAME.json)")
+    parser.add_argument("--get-size", "--size", dest="get_size", type=int, default=None,
                         help="bytes of the body for GET .../tables/{full_name}")
     parser.add_argument("--list-size", type=int, default=None,
                         help="bytes of the body for GET .../tables (default: --get-size)")
     parser.add_argument("--resolve-size", type=int, default=None,
                         help="bytes of the body for POST .../resolve (default: --get-size)")
     args = parser.parse_args(argv)
-    uvloop.run(serve(args.host, args.port, args.get_size, args.list_size or args.get_size,
-                     args.resolve_size or args.get_size))
+    if args.replay is None and args.get_size is None:
+        parser.error("give --get-size (constant bodies) or --replay DIR (recorded ones)")
+    if args.replay is not None:
+        app = make_replay_app(args.replay)
+    else:
+        app = make_app(args.get_size, args.list_size or args.get_size, args.resolve_size or args.get_size)
+    uvloop.run(serve(app, args.host, args.port))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import aiohttp
 import orjson
 
 from shardcat.entities.sql import sql_references
+from shardcat.shards.http import PREFIX
 
 from . import harness as h
 
@@ -87,50 +88,75 @@ async def interleaved(runs, reps: int) -> dict:
     return {label: summary(x) for label, x in times.items()}
 
 
-async def metadata_runs(server: h.Server, reps: int) -> dict:
-    names = [f"{CATALOG}.{SCHEMA}.{h.table_name(i)}" for i in range(TABLES)]
-    top_view = f"{CATALOG}.{SCHEMA}.v{DEPTH}"
-    timeout = aiohttp.ClientTimeout(total=h.REQUEST_TIMEOUT)
-    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {server.token}"}, timeout=timeout,
-                                     connector=aiohttp.TCPConnector(limit=1)) as s:
-        async def get(name: str) -> dict:
-            async with s.get(f"{server.api}/tables/{name}") as r:
-                if r.status != 200:
-                    raise RuntimeError(f"GET {name}: {r.status}")
-                return orjson.loads(await r.read())
+class Calls:
+    """The client's side of both ways of getting a query's metadata, against one server."""
 
-        async def credentials(table_id: str) -> dict:
-            async with s.post(f"{server.api}/temporary-table-credentials",
-                              json={"table_id": table_id, "operation": "READ"}) as r:
-                if r.status != 200:
-                    raise RuntimeError(f"credentials for {table_id}: {r.status}")
-                return orjson.loads(await r.read())
+    def __init__(self, session: aiohttp.ClientSession, api: str):
+        self.s, self.api = session, api
 
-        async def resolve(items: list[str], with_credentials: bool = False) -> dict:
-            body = orjson.dumps({"items": [{"name": n} for n in items], "credentials": with_credentials})
-            async with s.post(f"{server.api}/resolve", data=body, headers={"Content-Type": "application/json"}) as r:
-                out = orjson.loads(await r.read())
-                if r.status != 200 or any("error" in i for i in out["items"]):
-                    raise RuntimeError(f"resolve: {r.status} {str(out)[:300]}")
-                return out
+    async def get(self, name: str) -> dict:
+        return orjson.loads(await self.raw_get(name))
 
+    async def raw_get(self, name: str) -> bytes:
+        async with self.s.get(f"{self.api}/tables/{name}") as r:
+            if r.status != 200:
+                raise RuntimeError(f"GET {name}: {r.status}")
+            return await r.read()
+
+    async def credentials(self, table_id: str) -> dict:
+        async with self.s.post(f"{self.api}/temporary-table-credentials",
+                               json={"table_id": table_id, "operation": "READ"}) as r:
+            if r.status != 200:
+                raise RuntimeError(f"credentials for {table_id}: {r.status}")
+            return orjson.loads(await r.read())
+
+    async def resolve(self, items: list[str], with_credentials: bool = False) -> dict:
+        out = orjson.loads(await self.raw_resolve(items, with_credentials))
+        if any("error" in i for i in out["items"]):
+            raise RuntimeError(f"resolve: {str(out)[:300]}")
+        return out
+
+    async def raw_resolve(self, items: list[str], with_credentials: bool = False) -> bytes:
+        body = orjson.dumps({"items": [{"name": n} for n in items], "credentials": with_credentials})
+        async with self.s.post(f"{self.api}/resolve", data=body, headers={"Content-Type": "application/json"}) as r:
+            raw = await r.read()
+            if r.status != 200:
+                raise RuntimeError(f"resolve: {r.status} {raw[:300]!r}")
+            return raw
+
+    def table_runs(self, names: list[str]) -> tuple:
         async def tables_batched():
-            await resolve(names)
+            await self.resolve(names)
 
         async def tables_one_by_one():
             for n in names:
-                await get(n)
+                await self.get(n)
+
+        return ("100 tables, batched", tables_batched), ("100 tables, one getTable each", tables_one_by_one)
+
+
+def client_session(token: str) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"},
+                                 timeout=aiohttp.ClientTimeout(total=h.REQUEST_TIMEOUT),
+                                 connector=aiohttp.TCPConnector(limit=1))
+
+
+async def metadata_runs(server: h.Server, reps: int) -> dict:
+    names = [f"{CATALOG}.{SCHEMA}.{h.table_name(i)}" for i in range(TABLES)]
+    top_view = f"{CATALOG}.{SCHEMA}.v{DEPTH}"
+    async with client_session(server.token) as s:
+        calls = Calls(s, server.api)
 
         async def tables_batched_with_credentials():
-            out = await resolve(names, with_credentials=True)
+            out = await calls.resolve(names, with_credentials=True)
             assert all("temporary_credentials" in i for i in out["items"])
 
         async def tables_and_credentials_one_by_one():
             for n in names:
-                await credentials((await get(n))["table_id"])
+                await calls.credentials((await calls.get(n))["table_id"])
 
         async def view_batched():
-            out = await resolve([top_view])
+            out = await calls.resolve([top_view])
             assert len(out["items"][0]["dependencies"]) == TABLES + DEPTH - 1
 
         async def view_one_by_one():
@@ -139,7 +165,7 @@ async def metadata_runs(server: h.Server, reps: int) -> dict:
             while todo:
                 level, todo = todo, []
                 for n in level:
-                    t = await get(n)
+                    t = await calls.get(n)
                     gets += 1
                     if t.get("table_type") == "VIEW":
                         tables, _ = sql_references(t["view_definition"], CATALOG, SCHEMA, query=True)
@@ -147,7 +173,7 @@ async def metadata_runs(server: h.Server, reps: int) -> dict:
                         seen.update(tables)
             assert gets == TABLES + DEPTH
 
-        runs = (("100 tables, batched", tables_batched), ("100 tables, one getTable each", tables_one_by_one),
+        runs = (*calls.table_runs(names),
                 ("100 tables with credentials, batched", tables_batched_with_credentials),
                 ("100 tables with credentials, getTable + credentials each", tables_and_credentials_one_by_one),
                 ("view 10 deep, batched", view_batched), ("view 10 deep, client expands", view_one_by_one))
@@ -158,14 +184,38 @@ async def metadata_runs(server: h.Server, reps: int) -> dict:
         for label, _ in runs:
             h.log(f"  {label}: median {out[label]['median_ms']:.2f} ms")
         # The part of the batched time no server work can remove: the client decoding the answer.
-        answer = orjson.dumps(await resolve(names))
+        answer = await calls.raw_resolve(names)
 
         async def decode():
             orjson.loads(answer)
 
         out["client decode of the batched answer"] = await timed(decode, reps)
         out["client decode of the batched answer"]["bytes"] = len(answer)
-        return out
+        recorded = {"resolve": answer, "tables": {n: await calls.raw_get(n) for n in names}}
+    out["ceiling"] = await ceiling_runs(server, recorded, names, reps)
+    return out
+
+
+async def ceiling_runs(server: h.Server, recorded: dict, names: list[str], reps: int) -> dict:
+    """Both sides of the 100-table query against a server that does no work at all: the bare
+    aiohttp server replaying the bytes shardcat answered, with the same client code."""
+    folder = Path(server.child.logfile).parent / "recorded"
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    (folder / "resolve.json").write_bytes(recorded["resolve"])
+    for name, body in recorded["tables"].items():
+        (folder / "tables" / f"{name}.json").write_bytes(body)
+    child, base = await asyncio.to_thread(h.start_replay, folder.parent, folder)
+    try:
+        async with client_session(server.token) as s:
+            runs = Calls(s, base + PREFIX).table_runs(names)
+            for _, warm in runs:
+                await warm()
+            out = await interleaved(runs, reps)
+    finally:
+        h.stop(child)
+    for label, _ in runs:
+        h.log(f"  no-work server, {label}: median {out[label]['median_ms']:.2f} ms")
+    return out
 
 
 def pipeline_run(server: h.Server, rows: int) -> dict:
@@ -221,6 +271,17 @@ def markdown(run: dict) -> str:
               "(`shards/service.py: present`), so the server's share is the snapshot, the authorization decisions "
               "and assembling the bytes. A getTable pays a fixed cost per request on both ends: HTTP, "
               "authentication, audit, session versions."]
+    c = m["ceiling"]
+    cx, cy = c["100 tables, batched"]["median_ms"], c["100 tables, one getTable each"]["median_ms"]
+    lines += ["", f"What the catalog's own work costs, measured in the same run: the bare aiohttp server replaying "
+              f"shardcat's recorded answers (`benchmarks/bare_server.py --replay`: no parsing, lookups, "
+              f"authorization or audit), with the same client code, takes **{cx:.2f} ms** for the batched answer "
+              f"and **{cy:.2f} ms** for the 100 getTable answers ({cy / cx:.0f}×). So shardcat's work is "
+              f"{x - cx:.2f} ms per batched resolve of 100 tables and {(y - cy) / TABLES:.3f} ms per getTable. "
+              + (f"20× would leave the batched side {y / 20 - cx:.2f} ms of server work for 100 tables "
+                 f"({(y / 20 - cx) / TABLES * 1000:.1f} µs each)." if y / 20 > cx else
+                 f"20× would need the batched answer in {y / 20:.2f} ms, less than the {cx:.2f} ms it takes with no "
+                 "server work at all: on this machine and client the target is out of reach of any server.")]
     lines += ["", "The batched side is one `POST /resolve` (for the view: the server expands the 10 views and the "
               "100 tables from one metastore snapshot, one cache lookup per level). The other side is what a "
               "client without it does: one `GET /tables/{name}` per table (and, with credentials, one "

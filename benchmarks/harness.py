@@ -245,6 +245,13 @@ def start_bare(logdir: Path, sizes: dict[str, int]) -> tuple[Child, str]:
     return child, match.group(1)
 
 
+def start_replay(logdir: Path, recorded: Path) -> tuple[Child, str]:
+    """The bare aiohttp server answering with the bodies recorded in `recorded`; returns (child, base url)."""
+    argv = [sys.executable, "-m", "benchmarks.bare_server", "--port", "0", "--replay", str(recorded)]
+    child, match = spawn(argv, logdir / "replay.log", r"bare listening on (http://\S+)", "replay server")
+    return child, match.group(1)
+
+
 # ---- data -----------------------------------------------------------------------------------------
 
 COLUMNS = [

@@ -1,7 +1,9 @@
-"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes,
-the running share."""
+"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes
+and replayed answers, the running share."""
 
-from benchmarks.bare_server import json_body
+from aiohttp.test_utils import TestClient, TestServer
+
+from benchmarks.bare_server import PREFIX, json_body, make_replay_app
 from benchmarks import harness
 from benchmarks.harness import percentile, write_section
 
@@ -28,6 +30,17 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
 def test_bare_bodies_have_the_exact_size():
     for size in (12, 100, 2506, 250753):
         assert len(json_body(size)) == size
+
+
+async def test_replay_answers_with_the_recorded_bytes(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "resolve.json").write_bytes(b'{"items": []}')
+    (tmp_path / "tables" / "c.s.t1.json").write_bytes(b'{"name": "t1"}')
+    async with TestClient(TestServer(make_replay_app(tmp_path))) as client:
+        assert await (await client.post(f"{PREFIX}/resolve", data=b'{"items": [{"name": "c.s.t1"}]}')).read() \
+            == b'{"items": []}'
+        assert await (await client.get(f"{PREFIX}/tables/c.s.t1")).read() == b'{"name": "t1"}'
+        assert (await client.get(f"{PREFIX}/tables/c.s.t2")).status == 404
 
 
 def test_running_share_counts_the_gaps_a_busy_thread_did_not_run(monkeypatch):
