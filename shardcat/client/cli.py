@@ -103,7 +103,7 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not text.isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got '{text}'")
     return int(text)
 

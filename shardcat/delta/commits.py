@@ -91,7 +91,7 @@ def _int(body: dict, key: str, where: str, *, minimum: int) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and value.lstrip("-").isdecimal():
         value = int(value)     # query parameters arrive as text
     if not isinstance(value, int) or isinstance(value, bool):
         raise invalid(f"Field '{where}{key}' must be an integer, got {value!r:.40}.")

@@ -439,7 +439,7 @@ def _before(token: str | None) -> int | None:
         return None
     try:
         before = json.loads(base64.urlsafe_b64decode(token.encode()))["before"]
-        if isinstance(before, int) and not isinstance(before, bool):
+        if isinstance(before, int) and not isinstance(before, bool) and 0 <= before < 1 << 63:
             return before
     except (ValueError, KeyError, TypeError):
         pass
@@ -449,7 +449,7 @@ def _before(token: str | None) -> int | None:
 def _ms(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
-    if value.isdigit():
+    if value.isdecimal() and len(value) <= 18:      # a PostgreSQL bigint
         return int(value)
     raise invalid(f"Query parameter '{name}' must be milliseconds since the epoch, got '{value:.40}'.")
 

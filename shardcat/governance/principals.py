@@ -118,7 +118,7 @@ def _member_ids(value, what: str = "members") -> list[int]:
 def _id(value, what: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.isdigit() and len(value) < 19:
+    elif isinstance(value, str) and value.isdecimal() and len(value) < 19:
         number = int(value)
     else:
         raise invalid(f"'{what}' must be a principal id (digits), got {value!r:.40}.")
@@ -340,7 +340,7 @@ class IdentityService:
 
     async def _get(self, resource: Resource, principal_id: str) -> PrincipalInfo:
         found = None
-        if principal_id.isdigit() and len(principal_id) < 19:
+        if principal_id.isdecimal() and len(principal_id) < 19:
             found = await self.db.get(int(principal_id), resource.kind)
         if found is None:
             raise not_found(f"No {resource.noun} with id '{principal_id:.40}'.")
@@ -482,7 +482,7 @@ class IdentityService:
         return {"token_infos": [token_info(t) for t in await self.db.list_tokens(owner.id)]}
 
     async def _token(self, caller: Caller, token_id: str) -> TokenInfo:
-        found = await self.db.get_token(int(token_id)) if token_id.isdigit() and len(token_id) < 19 else None
+        found = await self.db.get_token(int(token_id)) if token_id.isdecimal() and len(token_id) < 19 else None
         if found is None or found.revoked_at is not None:
             raise not_found(f"No live token with id '{token_id:.40}'.")
         if found.principal_id != caller.principal_id:

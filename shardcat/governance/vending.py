@@ -79,7 +79,7 @@ def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
 
 def lifetime_seconds() -> int:
     raw = os.environ.get("SHARDCAT_CREDENTIAL_SECONDS", "")
-    seconds = int(raw) if raw.isdigit() else DEFAULT_SECONDS
+    seconds = int(raw) if raw.isdecimal() else DEFAULT_SECONDS
     return max(MIN_SECONDS, min(MAX_SECONDS, seconds))
 
 

@@ -34,7 +34,7 @@ _READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
 
 
 def _int(value: str | None) -> int:
-    return int(value) if value and value.isdigit() else 0
+    return int(value) if value and value.isdecimal() and len(value) <= 18 else 0
 
 
 def _metastore_of(request: web.Request) -> str:

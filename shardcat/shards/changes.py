@@ -28,7 +28,7 @@ _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
 def _since(value: str | None) -> int:
     if value is None:
         return 0
-    if not value.isdigit() or len(value) > 18:     # a PostgreSQL bigint
+    if not value.isdecimal() or len(value) > 18:     # a PostgreSQL bigint
         raise invalid(f"since_version must be a metastore version (an integer >= 0), got '{value:.40}'.")
     return int(value)
 

@@ -263,7 +263,7 @@ def _metastore_session(shard: Shard):
             return await handler(request)
         min_version = request.headers.get(MIN_VERSION_HEADER)
         if min_version is not None:
-            if not min_version.isdigit():
+            if not min_version.isdecimal() or len(min_version) > 18:     # a metastore version: a bigint
                 raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
             request["caller"] = dataclasses.replace(caller, min_version=int(min_version))
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer

@@ -64,7 +64,7 @@ def render_version(version: Asset, model: Asset | None = None) -> dict:
 
 def parse_version(value) -> int:
     """A version number from a path or a body: a positive integer."""
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isdecimal():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise invalid(f"A model version must be a positive integer, got {value!r:.40}.")
@@ -222,7 +222,7 @@ class ModelService:
                             page_token: str | None = None) -> dict:
         limit = page_size(max_results)
         after = decode_page_token(page_token)
-        if after and not after.isdigit():
+        if after and not after.isdecimal():
             raise invalid(f"Invalid page_token '{page_token:.40}': use the next_page_token of a previous response.")
         model = await self._model(caller, full_name)
         versions = await self._all_children(caller.metastore(), model.id, "model_version", caller.min_version)

@@ -5,6 +5,8 @@ shutdown and never holds up or fails a request when the database is slow or down
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import contextlib
 import time
 import uuid
@@ -130,7 +132,9 @@ async def test_filters_and_paging(ws):
     assert [e["action"] for e in await events(ws, securable="main.s0")] == ["getSchema", "createSchema"]
     assert await events(ws, principal="nobody-at-all") == []
     assert {e["securable_type"] for e in await events(ws, securable_type="schema")} == {"SCHEMA"}
-    for bad in ({"allowed": "maybe"}, {"since": "yesterday"}, {"page_token": "zzz"}, {"metastore_id": "x"}):
+    past_bigint = base64.urlsafe_b64encode(json.dumps({"before": 1 << 70}).encode()).decode()
+    for bad in ({"allowed": "maybe"}, {"since": "yesterday"}, {"page_token": "zzz"}, {"metastore_id": "x"},
+                {"since": "9" * 30}, {"until": "\u00b2"}, {"page_token": past_bigint}):
         status, body = await ws.call("GET", AUDIT, params=bad)
         assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", bad
 

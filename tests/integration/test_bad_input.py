@@ -897,3 +897,13 @@ async def test_force_delete_of_another_metastore(ws, server, world):
     assert (await ws.call("GET", f"/metastores/{other}"))[0] == 404
     # The workspace's own metastore was untouched.
     assert len(await _rows(server, ws)) == 10
+
+
+# ---- numbers in headers and query parameters ----------------------------------------------------
+
+@pytest.mark.parametrize("value", ["-1", "x", "\u00b2", "9" * 30])
+async def test_bad_min_version_header(ws, value):
+    """Not a metastore version (a superscript digit is a digit to str.isdigit, not to int; 30 digits
+    are past a bigint): a 400 naming the header, never a 500."""
+    status, body = await ws.call("GET", "/catalogs", headers={"X-Shardcat-Min-Version": value})
+    assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE" and "Min-Version" in body["message"]

@@ -75,6 +75,7 @@ async def test_admins_only_and_bad_input(ws, server):
     assert status == 403 and body["error_code"] == "PERMISSION_DENIED" and "admins" in body["message"]
     for params, culprit in (({"since_version": "-1"}, "since_version"), ({"since_version": "x"}, "since_version"),
                             ({"since_version": "9" * 30}, "since_version"),
+                            ({"since_version": "\u00b2"}, "since_version"),
                             ({"max_results": "lots"}, "max_results")):
         status, body = await ws.call("GET", "/shardcat/changes", params=params)
         assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE" and culprit in body["message"]
