@@ -12,6 +12,7 @@ from aiohttp import web
 
 from ..router.app import make_app
 from ..router.forward import make_router_app
+from ..router.front import Listening, start_front
 from ..router.routing import RoutingTable
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
@@ -39,9 +40,12 @@ class Running:
     admin_token_path: Path
     store: Store
     runner: web.AppRunner
+    front: Listening | None = None          # the router's public server, in front of the runner's app
     cluster: RayCluster | None = None
 
     async def stop(self) -> None:
+        if self.front:
+            self.front.stop()
         await self.runner.cleanup()
         if self.cluster:
             await self.cluster.stop()
@@ -56,19 +60,15 @@ async def start(config: ServeConfig) -> Running:
     await store.migrate()
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)
-    cluster = None
     if config.shards:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache)
         await cluster.start(config.shards)
-        app = make_router_app(store, cluster.routing)
-    else:
-        app = make_app(store, Shard(store, cache=config.cache))
-    runner = web.AppRunner(app, access_log=None)
+        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
+        return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
+    runner = web.AppRunner(make_app(store, Shard(store, cache=config.cache)), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1] if config.port == 0 else config.port
-    return Running(f"http://{config.host}:{port}", token_path, store, runner, cluster)
+    await web.TCPSite(runner, config.host, config.port).start()
+    return Running(f"http://{config.host}:{runner.addresses[0][1]}", token_path, store, runner)
 
 
 async def serve_forever(config: ServeConfig) -> None:

@@ -37,11 +37,19 @@ def _int(value: str | None) -> int:
     return int(value) if value and value.isdecimal() and len(value) <= 18 else 0
 
 
+def metastore_in_path(path: str) -> str | None:
+    """The metastore a `/metastores/{id}/...` path names (others are the caller's own metastore's)."""
+    rest = path[len(PREFIX):]
+    return rest.split("/")[2] if rest.startswith("/metastores/") else None
+
+
 def _metastore_of(request: web.Request) -> str:
-    rest = request.path[len(PREFIX):]
-    if rest.startswith("/metastores/"):
-        return rest.split("/")[2]
-    return request["caller"].metastore()
+    return metastore_in_path(request.path) or request["caller"].metastore()
+
+
+def safe_to_resend(method: str, path: str) -> bool:
+    """Whether a request only reads: sent again after a lost connection, it changes nothing."""
+    return method in ("GET", "HEAD") or path in _READ_ONLY_POSTS
 
 
 class Forwarder:
@@ -65,14 +73,26 @@ class Forwarder:
             out["my_shard"] = (await self.routing.shard_for(caller.metastore_id)).url
         return ok(out)
 
+    def shard_headers(self, metastore_id: str, request_headers) -> dict[str, str]:
+        """The headers a request goes on to its shard with: who is asking, and the metastore version
+        it must see at least (the newest any answer through here reflected, or the client's own)."""
+        headers = {h: request_headers[h] for h in _HOP_HEADERS if h in request_headers}
+        seen = max(self.acknowledged.get(metastore_id, 0), _int(request_headers.get(MIN_VERSION_HEADER)))
+        if seen:
+            headers[MIN_VERSION_HEADER] = str(seen)
+        return headers
+
+    def acknowledge(self, metastore_id: str, answer: Answer) -> None:
+        """Remember the version a shard's answer reflected (see `acknowledged`)."""
+        version = _int(answer.headers.get(_VERSION))
+        if version > self.acknowledged.get(metastore_id, 0):
+            self.acknowledged[metastore_id] = version
+
     async def forward(self, request: web.Request) -> web.Response:
         metastore_id = _metastore_of(request)
         body = await request.read()
-        headers = {h: request.headers[h] for h in _HOP_HEADERS if h in request.headers}
-        seen = max(self.acknowledged.get(metastore_id, 0), _int(request.headers.get(MIN_VERSION_HEADER)))
-        if seen:
-            headers[MIN_VERSION_HEADER] = str(seen)
-        safe_to_resend = request.method in ("GET", "HEAD") or request.path in _READ_ONLY_POSTS
+        headers = self.shard_headers(metastore_id, request.headers)
+        resendable = safe_to_resend(request.method, request.path)
         # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
         method = "GET" if request.method == "HEAD" else request.method
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
@@ -82,7 +102,7 @@ class Forwarder:
             except LookupError:
                 shard = None
             if shard is not None:
-                host, port = _address(shard.url)
+                host, port = shard_address(shard.url)
                 try:
                     # the path as the client encoded it: decoding and encoding again could change it
                     answer = await self.client.request(host, port, method, request.raw_path, headers, body)
@@ -92,7 +112,7 @@ class Forwarder:
                 except ShardUnreachable:
                     pass                          # never reached the shard: always safe to try again
                 except ConnectionLost:
-                    if not safe_to_resend:        # a write may have been applied: let the client decide
+                    if not resendable:            # a write may have been applied: let the client decide
                         raise CatalogError("TEMPORARILY_UNAVAILABLE",
                                            f"Lost the connection to {shard.name} mid-request; the outcome is unknown.")
             if time.monotonic() > deadline:
@@ -101,9 +121,7 @@ class Forwarder:
 
     def _relay(self, request: web.Request, metastore_id: str, answer: Answer) -> web.Response:
         request[audit.FORWARDED] = True     # the shard recorded it in the audit log
-        version = _int(answer.headers.get(_VERSION))
-        if version > self.acknowledged.get(metastore_id, 0):
-            self.acknowledged[metastore_id] = version
+        self.acknowledge(metastore_id, answer)
         response = web.Response(body=answer.body, status=answer.status,
                                 content_type=answer.headers.get("content-type", "application/json").split(";")[0])
         for name in _RELAYED_HEADERS:
@@ -114,12 +132,17 @@ class Forwarder:
 
 
 @functools.lru_cache(maxsize=256)
-def _address(url: str) -> tuple[str, int]:
+def shard_address(url: str) -> tuple[str, int]:
     parsed = URL(url)
     return parsed.host, parsed.port
 
 
+FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)
+AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
+
+
 def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
+    """The whole router as an aiohttp app (router/front.py serves it behind a faster front)."""
     authenticator = Authenticator(store)
     forwarder = Forwarder(routing)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
@@ -128,6 +151,7 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
                                        authenticator.middleware],
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
+    app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)

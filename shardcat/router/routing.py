@@ -47,11 +47,17 @@ class RoutingTable:
     def shard_load(self, name: str) -> float:
         return sum(self.load.get(m, 0.0) + 1.0 for m, s in self.owner.items() if s == name)
 
-    async def shard_for(self, metastore_id: str) -> ShardHandle:
-        """The live shard serving a metastore, assigning one if it has none."""
+    def assigned(self, metastore_id: str) -> ShardHandle | None:
+        """The live shard serving a metastore, counting the request against its load; None if it
+        has none (`shard_for` assigns one)."""
         self.load[metastore_id] = self.load.get(metastore_id, 0.0) + 1.0
         handle = self.shards.get(self.owner.get(metastore_id, ""))
-        if handle is not None and handle.alive:
+        return handle if handle is not None and handle.alive else None
+
+    async def shard_for(self, metastore_id: str) -> ShardHandle:
+        """The live shard serving a metastore, assigning one if it has none."""
+        handle = self.assigned(metastore_id)
+        if handle is not None:
             return handle
         async with self.lock:
             handle = self.shards.get(self.owner.get(metastore_id, ""))

@@ -1,0 +1,140 @@
+"""The router's front (shardcat/router/front.py) on a real one-shard cluster: which requests take
+the fast path, that both paths answer as the router app does, and HTTP/1.1 on raw sockets:
+pipelining, HEAD, Expect: 100-continue, chunked and oversized bodies, malformed requests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from yarl import URL
+
+from shardcat.cluster.server import ServeConfig, start
+from shardcat.shards.http import MAX_BODY_BYTES
+from tests.conftest import PREFIX, new_workspace
+
+
+@pytest.fixture(scope="module")
+async def cluster(pg_url, tmp_path_factory):
+    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("front"), db=pg_url, shards=1))
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def fws(cluster, http, tmp_path):
+    ws = await new_workspace(cluster, http, tmp_path)
+    status, body = await ws.call("POST", "/catalogs", json={"name": "c"})
+    assert status == 200, body
+    return ws
+
+
+def counts(cluster) -> dict:
+    return dict(cluster.front.front.stats)
+
+
+async def exchange(cluster, raw: bytes, *, read_until_closed: bool = False, answers: int = 1) -> bytes:
+    """Send raw bytes to the front; return what came back (`answers` complete answers, or all until closed)."""
+    url = URL(cluster.url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    try:
+        writer.write(raw)
+        await writer.drain()
+        if read_until_closed:
+            return await asyncio.wait_for(reader.read(), 10)
+        out = b""
+        for _ in range(answers):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")))
+            out += head + (await reader.readexactly(length) if b"HEAD" not in raw[:4] else b"")
+        return out
+    finally:
+        writer.close()
+
+
+def request(ws, method: str, path: str, body: bytes = b"", **headers: str) -> bytes:
+    lines = [f"{method} {PREFIX}{path} HTTP/1.1", "Host: x", f"Authorization: Bearer {ws.token}",
+             *[f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]]
+    if body and "Transfer_Encoding" not in headers:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def bodies(raw: bytes) -> list:
+    return [orjson.loads(part.split(b"\r\n\r\n", 1)[1]) for part in raw.split(b"HTTP/1.1 ")[1:]]
+
+
+async def test_reads_take_the_fast_path_and_answer_as_the_shard_does(cluster, fws):
+    await fws.call("GET", "/catalogs/c")        # the caller's identity is cached after its first request
+    before = counts(cluster)
+    async with fws.session.get(fws.api + "/catalogs/c", headers=fws.headers) as r:
+        assert r.status == 200 and (await r.json())["name"] == "c"
+        assert len(r.headers["X-Shardcat-Request-Id"]) == 32 and int(r.headers["X-Shardcat-Version"]) >= 1
+    status, resolved = await fws.call("POST", "/resolve", json={"items": [{"name": "c.s.missing"}]})
+    assert status == 200 and resolved["items"][0]["error"]["error_code"] == "NOT_FOUND"
+    status, missing = await fws.call("GET", "/catalogs/nope")
+    assert status == 404 and missing["error_code"] == "NOT_FOUND"
+    after = counts(cluster)
+    assert after["fast"] - before["fast"] == 3 and after["through_app"] == before["through_app"]
+
+
+async def test_everything_else_goes_through_the_router_app(cluster, fws, http):
+    before = counts(cluster)
+    # account-level routes the router serves itself
+    assert (await fws.call("GET", "/shardcat/routing"))[0] == 200
+    assert (await fws.call("GET", "/user-info/me"))[0] == 200
+    status, listed = await fws.call("GET", "/metastores")
+    assert status == 200 and any(m["metastore_id"] == fws.metastore_id for m in listed["metastores"])
+    # a write, an unknown token, no token at all
+    status, created = await fws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
+    assert status == 200 and created["full_name"] == "c.s"
+    async with http.get(fws.api + "/catalogs/c", headers={"Authorization": "Bearer nope"}) as r:
+        assert r.status == 401 and (await r.json())["error_code"] == "UNAUTHENTICATED"
+    async with http.get(fws.api + "/catalogs/c") as r:
+        assert r.status == 401 and "Authorization" in (await r.json())["message"]
+    after = counts(cluster)
+    assert after["through_app"] - before["through_app"] == 6 and after["fast"] == before["fast"]
+    # the write is there, read back on the fast path
+    assert (await fws.call("GET", "/schemas/c.s"))[1]["full_name"] == "c.s"
+
+
+async def test_pipelined_requests_are_answered_in_order(cluster, fws):
+    await fws.call("GET", "/catalogs/c")
+    raw = b"".join(request(fws, "GET", path) for path in ("/catalogs/c", "/catalogs/nope", "/metastores",
+                                                            "/catalogs/c"))
+    answers = bodies(await exchange(cluster, raw, answers=4))
+    assert answers[0]["name"] == "c" and answers[1]["error_code"] == "NOT_FOUND"
+    assert "metastores" in answers[2] and answers[3]["name"] == "c"
+
+
+async def test_head_expect_continue_chunked_and_close(cluster, fws):
+    head = await exchange(cluster, request(fws, "HEAD", "/catalogs/c"))
+    assert head.startswith(b"HTTP/1.1 200 OK") and head.endswith(b"\r\n\r\n")      # headers, no body
+    # Expect: 100-continue gets its interim answer before the body is sent
+    url = URL(cluster.url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    body = orjson.dumps({"items": [{"name": "c.s.t"}]})
+    writer.write(request(fws, "POST", "/resolve", Expect="100-continue", Content_Type="application/json",
+                         Content_Length=str(len(body))))
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(body)
+    assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 200 OK")
+    writer.close()
+    # a chunked body, and Connection: close
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:7], body[7:])) + b"0\r\n\r\n"
+    raw = await exchange(cluster, request(fws, "POST", "/resolve", chunked, Transfer_Encoding="chunked",
+                                          Content_Type="application/json", Connection="close"),
+                         read_until_closed=True)
+    assert b"Connection: close" in raw and bodies(raw)[0]["items"][0]["name"] == "c.s.t"
+
+
+async def test_too_large_and_malformed_requests(cluster, fws):
+    big = b'{"name": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    raw = await exchange(cluster, request(fws, "POST", "/catalogs", big, Content_Type="application/json",
+                                          Connection="close"), read_until_closed=True)
+    assert raw.startswith(b"HTTP/1.1 413") and bodies(raw)[0]["error_code"] == "REQUEST_TOO_LARGE"
+    raw = await exchange(cluster, b"NOT HTTP AT ALL\r\n\r\n", read_until_closed=True)
+    assert raw.startswith(b"HTTP/1.1 400") and bodies(raw)[0]["error_code"] == "MALFORMED_REQUEST"
+    assert (await fws.call("GET", "/catalogs/c"))[0] == 200          # the front still serves
