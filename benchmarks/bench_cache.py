@@ -323,7 +323,8 @@ def markdown(run: dict) -> str:
         f"- **Reproduce:** `pip install -e \".[bench]\"` (matplotlib), then `{run['command']}` "
         f"(about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
-        "- **Server:** `shardcat serve --shards 1`: the router process and one shard actor on a local Ray, one "
+        "- **Server:** `shardcat serve --shards 1`: the router process (its front and, behind it, the router app) "
+        "and one shard actor on a local Ray, one "
         "embedded PostgreSQL; `--no-cache` for the cache-off rows (every read from PostgreSQL). *router*: "
         "requests to the serve URL; *direct*: the same requests to the owner shard's URL, taken from "
         "`GET /shardcat/routing` (`my_shard`), as a routing client library does.",
