@@ -22,7 +22,7 @@ from ..cache.urls import InvalidUrl, join_url, normalize_url
 from ..entities.asset import Asset
 from ..entities.columns import check_columns
 from ..entities.manifest import AssetType
-from ..entities.names import check_name, split_full_name
+from ..entities.names import check_name, full_name_key, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, present_table
@@ -129,8 +129,8 @@ class CatalogService:
     # ---- lookups ------------------------------------------------------------
 
     async def _get(self, caller: Caller, t: AssetType, full_name: str) -> Asset:
-        names = split_full_name(full_name, t.name_parts, t.name)
-        asset = await self.shard.lookup(caller.metastore(), t.namespace, ".".join(names), caller.min_version)
+        key = full_name_key(full_name, t.name_parts, t.name)
+        asset = await self.shard.lookup(caller.metastore(), t.namespace, key, caller.min_version)
         if asset is None:
             raise not_found(f"{_label(t)} '{full_name}' does not exist.")
         return asset
