@@ -75,9 +75,14 @@ class Forwarder:
 
     def shard_headers(self, metastore_id: str, request_headers) -> dict[str, str]:
         """The headers a request goes on to its shard with: who is asking, and the metastore version
-        it must see at least (the newest any answer through here reflected, or the client's own)."""
-        headers = {h: request_headers[h] for h in _HOP_HEADERS if h in request_headers}
-        seen = max(self.acknowledged.get(metastore_id, 0), _int(request_headers.get(MIN_VERSION_HEADER)))
+        it must see at least (the newest any answer through here reflected, or the client's own).
+        `request_headers` is read by lower-case names: aiohttp's headers, or a dict of them."""
+        headers = {}
+        for name in _HOP_HEADERS:
+            value = request_headers.get(name.lower())
+            if value is not None:
+                headers[name] = value
+        seen = max(self.acknowledged.get(metastore_id, 0), _int(request_headers.get(MIN_VERSION_HEADER.lower())))
         if seen:
             headers[MIN_VERSION_HEADER] = str(seen)
         return headers

@@ -82,7 +82,7 @@ class Front:
         path = request.path
         if request.too_large or "%" in path or not path.startswith(PREFIX + "/"):
             return False
-        if request.method != "GET" and not (request.method == "POST" and safe_to_resend("POST", path)):
+        if request.method not in ("GET", "POST") or not safe_to_resend(request.method, path):
             return False
         first = path[len(PREFIX) + 1:].partition("/")[0]
         return not any(matches(path) for matches in self._own_routes.get(first, ()))
@@ -97,7 +97,7 @@ class Front:
         shard = self.forwarder.routing.assigned(metastore_id) if metastore_id else None
         if shard is None:
             return None
-        headers = self.forwarder.shard_headers(metastore_id, _Capitalized(request.headers))
+        headers = self.forwarder.shard_headers(metastore_id, request.headers)
         try:
             answer = await self.forwarder.client.request(*shard_address(shard.url), request.method,
                                                          request.raw_path, headers, request.body)
@@ -110,7 +110,8 @@ class Front:
 
     async def _through_app(self, request: Request) -> Answer:
         headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
-        # HEAD goes on as GET: the client reading the answer expects a body after any Content-Length
+        # HEAD goes on as GET (our client would wait for the body a HEAD answer announces but never
+        # carries); `_write` leaves the body out
         method = "GET" if request.method == "HEAD" else request.method
         try:
             answer = await self.client.request(*self.app_address, method, request.raw_path, headers, request.body)
@@ -118,23 +119,6 @@ class Front:
             log.error("the router app did not answer %s %s: %r", request.method, request.path, e)
             return _error(503, "TEMPORARILY_UNAVAILABLE", "The router is not ready; try again shortly.")
         return Answer(answer.status, {k: v for k, v in answer.headers.items() if k not in _HOP_BY_HOP}, answer.body)
-
-
-class _Capitalized:
-    """Lower-case header names read by their canonical spelling (what `Forwarder.shard_headers` asks)."""
-    __slots__ = ("lower",)
-
-    def __init__(self, lower: dict[str, str]):
-        self.lower = lower
-
-    def __contains__(self, name: str) -> bool:
-        return name.lower() in self.lower
-
-    def __getitem__(self, name: str) -> str:
-        return self.lower[name.lower()]
-
-    def get(self, name: str, default=None):
-        return self.lower.get(name.lower(), default)
 
 
 def _own_routes(app: web.Application, forward_handler) -> dict[str, list]:
@@ -187,6 +171,8 @@ class _Connection(asyncio.Protocol):
         self._arm_idle_timer()
 
     def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():         # refused (see `_refuse`): the rest is not read
+            return
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
@@ -246,13 +232,12 @@ class _Connection(asyncio.Protocol):
                 if self.paused and len(self.queue) < MAX_QUEUED // 2:
                     self.paused = False
                     self.transport.resume_reading()
-                if self.idle_timer is not None:
-                    self.idle_timer.cancel()
                 try:
                     answer = await self.front.answer(request)
                 except Exception:
                     log.exception("front: failed on %s %s", request.method, request.path)
-                    answer = _error(500, "INTERNAL_ERROR", "The server failed to handle the request; it has been logged.")
+                    answer = _error(500, "INTERNAL_ERROR",
+                                    "The server failed to handle the request; it has been logged.")
                 await self.writable.wait()
                 self._write(request, answer)
                 if not request.keep_alive:

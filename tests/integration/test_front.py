@@ -11,6 +11,7 @@ import pytest
 from yarl import URL
 
 from shardcat.cluster.server import ServeConfig, start
+from shardcat.router import front as front_module
 from shardcat.shards.http import MAX_BODY_BYTES
 from tests.conftest import PREFIX, new_workspace
 
@@ -138,3 +139,16 @@ async def test_too_large_and_malformed_requests(cluster, fws):
     raw = await exchange(cluster, b"NOT HTTP AT ALL\r\n\r\n", read_until_closed=True)
     assert raw.startswith(b"HTTP/1.1 400") and bodies(raw)[0]["error_code"] == "MALFORMED_REQUEST"
     assert (await fws.call("GET", "/catalogs/c"))[0] == 200          # the front still serves
+
+
+async def test_an_idle_connection_is_closed(cluster, fws, monkeypatch):
+    monkeypatch.setattr(front_module, "KEEP_ALIVE_SECONDS", 0.3)
+    url = URL(cluster.url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    writer.write(request(fws, "GET", "/catalogs/c"))
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 200")
+    started = asyncio.get_running_loop().time()
+    rest = await asyncio.wait_for(reader.read(), 10)        # the body, then the end: the front closed it
+    assert b'"name":"c"' in rest and asyncio.get_running_loop().time() - started < 5
+    writer.close()
