@@ -5,7 +5,7 @@ The supervisor pings every shard a few times a second. A shard that is dead (Ray
 at once), does not answer in time, or whose serving loop has neither run for HUNG_AFTER
 seconds nor sent an answer since the last ping, on HUNG_STRIKES pings in a row, is killed,
 its metastores are reassigned to the least-loaded survivors (they warm their caches lazily),
-and a replacement shard joins for later assignments. A shard that is only busy, its loop
+and a replacement shard joins for later assignments once they had a few seconds to do so. A shard that is only busy, its loop
 turning with a queue of requests, is left alone: the ping is answered off that loop
 (shards/actor.py), and however late its beats on an overloaded machine, answers go out.
 Killing it would only pile its load on the survivors.
@@ -38,6 +38,8 @@ PING_TIMEOUT = 1.5
 LOCAL_START_ATTEMPTS = 3    # a local start that failed half-way is tried again, from a clean machine
 HUNG_AFTER = 1.5        # seconds without a beat of a shard's serving loop: hung, not busy
 HUNG_STRIKES = 2        # pings in a row that find a shard stalled or unanswering (a dead actor: at once)
+REPLACE_AFTER = 3.0     # seconds from a failover to its replacement shard's start: starting a Python process
+                        # would take CPU from the survivors rebuilding the moved metastores
 OK, SUSPECT, DEAD, UNSURE = "ok", "suspect", "dead", "unsure"     # a ping's verdicts
 
 
@@ -131,6 +133,7 @@ class RayCluster:
         self.answered: dict[str, int] = {}  # shard -> answers it had sent at its last ping
         self.own_loop = LoopWatch()
         self._supervisor: asyncio.Task | None = None
+        self._replacements: set[asyncio.Task] = set()
 
     async def start(self, shards: int) -> None:
         if not ray.is_initialized():
@@ -157,6 +160,8 @@ class RayCluster:
     async def stop(self) -> None:
         if self._supervisor:
             self._supervisor.cancel()
+        for task in self._replacements:
+            task.cancel()
         self.own_loop.stop()
         for handle in self.routing.shards.values():
             if handle.alive:
@@ -199,7 +204,17 @@ class RayCluster:
             pass
         moved = await self.routing.shard_died(handle.name)
         self._event("metastores_reassigned", shard=handle.name, count=len(moved))
-        await self.add_shard(f"{handle.name.split('.')[0]}.{next(self.generation)}")
+        # In the background: supervision goes on meanwhile (another shard may fail too).
+        task = asyncio.create_task(self._replace(f"{handle.name.split('.')[0]}.{next(self.generation)}"))
+        self._replacements.add(task)
+        task.add_done_callback(self._replacements.discard)
+
+    async def _replace(self, name: str) -> None:
+        await asyncio.sleep(REPLACE_AFTER)
+        try:
+            await self.add_shard(name)
+        except Exception:
+            log.exception("replacement shard %s did not start", name)
 
     async def _ping(self, handle: ShardHandle) -> tuple[str, str | None]:
         """The verdict on a shard (OK, SUSPECT, DEAD or UNSURE) and what is wrong with it."""

@@ -1,8 +1,9 @@
-"""The HTTP front of a sharded catalog: authenticate, find the owner shard, forward over HTTP.
+"""The router app of a sharded catalog: authenticate, find the owner shard, forward over HTTP.
 
 Account-level routes are served here; everything else is scoped to one metastore and
 forwarded to the shard that owns it. A shard that answers NOT_OWNER or cannot be reached
-makes the front refresh its routing and try again, for a bounded time.
+makes the router refresh its routing and try again, for a bounded time. In `shardcat serve`
+it sits behind router/front.py, which sends most reads to their shard itself.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The router's HTTP/1.1 client for its hop to the shards: pooled keep-alive connections, nothing more.
+"""The router's HTTP/1.1 client for its hops (to the shards, and from its front to the router app):
+pooled keep-alive connections, nothing more.
 
 aiohttp's general-purpose client was about a third of the router's work per forwarded request.
 This one sends a request whose bytes are already known and reads the answer (parsed by

@@ -1,7 +1,7 @@
 """The supervisor's verdict on a shard: one late ping makes it a suspect, HUNG_STRIKES in a row
-make it hung, a dead actor is replaced at once, a good ping clears the suspicion, a shard
-whose loop beats late but still sends answers is busy, not hung, and a check during which the
-supervisor's own process stalled proves nothing."""
+make it hung, a dead actor is declared at once (and replaced a little later), a good ping
+clears the suspicion, a shard whose loop beats late but still sends answers is busy, not hung,
+and a check during which the supervisor's own process stalled proves nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 import pytest
 import ray
 
+from shardcat.cluster import ray_cluster
 from shardcat.cluster.ray_cluster import HUNG_AFTER, HUNG_STRIKES, LoopWatch, RayCluster
 from shardcat.router.routing import ShardHandle
 
@@ -51,6 +52,7 @@ class FakeRouting:
 @pytest.fixture
 def supervisor(monkeypatch):
     monkeypatch.setattr(ray, "kill", lambda *a, **k: None)
+    monkeypatch.setattr(ray_cluster, "REPLACE_AFTER", 0.0)
     cluster = RayCluster(FakeRouting(), "postgresql://unused")
     added: list[str] = []
 
@@ -64,6 +66,8 @@ def check(cluster, handle, times):
     async def run():
         for _ in range(times):
             await cluster._check(handle)
+        for replacement in list(cluster._replacements):
+            await replacement
     asyncio.run(run())
 
 
@@ -87,12 +91,27 @@ def test_stalled_in_a_row_is_hung(supervisor):
     assert cluster.routing.died == ["shard-0"] and len(added) == 1 and cluster.strikes == {}
 
 
-def test_a_dead_actor_is_replaced_at_once(supervisor):
+def test_a_dead_actor_is_declared_at_once(supervisor):
     cluster, added = supervisor
     handle = ShardHandle("shard-0", "http://x", FakeActor([ray.exceptions.RayActorError()]))
     check(cluster, handle, 1)
     assert kinds(cluster) == ["shard_unresponsive", "metastores_reassigned"]
     assert cluster.routing.died == ["shard-0"] and len(added) == 1
+
+
+def test_the_replacement_starts_after_the_survivors_had_their_head_start(supervisor, monkeypatch):
+    """The check returns once the metastores moved; the replacement's start waits REPLACE_AFTER."""
+    cluster, added = supervisor
+    monkeypatch.setattr(ray_cluster, "REPLACE_AFTER", 0.3)
+    handle = ShardHandle("shard-0", "http://x", FakeActor([ray.exceptions.RayActorError()]))
+
+    async def run():
+        started = time.monotonic()
+        await cluster._check(handle)
+        assert cluster.routing.died == ["shard-0"] and added == [] and time.monotonic() - started < 0.3
+        await asyncio.sleep(0.5)
+        assert added == ["shard-0.1"]
+    asyncio.run(run())
 
 
 def test_answers_in_time_are_left_alone(supervisor):
@@ -165,6 +184,8 @@ def test_a_hang_longer_than_the_supervisors_own_stall_is_still_a_hang(supervisor
         for _ in range(HUNG_STRIKES):
             await cluster._check(handle)
         cluster.own_loop.stop()
+        for replacement in list(cluster._replacements):
+            await replacement
     asyncio.run(run())
     assert kinds(cluster)[-2:] == ["shard_unresponsive", "metastores_reassigned"]
     assert cluster.routing.died == ["shard-0"] and len(added) == 1
