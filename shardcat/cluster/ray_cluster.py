@@ -5,10 +5,10 @@ The supervisor pings every shard a few times a second. A shard that is dead (Ray
 at once), does not answer in time, or whose serving loop has neither run for HUNG_AFTER
 seconds nor sent an answer since the last ping, on HUNG_STRIKES pings in a row, is killed,
 its metastores are reassigned to the least-loaded survivors (they warm their caches lazily),
-and a replacement shard joins for later assignments once they had a few seconds to do so. A shard that is only busy, its loop
-turning with a queue of requests, is left alone: the ping is answered off that loop
-(shards/actor.py), and however late its beats on an overloaded machine, answers go out.
-Killing it would only pile its load on the survivors.
+and a few seconds later, once they had the CPU to do so, a replacement shard joins for later
+assignments. A shard that is only busy, its loop turning with a queue of requests, is left
+alone: the ping is answered off that loop (shards/actor.py), and however late its beats on
+an overloaded machine, answers go out. Killing it would only pile its load on the survivors.
 One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
 a second at a time. For the same reason a shard's silence (a stalled loop, an unanswered ping)
 counts only as far as the supervisor's own process was running meanwhile: when the machine
