@@ -65,11 +65,7 @@ class AuditLog:
 
     def submit(self, event: dict) -> None:
         """Queue one event; never blocks, never raises. A full buffer drops it (counted)."""
-        self.submit_row(tuple([_storable(event.get(c)) for c in _COLUMNS]))
-
-    def submit_row(self, row: tuple) -> None:
-        """Queue one event as a row of storable values in `_COLUMNS` order."""
-        self.submit_rows([row])
+        self.submit_rows([tuple([_storable(event.get(c)) for c in _COLUMNS])])
 
     def submit_rows(self, rows: list[tuple]) -> None:
         """Queue events as rows of storable values in `_COLUMNS` order; what does not fit is dropped."""

@@ -58,13 +58,13 @@ class Request:
 class Front:
     """Decides where each request goes and gets its answer: the fast path, or the router app."""
 
-    def __init__(self, app: web.Application, forwarder: Forwarder, authenticator: Authenticator,
-                 app_address: tuple[str, int]):
-        self.forwarder = forwarder
-        self.authenticator = authenticator
+    def __init__(self, app: web.Application, app_address: tuple[str, int]):
+        """`app`: the router app (make_router_app), listening at `app_address`."""
+        self.forwarder: Forwarder = app[FORWARDER]
+        self.authenticator: Authenticator = app[AUTHENTICATOR]
         self.app_address = app_address
         self.client = ShardClient()         # to the router app; the forwarder has its own to the shards
-        self._own_routes = _own_routes(app, forwarder.forward)
+        self._own_routes = _own_routes(app, self.forwarder.forward)
         self.connections: set[_Connection] = set()
         self.stats = {"fast": 0, "through_app": 0}     # requests answered each way
 
@@ -291,6 +291,6 @@ async def start_front(app: web.Application, host: str, port: int) -> Listening:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()       # the front's alone: loopback
-    front = Front(app, app[FORWARDER], app[AUTHENTICATOR], runner.addresses[0][:2])
+    front = Front(app, runner.addresses[0][:2])
     server = await asyncio.get_running_loop().create_server(lambda: _Connection(front), host, port)
     return Listening(front, server, runner)

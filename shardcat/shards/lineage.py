@@ -65,12 +65,12 @@ def _report(body: dict) -> tuple[str, list[tuple[str, str]], list[str], str | No
                 raise invalid(f"sources[{i}].name must be a string.")
             names.append((TYPES[kind].namespace, full_name_key(s["name"], 3, kind)))
         else:
+            if not isinstance(s["path"], str):
+                raise invalid(f"sources[{i}].path must be a string.")
             try:
-                paths.append(normalize_url(s["path"]) if isinstance(s["path"], str) else None)
+                paths.append(normalize_url(s["path"]))
             except InvalidUrl as e:
                 raise invalid(f"sources[{i}].path is not valid: {e}") from None
-            if paths[-1] is None:
-                raise invalid(f"sources[{i}].path must be a string.")
     return full_name_key(target, 3, "table"), names, paths, job
 
 

@@ -28,7 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ..cache.urls import InvalidUrl, normalize_url
+from ..cache.url_trie import UrlTrie
+from ..cache.urls import InvalidUrl
 from ..delta.log import Storage
 from ..entities.sql import sql_references
 from . import sqlrewrite
@@ -74,7 +75,7 @@ class Shardcat:
         self.writes: list[dict] = []          # {"table", "mode", "format", "created", "sources"}
         self._credentials: dict[str, dict] = {}   # full name -> temporary credentials from resolve
         self._prefix = "sc" + uuid.uuid4().hex[:6]  # this session's temporary views, apart from others
-        self._locations: dict[str, dict] = {}  # storage location read -> {"name", "securable_type"}: lineage
+        self._locations: UrlTrie[dict] = UrlTrie()  # storage location read -> {"name", "securable_type"}: lineage
 
     def close(self) -> None:
         self.delta.close()
@@ -399,8 +400,8 @@ class Shardcat:
     # ---- lineage ------------------------------------------------------------------------------
 
     def _read_from(self, location: str | None, name: str | None, securable_type: str | None) -> None:
-        if location and name and securable_type:
-            self._locations[normalize_url(location).rstrip("/")] = {"name": name, "securable_type": securable_type}
+        if location and name and securable_type and self._locations.get(location) is None:
+            self._locations.insert(location, {"name": name, "securable_type": securable_type})
 
     def _sources(self, df: DataFrame) -> list[dict]:
         """The catalog tables and volumes this session read whose files `df` reads (Spark's
@@ -409,12 +410,11 @@ class Shardcat:
         directories = {f.rsplit("/", 1)[0] for f in df.inputFiles()} if self._locations else set()
         for directory in directories:
             try:
-                url = normalize_url(directory)
+                owner = self._locations.owner(directory)
             except InvalidUrl:
                 continue
-            for location, source in self._locations.items():
-                if url == location or url.startswith(location + "/"):
-                    found[source["name"]] = source
+            if owner is not None:
+                found[owner[1]["name"]] = owner[1]
         return list(found.values())
 
     def _report_lineage(self, df: DataFrame, target: str) -> list[str]:
