@@ -503,21 +503,18 @@ class WriteTx:
         self.conn = conn
         self.metastore_id = metastore_id
         self.version = version
+        self.changed: set[str] = set()         # ids this write changed; `touch` says how, for the change feed
         self.parents: set[str] = set()
         self.written: dict[str, Asset] = {}   # id -> new state
         self.created: set[str] = set()         # ids that did not exist before this write
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
 
-    @property
-    def changed(self):
-        """The ids this write changed (the change log's `changed`)."""
-        return self.touched.keys()
-
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
         DELTA_COMMIT or DELTA_PUBLISH. One write may touch an id more than once: created and then
         updated, it was created; deleted and then put back, updated; updated, it stays updated."""
+        self.changed.add(securable_id)
         before = self.touched.get(securable_id, {})
         if before.get("change") == "CREATE" and change != "DELETE" or \
                 before.get("change") == "UPDATE" and change not in ("CREATE", "DELETE"):
