@@ -94,8 +94,12 @@ def init_ray(address: str | None, *, local_attempts: int = LOCAL_START_ATTEMPTS)
     for attempt in range(1, attempts + 1):
         before = {p.pid for p in psutil.Process().children(recursive=True)}
         try:
+            # Ray starts its workers at niceness 15, below the router, the clients and PostgreSQL on
+            # the same machine: a shard then waits for the CPU behind all of them (docs/benchmarks.md).
+            # A joined cluster has its own config: ray-config/README.md starts it the same way.
+            local = {"_system_config": {"worker_niceness": 0}} if address is None else {}
             ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                     ignore_reinit_error=True)
+                     ignore_reinit_error=True, **local)
             return
         except BaseException as e:
             _stop_processes([p for p in psutil.Process().children(recursive=True) if p.pid not in before])

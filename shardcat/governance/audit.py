@@ -21,6 +21,7 @@ import base64
 import contextvars
 import functools
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -196,6 +197,21 @@ class AccessDecision(NamedTuple):
     message: str | None = None
 
 
+def new_request_id() -> str:
+    """32 hex digits, unique across processes: a random prefix per process and a counter (no
+    system call per request, as os.urandom would make)."""
+    return f"{_id_prefix}{next(_id_counter):016x}"
+
+
+def _new_id_source() -> None:
+    global _id_prefix, _id_counter
+    _id_prefix, _id_counter = os.urandom(8).hex(), itertools.count()
+
+
+_new_id_source()
+os.register_at_fork(after_in_child=_new_id_source)     # a forked child must not repeat its parent's ids
+
+
 def record_all(caller, decisions: Iterable[tuple]) -> None:
     """Record a request's access decisions, one row each (same request id, no status), besides
     the request's own row: `AccessDecision`s, or plain tuples of its seven fields in its order.
@@ -368,7 +384,7 @@ def middleware(audit_log: AuditLog):
     async def audited(request: web.Request, handler):
         if request.path in SKIPPED_PATHS:
             return await handler(request)
-        request_id = os.urandom(16).hex()
+        request_id = new_request_id()
         at = int(time.time() * 1000)
         route = _route_of(request)
         current = {"log": audit_log, "request_id": request_id, "route": f"{request.method} {route}"}
@@ -396,7 +412,7 @@ def middleware(audit_log: AuditLog):
 def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamResponse, current: dict,
             route: str, at: int, sent: bytes | None) -> None:
     status = response.status
-    kind, name, ident = _securable_from_route(route, dict(request.match_info))
+    kind, name, ident = _securable_from_route(route, request.match_info)
     creates = request.method == "POST" and name is None and "securable_name" not in current \
         and "securable_type" not in current
     # Decode the answer only when it is needed: errors (small) and creates (they name their object).
@@ -411,16 +427,16 @@ def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamRespo
         source = answer if status < 400 else _json_of(sent)
         name, ident = _from_json(source, kind)
     caller = request.get("caller")
-    fields = _caller_fields(caller)
-    if fields["metastore_id"] is None and kind == "METASTORE":
-        fields["metastore_id"] = _uuid_or_none(ident)
-    error_code = answer.get("error_code") if status >= 400 else None
-    audit_log.submit({
-        "at": at, "request_id": current["request_id"], **fields,
-        "action": action_of(request.method, route), "route": current["route"],
-        "securable_type": kind, "securable_name": _short(name, 1000), "securable_id": _short(ident, 200),
-        "allowed": status not in REFUSED, "status": status, "error_code": error_code,
-        "message": _short(answer.get("message")) if status >= 400 else None})
+    principal, workspace_id, metastore_id = (None, None, None) if caller is None else \
+        (caller.name, caller.workspace_id, _uuid_or_none(caller.metastore_id))
+    if metastore_id is None and kind == "METASTORE":
+        metastore_id = _uuid_or_none(ident)
+    error_code, message = (answer.get("error_code"), _short(answer.get("message"))) if status >= 400 else (None, None)
+    # the row in _COLUMNS order, built directly: this runs for every request
+    audit_log.submit_rows([(at, current["request_id"], _storable(principal), workspace_id, metastore_id,
+                            action_of(request.method, route), _storable(current["route"]), _storable(kind),
+                            _storable(_short(name, 1000)), _storable(_short(ident, 200)), status not in REFUSED,
+                            status, _storable(error_code), _storable(message))])
 
 
 # ---- reading the log ------------------------------------------------------------------------

@@ -13,6 +13,6 @@ from .middleware import Authenticator
 
 
 def make_app(store: Store, shard: Shard) -> web.Application:
-    authenticator = Authenticator(store)
+    authenticator = Authenticator(store, cache=shard.cache_config.enabled)
     account = AccountApi(AccountService(store), authenticator)
     return make_shard_app(shard, authenticator, extra_routes=account.routes())

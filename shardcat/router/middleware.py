@@ -68,10 +68,13 @@ class Authenticator:
     seconds (5 s): a revoked token, a deactivated principal, a membership or assignment change
     takes effect within that on every front and shard (at once on the front that made the
     change). Expiry is checked on every use, so an expired token stops at its expiry time exactly.
+    With `cache` False (a shard's cache-off mode) nothing is kept: every request reads its caller.
     """
 
-    def __init__(self, store: Store, ttl: float = 5.0, *, timer: Callable[[], float] = time.monotonic):
+    def __init__(self, store: Store, ttl: float = 5.0, *, cache: bool = True,
+                 timer: Callable[[], float] = time.monotonic):
         self.store = store
+        self.cache = cache
         # token hash -> (Caller, token expiry): read afresh (identity and workspace assignment) on a miss
         self.callers = TtlCache(maxsize=100_000, ttl=ttl, timer=timer)
 
@@ -112,7 +115,8 @@ class Authenticator:
         caller = Caller(found.name, found.principal_id, found.is_account_admin, found.workspace_id,
                         assignment[0] if assignment else None, groups=found.groups,
                         trusted_engine=found.trusted_engine)
-        self.callers.put(digest, (caller, found.expires_at))
+        if self.cache:
+            self.callers.put(digest, (caller, found.expires_at))
         return caller, found.expires_at
 
     @web.middleware

@@ -11,6 +11,8 @@ tell a busy shard (late beats, answers still going out) from a hung one (neither
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import time
 
 import ray
@@ -22,6 +24,8 @@ from ..store.db import Store
 from .http import make_shard_app
 from .shard import CacheConfig, Shard
 
+
+log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 0.1
 
@@ -42,9 +46,12 @@ class ShardActor:
         """Open the store and start serving; returns the shard's base URL. `host` None: this node's IP,
         for a multi-node cluster where the router and clients reach shards over the network."""
         host = host or ray.util.get_node_ip_address()
+        if os.nice(0) > 0:
+            log.warning("shard %s runs at niceness %d: it yields the CPU to every other process on its node; "
+                        "start Ray with RAY_worker_niceness=0 (ray-config/README.md)", self.name, os.nice(0))
         store = await Store.open(self.db_url)
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
-        app = make_shard_app(self.shard, Authenticator(store))
+        app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled))
         # Through the module: Ray ships this class by value, so a name imported into it is a copy
         # (an AppKey copy finds nothing).
         self.audit = app[audit.APP_KEY]
@@ -79,7 +86,8 @@ class ShardActor:
     async def stats(self) -> dict:
         caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]
         cached = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")} if caches else {}
-        return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached}
+        return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached,
+                "niceness": os.nice(0)}
 
     @ray.method(concurrency_group="control")
     async def ping(self) -> tuple[float, int]:

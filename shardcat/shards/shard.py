@@ -36,7 +36,7 @@ MAX_LISTING_BATCH = 4096
 
 @dataclass(frozen=True)
 class CacheConfig:
-    enabled: bool = True
+    enabled: bool = True              # off: every read from PostgreSQL, each request's caller too (for comparison)
     max_bytes: int = 256 << 20        # per metastore
     version_timeout: float = 30.0     # the request timeout: older superseded versions can go
 

@@ -340,6 +340,18 @@ async def test_other_authenticators_see_changes_within_their_ttl(ws, server):
     assert await other.caller(token) is None
 
 
+async def test_without_the_cache_every_request_reads_its_caller(ws, server):
+    """A shard's cache-off mode: a change is seen by the very next request, with no TTL to wait out."""
+    uid, _, token = await new_user(ws)
+    uncached = Authenticator(server.store, cache=False)
+    assert (await uncached.caller(token)).groups == frozenset() and uncached.cached(token) is None
+    _, gname = await new_group(ws, members=[uid])
+    assert (await uncached.caller(token)).groups == {gname}
+    _, listed = await control(ws, "GET", "/auth/tokens", token=token)
+    await control(ws, "DELETE", f"/auth/tokens/{listed['token_infos'][0]['token_id']}", token=token)
+    assert await uncached.caller(token) is None
+
+
 # ---- who may do what ----------------------------------------------------------------
 
 async def test_non_admin_cannot_manage_principals(ws):

@@ -13,4 +13,7 @@ def test_ray_up_accepts_the_cluster_config():
     validate_config(config)                                       # Ray's own schema; raises if invalid
     assert config["provider"]["type"] == "local"
     assert any("pip install" in c and "shardcat" in c for c in config["setup_commands"])
-    assert any(c.startswith("ray start --head") for c in config["head_start_ray_commands"])
+    # shards are Ray workers: at Ray's default niceness (15) they would yield to everything else
+    for commands in (config["head_start_ray_commands"], config["worker_start_ray_commands"]):
+        assert any(c.startswith("RAY_worker_niceness=0 ray start") for c in commands)
+    assert any("ray start --head" in c for c in config["head_start_ray_commands"])
