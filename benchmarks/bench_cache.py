@@ -9,7 +9,8 @@ One run, on this machine, one embedded PostgreSQL for all of it:
    (a page of 100) and a batch resolve of 50 random names, at 1, 8, 32 and 128 closed-loop
    clients, through the router and straight to the owner shard (its URL from
    GET /shardcat/routing, the way a client library routes itself).
-2. The same server restarted with `--no-cache` on the same database: the same rows.
+2. The same server restarted with `--no-cache` on the same database: the same rows. The shard
+   then reads every request's caller from PostgreSQL too (since 9f598b0; it kept them 5 s before).
 3. The bare aiohttp server (benchmarks/bare_server.py) with constant answers of the same sizes,
    on uvloop like the servers measured (benchmarks/bench_loop.py compares the loops).
 4. A metastore of 100,000 tables (bulk-inserted into PostgreSQL in one metastore write, the
@@ -325,7 +326,8 @@ def markdown(run: dict) -> str:
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
         "- **Server:** `shardcat serve --shards 1`: the router process (its front and, behind it, the router app) "
         "and one shard actor on a local Ray, one "
-        "embedded PostgreSQL; `--no-cache` for the cache-off rows (every read from PostgreSQL). *router*: "
+        "embedded PostgreSQL; `--no-cache` for the cache-off rows (every read from PostgreSQL: a getTable "
+        "reads its caller, the workspace's metastore, then the table; the router still keeps its callers). *router*: "
         "requests to the serve URL; *direct*: the same requests to the owner shard's URL, taken from "
         "`GET /shardcat/routing` (`my_shard`), as a routing client library does.",
         f"- **Data:** one schema of {run['tables']:,} tables of {len(h.COLUMNS)} columns created through the API. "
