@@ -221,10 +221,8 @@ def record_all(caller, decisions: Iterable[tuple]) -> None:
     if audit_log is None:
         return
     try:
-        who = _caller_fields(caller)
         # the row's leading columns, the same for every decision of the request
-        head = (int(time.time() * 1000), current["request_id"] if current else None, _storable(who["principal"]),
-                who["workspace_id"], who["metastore_id"])
+        head = (int(time.time() * 1000), current["request_id"] if current else None, *_caller_columns(caller))
         route = _storable(current.get("route")) if current else None
         # rows straight in _COLUMNS order: a resolve may hold a thousand
         audit_log.submit_rows([(*head, action, route, kind, _storable(name), _storable(ident), bool(allowed), None,
@@ -234,11 +232,11 @@ def record_all(caller, decisions: Iterable[tuple]) -> None:
         log.exception("audit: cannot record a decision")
 
 
-def _caller_fields(caller) -> dict:
+def _caller_columns(caller) -> tuple:
+    """A row's (principal, workspace_id, metastore_id)."""
     if caller is None:
-        return {"principal": None, "workspace_id": None, "metastore_id": None}
-    return {"principal": caller.name, "workspace_id": caller.workspace_id,
-            "metastore_id": _uuid_or_none(caller.metastore_id)}
+        return None, None, None
+    return _storable(caller.name), caller.workspace_id, _uuid_or_none(caller.metastore_id)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -427,13 +425,12 @@ def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamRespo
         source = answer if status < 400 else _json_of(sent)
         name, ident = _from_json(source, kind)
     caller = request.get("caller")
-    principal, workspace_id, metastore_id = (None, None, None) if caller is None else \
-        (caller.name, caller.workspace_id, _uuid_or_none(caller.metastore_id))
+    principal, workspace_id, metastore_id = _caller_columns(caller)
     if metastore_id is None and kind == "METASTORE":
         metastore_id = _uuid_or_none(ident)
     error_code, message = (answer.get("error_code"), _short(answer.get("message"))) if status >= 400 else (None, None)
     # the row in _COLUMNS order, built directly: this runs for every request
-    audit_log.submit_rows([(at, current["request_id"], _storable(principal), workspace_id, metastore_id,
+    audit_log.submit_rows([(at, current["request_id"], principal, workspace_id, metastore_id,
                             action_of(request.method, route), _storable(current["route"]), _storable(kind),
                             _storable(_short(name, 1000)), _storable(_short(ident, 200)), status not in REFUSED,
                             status, _storable(error_code), _storable(message))])
