@@ -40,6 +40,19 @@ async def server(pg_url, tmp_path_factory):
     await running.stop()
 
 
+def serving(name: str, **config):
+    """A module's own running catalog (e.g. `shards=2`), on the session's PostgreSQL:
+    `cluster = serving("name", shards=2)` in a test module defines its `cluster` fixture."""
+
+    @pytest.fixture(scope="module")
+    async def running(pg_url, tmp_path_factory):
+        started = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp(name), db=pg_url, **config))
+        yield started
+        await started.stop()
+
+    return running
+
+
 @pytest.fixture(scope="session")
 async def http():
     async with aiohttp.ClientSession() as session:

@@ -10,17 +10,12 @@ import ray
 
 from shardcat.client.direct import DirectClient
 from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL
-from shardcat.cluster.server import ServeConfig, start
 from shardcat.shards.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
-from tests.conftest import PREFIX, new_workspace
+from tests.conftest import PREFIX, new_workspace, serving
 
 
-@pytest.fixture(scope="module")
-async def cluster(pg_url, tmp_path_factory):
-    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("cluster"), db=pg_url, shards=2))
-    yield running
-    await running.stop()
+cluster = serving("cluster", shards=2)
 
 
 @pytest.fixture

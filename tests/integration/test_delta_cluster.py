@@ -7,21 +7,15 @@ import asyncio
 import time
 
 import pyarrow as pa
-import pytest
 
-from shardcat.cluster.server import ServeConfig, start
 from shardcat.delta import log as dlog
 from shardcat.delta.client import DeltaCatalogClient
-from tests.conftest import PREFIX, new_workspace
+from tests.conftest import PREFIX, new_workspace, serving
 
 SCHEMA = pa.schema([("n", pa.int64())])
 
 
-@pytest.fixture(scope="module")
-async def cluster(pg_url, tmp_path_factory):
-    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("delta-cluster"), db=pg_url, shards=2))
-    yield running
-    await running.stop()
+cluster = serving("delta-cluster", shards=2)
 
 
 async def test_commits_survive_a_move_and_a_killed_shard(cluster, http, tmp_path):

@@ -10,17 +10,12 @@ import orjson
 import pytest
 from yarl import URL
 
-from shardcat.cluster.server import ServeConfig, start
 from shardcat.router import front as front_module
 from shardcat.shards.http import MAX_BODY_BYTES
-from tests.conftest import PREFIX, new_workspace
+from tests.conftest import PREFIX, new_workspace, serving
 
 
-@pytest.fixture(scope="module")
-async def cluster(pg_url, tmp_path_factory):
-    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("front"), db=pg_url, shards=1))
-    yield running
-    await running.stop()
+cluster = serving("front", shards=1)
 
 
 @pytest.fixture

@@ -4,19 +4,12 @@ asked with a newer version, does not answer from the grants it remembers."""
 
 from __future__ import annotations
 
-import pytest
 from governance_users import grant, user
 
-from shardcat.cluster.server import ServeConfig, start
-from tests.conftest import PREFIX, new_workspace
+from tests.conftest import PREFIX, new_workspace, serving
 
 
-@pytest.fixture(scope="module")
-async def cluster(pg_url, tmp_path_factory):
-    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("grants-cluster"), db=pg_url,
-                                      shards=2))
-    yield running
-    await running.stop()
+cluster = serving("grants-cluster", shards=2)
 
 
 async def _direct(caller, base_url: str, path: str, min_version: int):
