@@ -150,8 +150,8 @@ class RayCluster:
     async def add_shard(self, name: str) -> ShardHandle:
         actor = ShardActor.options(name=f"shardcat-{name}-{time.time_ns()}").remote(name, self.db_url, self.cache)
         # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
-        url = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
-        handle = ShardHandle(name, url, actor)
+        url, local_socket = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
+        handle = ShardHandle(name, url, actor, local_socket=local_socket)
         self.routing.add_shard(handle)
         self._event("shard_started", shard=name, url=url)
         return handle

@@ -9,12 +9,9 @@ it sits behind router/front.py, which sends most reads to their shard itself.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 
 from aiohttp import web
-from yarl import URL
-
 from ..errors import CatalogError
 from ..governance import audit
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
@@ -108,10 +105,9 @@ class Forwarder:
             except LookupError:
                 shard = None
             if shard is not None:
-                host, port = shard_address(shard.url)
                 try:
                     # the path as the client encoded it: decoding and encoding again could change it
-                    answer = await self.client.request(host, port, method, request.raw_path, headers, body)
+                    answer = await self.client.request(shard.address, method, request.raw_path, headers, body)
                     if answer.status != 421:
                         return self._relay(request, metastore_id, answer)
                     await self.routing.reassert(metastore_id)
@@ -135,12 +131,6 @@ class Forwarder:
             if value is not None:
                 response.headers[name] = value
         return response
-
-
-@functools.lru_cache(maxsize=256)
-def shard_address(url: str) -> tuple[str, int]:
-    parsed = URL(url)
-    return parsed.host, parsed.port
 
 
 FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)

@@ -26,13 +26,14 @@ from aiohttp import web
 from ..auth import bearer
 from ..governance.audit import REQUEST_ID_HEADER
 from ..shards.http import MAX_BODY_BYTES, PREFIX, VERSION_HEADER
-from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend, shard_address
+from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from .middleware import Authenticator
-from .shard_client import Answer, ShardClient
+from .shard_client import Address, Answer, ShardClient
 
 log = logging.getLogger(__name__)
 
 KEEP_ALIVE_SECONDS = 75.0       # an idle client connection is closed after this (aiohttp's default)
+IDLE_SWEEP_SECONDS = 1.0        # how often idle connections are looked for
 MAX_QUEUED = 16                 # pipelined requests read ahead per connection before reading pauses
 # Not relayed either way: they describe one connection, or a framing this hop redoes.
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "expect", "host",
@@ -58,7 +59,7 @@ class Request:
 class Front:
     """Decides where each request goes and gets its answer: the fast path, or the router app."""
 
-    def __init__(self, app: web.Application, app_address: tuple[str, int]):
+    def __init__(self, app: web.Application, app_address: Address):
         """`app`: the router app (make_router_app), listening at `app_address`."""
         self.forwarder: Forwarder = app[FORWARDER]
         self.authenticator: Authenticator = app[AUTHENTICATOR]
@@ -67,9 +68,22 @@ class Front:
         self._own_routes = _own_routes(app, self.forwarder.forward)
         self.connections: set[_Connection] = set()
         self.stats = {"fast": 0, "through_app": 0}     # requests answered each way
+        self._sweeper = asyncio.get_running_loop().create_task(self._close_idle_connections())
 
     def close(self) -> None:
+        self._sweeper.cancel()
         self.client.close()
+
+    async def _close_idle_connections(self) -> None:
+        """Closes connections idle for KEEP_ALIVE_SECONDS: one sweep a second, not a timer re-armed
+        per request."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(IDLE_SWEEP_SECONDS)
+            cutoff = loop.time() - KEEP_ALIVE_SECONDS
+            for connection in list(self.connections):
+                if connection.idle_since is not None and connection.idle_since < cutoff:
+                    connection.transport.close()
 
     async def answer(self, request: Request) -> Answer:
         answer = await self._fast(request) if self._fast_path(request) else None
@@ -100,8 +114,8 @@ class Front:
             return None
         headers = self.forwarder.shard_headers(metastore_id, request.headers)
         try:
-            answer = await self.forwarder.client.request(*shard_address(shard.url), request.method,
-                                                         request.raw_path, headers, request.body)
+            answer = await self.forwarder.client.request(shard.address, request.method, request.raw_path, headers,
+                                                         request.body)
         except ConnectionError:
             return None                     # a read: the router app sends it again, with retries
         if answer.status == 421:            # not the owner (any more): the router app reasserts
@@ -115,7 +129,7 @@ class Front:
         # carries); `_write` leaves the body out
         method = "GET" if request.method == "HEAD" else request.method
         try:
-            answer = await self.client.request(*self.app_address, method, request.raw_path, headers, request.body)
+            answer = await self.client.request(self.app_address, method, request.raw_path, headers, request.body)
         except ConnectionError as e:
             log.error("the router app did not answer %s %s: %r", request.method, request.path, e)
             return _error(503, "TEMPORARILY_UNAVAILABLE", "The router is not ready; try again shortly.")
@@ -158,7 +172,7 @@ class _Connection(asyncio.Protocol):
         self.writable.set()
         self.paused = False
         self.server_task: asyncio.Task | None = None
-        self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_since: float | None = None    # loop time of the last answer, while no request is pending
         self._start()
 
     def _start(self) -> None:
@@ -169,14 +183,12 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
         self.front.connections.add(self)
         self.server_task = asyncio.get_running_loop().create_task(self._serve())
-        self._arm_idle_timer()
+        self._idle()
 
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():         # refused (see `_refuse`): the rest is not read
             return
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
-            self.idle_timer = None
+        self.idle_since = None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -188,8 +200,6 @@ class _Connection(asyncio.Protocol):
         self.front.connections.discard(self)
         if self.server_task is not None:
             self.server_task.cancel()
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -244,7 +254,7 @@ class _Connection(asyncio.Protocol):
                 if not request.keep_alive:
                     self.transport.close()
                     return
-                self._arm_idle_timer()
+                self._idle()
 
     def _write(self, request: Request, answer: Answer) -> None:
         lines = [f"HTTP/1.1 {answer.status} {_reason(answer.status)}", f"Content-Length: {len(answer.body)}"]
@@ -259,9 +269,9 @@ class _Connection(asyncio.Protocol):
         self._write(Request("", "", {}, b"", False, False), answer)
         self.transport.close()
 
-    def _arm_idle_timer(self) -> None:
+    def _idle(self) -> None:
         if not self.queue:
-            self.idle_timer = asyncio.get_running_loop().call_later(KEEP_ALIVE_SECONDS, self.transport.close)
+            self.idle_since = asyncio.get_running_loop().time()
 
 
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
@@ -291,6 +301,6 @@ async def start_front(app: web.Application, host: str, port: int) -> Listening:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()       # the front's alone: loopback
-    front = Front(app, runner.addresses[0][:2])
+    front = Front(app, Address(*runner.addresses[0][:2]))
     server = await asyncio.get_running_loop().create_server(lambda: _Connection(front), host, port)
     return Listening(front, server, runner)

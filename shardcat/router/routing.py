@@ -10,11 +10,15 @@ metastore off an overloaded shard.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from yarl import URL
+
 from ..store.db import Store
+from .shard_client import Address
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,13 @@ class ShardHandle:
     url: str
     actor: Any                 # the Ray actor handle (control calls only)
     alive: bool = True
+    local_socket: str | None = None     # a Unix socket the shard also listens on, on the router's host
+
+    @functools.cached_property
+    def address(self) -> Address:
+        """Where the router's requests to this shard go."""
+        url = URL(self.url)
+        return Address(url.host, url.port, self.local_socket)
 
 
 @dataclass

@@ -11,8 +11,10 @@ to send again) versus `ConnectionLost` (sent, outcome unknown).
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import httptools
 
@@ -29,6 +31,14 @@ class ConnectionLost(ConnectionError):
     """The connection failed after the request was sent (or timed out): it may have been applied."""
 
 
+class Address(NamedTuple):
+    """Where a hop goes: a TCP host and port, or, for a server on this host, a Unix socket it also
+    listens on (cheaper than loopback TCP; the host and port then only fill the Host header)."""
+    host: str
+    port: int
+    unix: str | None = None
+
+
 @dataclass
 class Answer:
     status: int
@@ -43,6 +53,7 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.idle_since = 0.0
+        self.deadline = 0.0         # loop time by which the request on it must be answered
         self._waiter: asyncio.Future | None = None
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
@@ -55,12 +66,12 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
-            self._fail(ConnectionLost(f"unreadable answer from the shard: {e}"))
+            self.fail(ConnectionLost(f"unreadable answer from the shard: {e}"))
             self.close()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self._fail(ConnectionLost(f"the shard closed the connection{f': {exc}' if exc else ''}"))
+        self.fail(ConnectionLost(f"the shard closed the connection{f': {exc}' if exc else ''}"))
 
     # -- httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -77,7 +88,7 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_result(answer)
 
     # --
-    def _fail(self, error: Exception) -> None:
+    def fail(self, error: Exception) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(error)
 
@@ -87,16 +98,14 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     async def exchange(self, request: bytes, timeout: float) -> Answer:
+        """Sends the request and waits for its answer; ShardClient's watchdog fails it after `timeout`."""
         self._headers, self._body = {}, []
         self._waiter = self.loop.create_future()
-        # call_later, not wait_for: no task per request on the router's hottest path
-        timer = self.loop.call_later(timeout, self._fail,
-                                     ConnectionLost(f"no answer from the shard within {timeout:g} s"))
+        self.deadline = self.loop.time() + timeout
         self.transport.write(request)
         try:
             return await self._waiter
         finally:
-            timer.cancel()
             self._waiter = None
 
 
@@ -105,40 +114,56 @@ class ShardClient:
 
     def __init__(self, timeout: float = 30.0):
         self.timeout = timeout
-        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._idle: dict[Address, list[_Connection]] = {}
+        self._waiting: set[_Connection] = set()         # a request sent, its answer not yet in
+        self._watchdog: asyncio.Task | None = None
 
-    async def request(self, host: str, port: int, method: str, raw_path: str, headers: dict[str, str],
+    async def request(self, address: Address, method: str, raw_path: str, headers: dict[str, str],
                       body: bytes = b"") -> Answer:
-        lines = [f"{method} {raw_path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+        lines = [f"{method} {raw_path} HTTP/1.1", f"Host: {address.host}:{address.port}",
+                 f"Content-Length: {len(body)}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-        connection = await self._acquire(host, port)
+        connection = await self._acquire(address)
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(self._fail_overdue())
+        self._waiting.add(connection)
         try:
             answer = await connection.exchange(request, self.timeout)
         except BaseException:
             connection.close()
             raise
-        self._release(host, port, connection)
+        finally:
+            self._waiting.discard(connection)
+        self._release(address, connection)
         return answer
 
-    async def _acquire(self, host: str, port: int) -> _Connection:
-        idle = self._idle.get((host, port))
+    async def _fail_overdue(self) -> None:
+        """Fails the requests not answered within the timeout: one watchdog for all of them, not a
+        timer started and cancelled per request (the router's hottest path)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, self.timeout / 4))
+            now = loop.time()
+            for connection in [c for c in self._waiting if c.deadline < now]:
+                connection.fail(ConnectionLost(f"no answer from the shard within {self.timeout:g} s"))
+
+    async def _acquire(self, address: Address) -> _Connection:
+        idle = self._idle.get(address)
         now = time.monotonic()
         while idle:
             connection = idle.pop()
             if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
                 return connection
             connection.close()
-        loop = asyncio.get_running_loop()
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(loop), host, port), self.timeout)
+            return await asyncio.wait_for(_connect(address), self.timeout)
         except (OSError, asyncio.TimeoutError) as e:
-            raise ShardUnreachable(f"cannot connect to {host}:{port}: {e!r}") from None
-        return connection
+            raise ShardUnreachable(f"cannot connect to {address.unix or f'{address.host}:{address.port}'!r}: "
+                                   f"{e!r}") from None
 
-    def _release(self, host: str, port: int, connection: _Connection) -> None:
-        idle = self._idle.setdefault((host, port), [])
+    def _release(self, address: Address, connection: _Connection) -> None:
+        idle = self._idle.setdefault(address, [])
         if connection.closed or len(idle) >= MAX_IDLE_PER_SHARD:
             connection.close()
             return
@@ -146,7 +171,25 @@ class ShardClient:
         idle.append(connection)
 
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()
         self._idle.clear()
+
+
+async def _connect(address: Address) -> _Connection:
+    loop = asyncio.get_running_loop()
+    if address.unix is None:
+        return (await loop.create_connection(lambda: _Connection(loop), address.host, address.port))[1]
+    # Connected by hand: uvloop's create_unix_connection refuses Linux's abstract socket names.
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, address.unix)
+        return (await loop.create_unix_connection(lambda: _Connection(loop), sock=sock))[1]
+    except BaseException:
+        sock.close()
+        raise

@@ -7,7 +7,6 @@ CatalogError and rendered by the error middleware.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import orjson
@@ -265,7 +264,7 @@ def _metastore_session(shard: Shard):
         if min_version is not None:
             if not min_version.isdecimal() or len(min_version) > 18:     # a metastore version: a bigint
                 raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
-            request["caller"] = dataclasses.replace(caller, min_version=int(min_version))
+            request["caller"] = caller.reading_at_least(int(min_version))
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
+import orjson
 import pytest
 import ray
+from yarl import URL
 
 from shardcat.client.direct import DirectClient
 from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL
+from shardcat.router.shard_client import ShardClient
 from shardcat.shards.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
 from tests.conftest import PREFIX, new_workspace, serving
@@ -51,6 +55,23 @@ async def test_router_forwards_and_client_can_go_direct(cluster, cws):
     other = next(s["url"] for name, s in routing["shards"].items() if name != owner and s["alive"])
     status, err = await _get(cws, other, "/catalogs/c1")
     assert status == 421 and err["error_code"] == "NOT_OWNER"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="abstract Unix socket names are Linux's")
+async def test_the_router_reaches_local_shards_over_unix_sockets(cluster, cws):
+    """A local Ray's shards also listen on a Unix socket, and the router's hops use it."""
+    status, catalog = await cws.call("POST", "/catalogs", json={"name": "over_unix"})
+    assert status == 200, catalog
+    routing = cluster.cluster.routing
+    owner = routing.shards[routing.owner[cws.metastore_id]]
+    assert owner.local_socket.startswith("\0shardcat-")
+    assert owner.address == (URL(owner.url).host, URL(owner.url).port, owner.local_socket)
+    client = ShardClient()
+    try:
+        answer = await client.request(owner.address, "GET", PREFIX + "/catalogs/over_unix", cws.headers)
+    finally:
+        client.close()
+    assert answer.status == 200 and orjson.loads(answer.body) == catalog
 
 
 async def test_search_changes_and_lineage_through_the_router(cluster, cws):
@@ -151,7 +172,7 @@ async def test_a_shard_with_the_cache_off_reads_the_database_every_time(cluster,
     assert (await cws.call("POST", "/catalogs", json={"name": "nc"}))[0] == 200
     actor = ShardActor.remote("no-cache", pg_url, CacheConfig(enabled=False))
     try:
-        url = await actor.start.remote()
+        url, _ = await actor.start.remote()
         await actor.own.remote([cws.metastore_id])
         for _ in range(3):
             status, got = await _get(cws, url, "/catalogs/nc")

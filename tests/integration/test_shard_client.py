@@ -5,13 +5,15 @@ answers and headers, keep-alive reuse, and the difference between a request that
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sys
 
 import pytest
 from aiohttp import web
 
 from shardcat.router import shard_client
-from shardcat.router.shard_client import ConnectionLost, ShardClient, ShardUnreachable
+from shardcat.router.shard_client import Address, ConnectionLost, ShardClient, ShardUnreachable
 
 
 async def _serve(routes) -> tuple[web.AppRunner, int, list]:
@@ -40,19 +42,37 @@ async def _echo(request):
 
 async def test_answers_headers_and_reused_connections():
     runner, port, peers = await _serve([web.route("*", "/{tail:.*}", _echo)])
-    client = ShardClient()
+    client, shard = ShardClient(), Address("127.0.0.1", port)
     try:
-        a = await client.request("127.0.0.1", port, "POST", "/x/a%2Fb?q=1", {"Authorization": "Bearer t"}, b'{"k":1}')
+        a = await client.request(shard, "POST", "/x/a%2Fb?q=1", {"Authorization": "Bearer t"}, b'{"k":1}')
         assert a.status == 200 and a.headers["x-shardcat-version"] == "7"
         assert a.headers["content-type"].startswith("application/json")
         assert b'"path": "/x/a%2Fb?q=1"' in a.body and b'"body": "{\\"k\\":1}"' in a.body
         assert b'"auth": "Bearer t"' in a.body
-        b = await client.request("127.0.0.1", port, "GET", "/y?status=404", {})
+        b = await client.request(shard, "GET", "/y?status=404", {})
         assert b.status == 404 and b'"method": "GET"' in b.body
-        many = await asyncio.gather(*(client.request("127.0.0.1", port, "GET", f"/z{i}", {}) for i in range(20)))
+        many = await asyncio.gather(*(client.request(shard, "GET", f"/z{i}", {}) for i in range(20)))
         assert all(m.status == 200 for m in many)
         assert peers[0] == peers[1], "the second request must reuse the first one's connection"
         assert len(set(peers)) <= 20
+    finally:
+        client.close()
+        await runner.cleanup()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="abstract Unix socket names are Linux's")
+async def test_a_shard_on_this_host_is_reached_over_its_unix_socket():
+    runner, port, peers = await _serve([web.route("*", "/{tail:.*}", _echo)])
+    name = f"\0shardcat-test-{os.getpid()}"
+    await web.UnixSite(runner, name).start()
+    client = ShardClient()
+    try:
+        # The TCP port only fills the Host header: the request goes over the socket.
+        answer = await client.request(Address("127.0.0.1", port, name), "POST", "/u?q=1", {}, b'{"k":1}')
+        assert answer.status == 200 and b'"path": "/u?q=1"' in answer.body
+        assert peers[-1] in ("", b"", None), f"came in over TCP from {peers[-1]}"
+        with pytest.raises(ShardUnreachable):       # no such socket (e.g. the shard died)
+            await client.request(Address("127.0.0.1", port, name + "-gone"), "GET", "/u", {})
     finally:
         client.close()
         await runner.cleanup()
@@ -63,7 +83,7 @@ async def test_a_closed_port_is_unreachable_not_lost():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]        # bound, never listening: connection refused
         with pytest.raises(ShardUnreachable):
-            await ShardClient().request("127.0.0.1", port, "POST", "/x", {}, b"{}")
+            await ShardClient().request(Address("127.0.0.1", port), "POST", "/x", {}, b"{}")
 
 
 async def test_a_shard_dying_mid_request_is_lost_not_unreachable():
@@ -79,7 +99,7 @@ async def test_a_shard_dying_mid_request_is_lost_not_unreachable():
     client = ShardClient()
     try:
         with pytest.raises(ConnectionLost):
-            await client.request("127.0.0.1", port, "POST", "/x", {}, b"{}")
+            await client.request(Address("127.0.0.1", port), "POST", "/x", {}, b"{}")
         assert started.is_set()
     finally:
         release.set()
@@ -98,7 +118,7 @@ async def test_no_answer_within_the_timeout_is_lost():
     client = ShardClient(timeout=0.2)
     try:
         with pytest.raises(ConnectionLost, match="within 0.2 s"):
-            await client.request("127.0.0.1", port, "GET", "/slow", {})
+            await client.request(Address("127.0.0.1", port), "GET", "/slow", {})
     finally:
         release.set()
         client.close()
@@ -109,16 +129,16 @@ async def test_connections_idle_too_long_or_closed_by_the_shard_are_not_reused(m
     runner, port, peers = await _serve([web.get("/{tail:.*}", _echo)])
     client = ShardClient()
     try:
-        await client.request("127.0.0.1", port, "GET", "/one", {})
+        await client.request(Address("127.0.0.1", port), "GET", "/one", {})
         monkeypatch.setattr(shard_client, "IDLE_SECONDS", 0.0)    # every pooled connection is now too old
-        await client.request("127.0.0.1", port, "GET", "/two", {})
+        await client.request(Address("127.0.0.1", port), "GET", "/two", {})
         assert peers[0] != peers[1]
         monkeypatch.setattr(shard_client, "IDLE_SECONDS", 15.0)
         await runner.cleanup()                                    # the shard closes its connections
         runner, port2, peers = await _serve([web.get("/{tail:.*}", _echo)])
         with pytest.raises(ShardUnreachable):                     # the old address is gone: a fresh connect fails
-            await client.request("127.0.0.1", port, "GET", "/three", {})
-        assert (await client.request("127.0.0.1", port2, "GET", "/four", {})).status == 200
+            await client.request(Address("127.0.0.1", port), "GET", "/three", {})
+        assert (await client.request(Address("127.0.0.1", port2), "GET", "/four", {})).status == 200
     finally:
         client.close()
         await runner.cleanup()
