@@ -134,6 +134,12 @@ async def _init_connection(conn):
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn) -> None:
+    """A pooled connection's reset on release. asyncpg's default sends `RESET ALL; CLOSE ALL; UNLISTEN
+    *; pg_advisory_unlock_all()`: a round trip per use, for session state the store never sets (its
+    locks are transaction-scoped). An open transaction is still rolled back: asyncpg does that first."""
+
+
 class Store:
     """The durable truth. Holds a connection pool; all methods are safe to call concurrently."""
 
@@ -141,9 +147,10 @@ class Store:
         self.pool = pool
 
     @classmethod
-    async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10) -> "Store":
+    async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10, reset_sessions: bool = False) -> "Store":
+        """`reset_sessions`: asyncpg's own reset query on every release, for comparison (benchmarks/bench_pool.py)."""
         pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection,
-                                         connect=_connect)
+                                         connect=_connect, reset=None if reset_sessions else _keep_session)
         return cls(pool)
 
     async def close(self) -> None:
