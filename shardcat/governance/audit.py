@@ -34,7 +34,7 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..store.db import is_db_unavailable
+from ..store.db import bigint_text, is_db_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -458,8 +458,9 @@ def _before(token: str | None) -> int | None:
 def _ms(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
-    if value.isdecimal() and len(value) <= 18:      # a PostgreSQL bigint
-        return int(value)
+    ms = bigint_text(value)
+    if ms is not None:
+        return ms
     raise invalid(f"Query parameter '{name}' must be milliseconds since the epoch, got '{value:.40}'.")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..auth import Caller, hash_token, new_token
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import Store, now_ms
+from ..store.db import Store, bigint_text, now_ms
 from ..store.principals import Membership, PrincipalInfo, TokenInfo
 from . import scim_filter
 
@@ -117,10 +117,9 @@ def _member_ids(value, what: str = "members") -> list[int]:
 
 def _id(value, what: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and value.isdecimal() and len(value) < 19:
-        number = int(value)
-    else:
+        return value
+    number = bigint_text(value) if isinstance(value, str) else None
+    if number is None:
         raise invalid(f"'{what}' must be a principal id (digits), got {value!r:.40}.")
     return number
 
@@ -339,9 +338,8 @@ class IdentityService:
         return (await self._render_many([p]))[0]
 
     async def _get(self, resource: Resource, principal_id: str) -> PrincipalInfo:
-        found = None
-        if principal_id.isdecimal() and len(principal_id) < 19:
-            found = await self.db.get(int(principal_id), resource.kind)
+        number = bigint_text(principal_id)
+        found = await self.db.get(number, resource.kind) if number is not None else None
         if found is None:
             raise not_found(f"No {resource.noun} with id '{principal_id:.40}'.")
         return found
@@ -482,7 +480,8 @@ class IdentityService:
         return {"token_infos": [token_info(t) for t in await self.db.list_tokens(owner.id)]}
 
     async def _token(self, caller: Caller, token_id: str) -> TokenInfo:
-        found = await self.db.get_token(int(token_id)) if token_id.isdecimal() and len(token_id) < 19 else None
+        number = bigint_text(token_id)
+        found = await self.db.get_token(number) if number is not None else None
         if found is None or found.revoked_at is not None:
             raise not_found(f"No live token with id '{token_id:.40}'.")
         if found.principal_id != caller.principal_id:

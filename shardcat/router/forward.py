@@ -16,7 +16,7 @@ from ..errors import CatalogError
 from ..governance import audit
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
 from ..shards.metastores import AccountService
-from ..store.db import Store
+from ..store.db import Store, bigint_text
 from .account import AccountApi
 from .middleware import Authenticator, error_middleware
 from .routing import RoutingTable
@@ -32,7 +32,7 @@ _READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
 
 
 def _int(value: str | None) -> int:
-    return int(value) if value and value.isdecimal() and len(value) <= 18 else 0
+    return bigint_text(value) or 0
 
 
 def metastore_in_path(path: str) -> str | None:

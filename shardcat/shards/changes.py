@@ -15,6 +15,7 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..entities.types import METASTORE, TYPES
+from ..store.db import bigint_text
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
 from .service import page_size
@@ -28,9 +29,10 @@ _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
 def _since(value: str | None) -> int:
     if value is None:
         return 0
-    if not value.isdecimal() or len(value) > 18:     # a PostgreSQL bigint
+    since = bigint_text(value)
+    if since is None:
         raise invalid(f"since_version must be a metastore version (an integer >= 0), got '{value:.40}'.")
-    return int(value)
+    return since
 
 
 def _touched(row: dict, current: dict) -> list[dict]:

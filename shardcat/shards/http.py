@@ -21,7 +21,7 @@ from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
 from ..router.middleware import Authenticator, error_middleware
 from ..entities.types import TYPES
-from ..store.db import MetastoreGone
+from ..store.db import MetastoreGone, bigint_text
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .changes import change_routes
 from .credentials import temporary_credentials_routes
@@ -262,9 +262,10 @@ def _metastore_session(shard: Shard):
             return await handler(request)
         min_version = request.headers.get(MIN_VERSION_HEADER)
         if min_version is not None:
-            if not min_version.isdecimal() or len(min_version) > 18:     # a metastore version: a bigint
+            version = bigint_text(min_version)
+            if version is None:
                 raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
-            request["caller"] = caller.reading_at_least(int(min_version))
+            request["caller"] = caller.reading_at_least(version)
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None

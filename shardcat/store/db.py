@@ -130,6 +130,12 @@ def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
 
 
+def bigint_text(text: str | None) -> int | None:
+    """The non-negative PostgreSQL bigint that `text` writes in decimal digits (18 at most, so it
+    always fits), or None: how ids, versions and times arrive in paths, queries and headers."""
+    return int(text) if text and text.isdecimal() and len(text) <= 18 else None
+
+
 async def _init_connection(conn):
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
