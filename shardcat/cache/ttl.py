@@ -20,7 +20,10 @@ class TtlCache:
 
     def get(self, key: Hashable, default=None):
         """The live value for `key`, or `default` (pass a sentinel if None is a real value)."""
-        return self._cache.get(key, default)
+        try:
+            return self._cache[key]     # one expiry check; cachetools' get() makes two
+        except KeyError:
+            return default
 
     def put(self, key: Hashable, value) -> None:
         self._cache[key] = value

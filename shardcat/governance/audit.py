@@ -319,10 +319,17 @@ def action_of(method: str, route: str) -> str:
     return _VERBS.get(method, method.lower()) + _singular(noun)
 
 
-def _route_of(request: web.Request) -> str:
+def _canonical_route(request: web.Request) -> str:
+    """The route's pattern (the path itself when no route matched), without the API prefix."""
     resource = request.match_info.route.resource
     canonical = resource.canonical if resource is not None else request.path
     return canonical[len(PREFIX):] if canonical.startswith(PREFIX) else canonical
+
+
+@functools.lru_cache(maxsize=4096)
+def _route_facts(method: str, route: str) -> tuple[str, str]:
+    """(the row's route column, action): the same for every request of a route, so worked out once."""
+    return _storable(f"{method} {route}"), action_of(method, route)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -384,8 +391,9 @@ def middleware(audit_log: AuditLog):
             return await handler(request)
         request_id = new_request_id()
         at = int(time.time() * 1000)
-        route = _route_of(request)
-        current = {"log": audit_log, "request_id": request_id, "route": f"{request.method} {route}"}
+        route = _canonical_route(request)
+        label, action = _route_facts(request.method, route)
+        current = {"log": audit_log, "request_id": request_id, "route": label}
         token = _request.set(current)
         try:
             response = await handler(request)
@@ -397,7 +405,7 @@ def middleware(audit_log: AuditLog):
             sent = None
             if request.method == "POST" and response.status >= 400 and request.body_exists:
                 sent = await request.read()     # already read by the handler: aiohttp keeps it
-            _submit(audit_log, request, response, current, route, at, sent)
+            _submit(audit_log, request, response, current, route, action, at, sent)
         except Exception:
             log.exception("audit: cannot record %s %s", request.method, request.path)
         if not response.prepared:
@@ -408,32 +416,32 @@ def middleware(audit_log: AuditLog):
 
 
 def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamResponse, current: dict,
-            route: str, at: int, sent: bytes | None) -> None:
+            route: str, action: str, at: int, sent: bytes | None) -> None:
     status = response.status
-    kind, name, ident = _securable_from_route(route, request.match_info)
-    creates = request.method == "POST" and name is None and "securable_name" not in current \
-        and "securable_type" not in current
+    if "securable_type" in current:     # the handler named its securable (`annotate`)
+        kind = current["securable_type"] or _securable_from_route(route, request.match_info)[0]
+        name, ident = current["securable_name"], current["securable_id"]
+        creates = False
+    else:
+        kind, name, ident = _securable_from_route(route, request.match_info)
+        creates = request.method == "POST" and name is None
     # Decode the answer only when it is needed: errors (small) and creates (they name their object).
     # Reads are the bulk of the traffic and their answers can be large; their route names the securable.
-    body = getattr(response, "body", None)
-    answer = _json_of(body) if isinstance(body, bytes) and (status >= 400 or creates) else {}
-    if "securable_name" in current or "securable_type" in current:
-        kind = current.get("securable_type") or kind
-        name, ident = current.get("securable_name"), current.get("securable_id")
-    elif creates:
+    answer = {}
+    if status >= 400 or creates:
+        body = getattr(response, "body", None)
+        answer = _json_of(body) if isinstance(body, bytes) else {}
+    if creates:
         # A create names its object in the answer (or, when refused, in the request body).
-        source = answer if status < 400 else _json_of(sent)
-        name, ident = _from_json(source, kind)
-    caller = request.get("caller")
-    principal, workspace_id, metastore_id = _caller_columns(caller)
+        name, ident = _from_json(answer if status < 400 else _json_of(sent), kind)
+    principal, workspace_id, metastore_id = _caller_columns(request.get("caller"))
     if metastore_id is None and kind == "METASTORE":
         metastore_id = _uuid_or_none(ident)
     error_code, message = (answer.get("error_code"), _short(answer.get("message"))) if status >= 400 else (None, None)
     # the row in _COLUMNS order, built directly: this runs for every request
-    audit_log.submit_rows([(at, current["request_id"], principal, workspace_id, metastore_id,
-                            action_of(request.method, route), _storable(current["route"]), _storable(kind),
-                            _storable(_short(name, 1000)), _storable(_short(ident, 200)), status not in REFUSED,
-                            status, _storable(error_code), _storable(message))])
+    audit_log.submit_rows([(at, current["request_id"], principal, workspace_id, metastore_id, action, current["route"],
+                            _storable(kind), _storable(_short(name, 1000)), _storable(_short(ident, 200)),
+                            status not in REFUSED, status, _storable(error_code), _storable(message))])
 
 
 # ---- reading the log ------------------------------------------------------------------------
