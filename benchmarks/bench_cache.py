@@ -334,7 +334,7 @@ def markdown(run: dict) -> str:
         f"getTable: a random table ({sizes['getTable']:,} B answer); listTables: first page of "
         f"`max_results={h.LIST_PAGE}` ({sizes['listTables']:,} B); batch: `POST /resolve` of {h.BATCH} random "
         f"table names ({sizes['batch']:,} B).",
-        f"- **Load:** closed loop of N asyncio clients in one process sharing one keep-alive aiohttp session; "
+        f"- **Load:** {h.LOAD_TEXT}; "
         f"{run['warmup_s']:g} s warm-up then {run['duration_s']:g} s measured per row; latency from sending a request "
         "to having read its whole body. **Ceiling** (*bare*): `benchmarks/bare_server.py` answering constant "
         "bodies of the same sizes on the same URLs, measured the same way in the same run. All servers run on "

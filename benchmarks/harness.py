@@ -30,7 +30,10 @@ from pathlib import Path
 
 import aiohttp
 import psutil
+import uvloop
 from yarl import URL
+
+from . import http_load
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/api/2.1/unity-catalog"
@@ -203,7 +206,7 @@ def run_with_postgres(prefix: str, body) -> dict | None:
     try:
         log(f"== embedded PostgreSQL in {tmp / 'pgdata'}")
         pg = Postgres(tmp / "pgdata")
-        return asyncio.run(body(tmp, pg))
+        return uvloop.run(body(tmp, pg))   # the servers' loop, and the cheaper one for the client too
     except KeyboardInterrupt:
         log("\ninterrupted; cleaning up")
         return None
@@ -505,19 +508,22 @@ class Progress:
             await asyncio.sleep(min(1.0 if self.tty else 5.0, left))
 
 
-async def closed_loop(session: aiohttp.ClientSession, reqs: list[Request], concurrency: int, seconds: float,
+async def closed_loop(reqs: list[http_load.Prepared], concurrency: int, seconds: float,
                       counters: dict, seed: int) -> tuple[list[float], list[str], float]:
-    """N workers, each sending its next request (a random one of `reqs`) when the last one answered,
-    until the deadline or MAX_REQUESTS. Returns (latencies of the 200s in s, error samples, wall s)."""
+    """N workers, each with its own keep-alive connection, sending its next request (a random one of
+    `reqs`) when the last one answered, until the deadline or MAX_REQUESTS.
+    Returns (latencies of the 200s in s, error samples, wall s)."""
     latencies: list[float] = []
     samples: list[str] = []
     start = time.perf_counter()
     deadline = start + seconds
     budget = [MAX_REQUESTS]
+    clients = [http_load.Client() for _ in range(concurrency)]
 
     async def worker(i: int) -> None:
         rng = random.Random(seed * 1000 + i)
         now = time.perf_counter
+        send = clients[i].send
         while budget[0] > 0:
             budget[0] -= 1
             t0 = now()
@@ -525,10 +531,8 @@ async def closed_loop(session: aiohttp.ClientSession, reqs: list[Request], concu
                 return
             r = reqs[rng.randrange(len(reqs))]
             try:
-                async with session.request(r.method, r.url, data=r.body) as resp:
-                    await resp.read()
-                    status = resp.status
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                status = await send(r)
+            except OSError as e:    # refused, reset, timed out (TimeoutError), or a bad response
                 counters["errors"] += 1
                 if len(samples) < 5:
                     samples.append(f"{type(e).__name__}: {e}"[:200])
@@ -541,15 +545,23 @@ async def closed_loop(session: aiohttp.ClientSession, reqs: list[Request], concu
             else:
                 counters["errors"] += 1
                 if len(samples) < 5:
-                    samples.append(f"HTTP {status} for {r.method} {r.url}")
+                    samples.append(f"HTTP {status} for {r.label}")
 
     tasks = [asyncio.ensure_future(worker(i)) for i in range(concurrency)]
+    watchdog = asyncio.ensure_future(http_load.watchdog(clients, REQUEST_TIMEOUT))
     try:
         await asyncio.wait_for(asyncio.gather(*tasks), seconds + REQUEST_TIMEOUT + 5)
     finally:
-        for t in tasks:
+        for t in (*tasks, watchdog):
             t.cancel()
+        for c in clients:
+            c.close()
     return latencies, samples, time.perf_counter() - start
+
+
+LOAD_TEXT = ("closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
+             "connection, sending prebuilt requests (`benchmarks/http_load.py`; it leaves the servers more of the "
+             "shared cores than aiohttp's client did)")
 
 
 @dataclass
@@ -568,18 +580,16 @@ async def measure(label: dict, reqs: list[Request], token: str | None, concurren
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if reqs[0].body is not None:
         headers["Content-Type"] = "application/json"
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, limit_per_host=0),
-                                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT), headers=headers,
-                                     auto_decompress=False) as session:
-        for stage, seconds, seed in (("warm-up", cfg.warmup, 1), ("measuring", cfg.duration, 2)):
-            counters = {"ok": 0, "errors": 0}
-            cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
-            ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, counters))
-            try:
-                latencies, samples, wall = await closed_loop(session, reqs, concurrency, seconds, counters, seed)
-            finally:
-                ticker.cancel()
-            cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
+    prepared = [http_load.prepare(r.method, r.url, headers, r.body) for r in reqs]
+    for stage, seconds, seed in (("warm-up", cfg.warmup, 1), ("measuring", cfg.duration, 2)):
+        counters = {"ok": 0, "errors": 0}
+        cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
+        ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, counters))
+        try:
+            latencies, samples, wall = await closed_loop(prepared, concurrency, seconds, counters, seed)
+        finally:
+            ticker.cancel()
+        cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
     if progress.tty:
         print(flush=True)
     ms = sorted(x * 1000 for x in latencies)
