@@ -619,9 +619,10 @@ def fmt_rps(r: Result | None) -> str:
     return "-" if r is None else f"{r.rps:,.0f}" + (" ⚠" if r.noisy else "")
 
 
-def machine_line(m: dict, pg_version: str | None) -> str:
+def machine_line(m: dict, pg_version: str | None, *, postgres: bool = True) -> str:
     return (f"{m['cores']} cores, {m['cpu_model']}, {m['ram_gib']} GiB RAM; Linux {m['kernel']}, Python {m['python']}, "
-            f"aiohttp {m['aiohttp']}, PostgreSQL {pg_version or '?'} (embedded); commit {m['commit'] or 'unknown'}"
+            f"aiohttp {m['aiohttp']}" + (f", PostgreSQL {pg_version or '?'} (embedded)" if postgres else "")
+            + f"; commit {m['commit'] or 'unknown'}"
             + (f"; a busy thread ran {m['running_share']:.0%} of a 2 s window at the start (`harness.running_share`)"
                if m.get("running_share") is not None else ""))
 

@@ -1,0 +1,135 @@
+"""What the load generator's client costs: aiohttp's client vs benchmarks/http_load.py.
+
+    python -m benchmarks.bench_client            # ~1 min, writes its section of docs/benchmarks.md
+    python -m benchmarks.bench_client --no-docs  # print only
+
+The benchmarks run their clients on the same two cores as the servers they measure, so the
+client's CPU per request is taken from the server. This measures it against the bare aiohttp
+server (benchmarks/bare_server.py, getTable-sized answers): 32 closed-loop clients with aiohttp's
+client on asyncio's loop (what the benchmarks used before), the same on uvloop, and http_load on
+uvloop (what they use now). Windows of the variants alternate; each row is the median window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import uvloop
+
+from . import harness as h
+from . import http_load
+
+HEADING = "## The load client: aiohttp's vs http_load"
+CONCURRENCY = 32
+ANSWER_BYTES = 2400       # about a getTable answer
+VARIANTS = {"aiohttp's client, asyncio's loop": ("aiohttp", asyncio.run),
+            "aiohttp's client, uvloop": ("aiohttp", uvloop.run),
+            "http_load, uvloop (the benchmarks' client)": ("http_load", uvloop.run)}
+
+
+async def aiohttp_loop(reqs: list[h.Request], seconds: float) -> int:
+    """The benchmarks' closed loop as it was: one keep-alive aiohttp session shared by the clients."""
+    answered = 0
+    deadline = time.perf_counter() + seconds
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                     timeout=aiohttp.ClientTimeout(total=h.REQUEST_TIMEOUT)) as session:
+        async def worker(i: int) -> None:
+            nonlocal answered
+            rng = random.Random(i)
+            while time.perf_counter() < deadline:
+                async with session.get(reqs[rng.randrange(len(reqs))].url) as resp:
+                    await resp.read()
+                    answered += resp.status == 200
+        await asyncio.gather(*(worker(i) for i in range(CONCURRENCY)))
+    return answered
+
+
+async def http_load_loop(reqs: list[h.Request], seconds: float) -> int:
+    prepared = [http_load.prepare(r.method, r.url, {}, r.body) for r in reqs]
+    counters = {"ok": 0, "errors": 0}
+    await h.closed_loop(prepared, CONCURRENCY, seconds, counters, seed=1)
+    if counters["errors"]:
+        raise RuntimeError(f"{counters['errors']} requests failed against the bare server")
+    return counters["ok"]
+
+
+def window(kind: str, runner, reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
+    loop = aiohttp_loop if kind == "aiohttp" else http_load_loop
+
+    async def measured() -> dict:
+        await loop(reqs, warmup)
+        own, server = h.own_cpu(), h.tree_cpu([server_pid])
+        started = time.perf_counter()
+        answered = await loop(reqs, seconds)
+        wall = time.perf_counter() - started
+        return {"req_per_s": answered / wall, "client_us": (h.own_cpu() - own) / answered * 1e6,
+                "server_us": h.cpu_used(server, h.tree_cpu([server_pid])) / answered * 1e6}
+
+    return runner(measured())
+
+
+def run(args) -> dict:
+    with tempfile.TemporaryDirectory(prefix="shardcat-bench-client-") as tmp:
+        child, base = h.start_bare(Path(tmp), {"getTable": ANSWER_BYTES})
+        try:
+            reqs = h.get_requests(base, "bench", "s", 1000)
+            windows: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+            for round_ in range(args.rounds):
+                for name, (kind, runner) in VARIANTS.items():
+                    windows[name].append(window(kind, runner, reqs, args.seconds, args.warmup, child.pid))
+                h.log(f"  round {round_ + 1}/{args.rounds}: " + ", ".join(
+                    f"{name} {w[-1]['req_per_s']:,.0f}/s" for name, w in windows.items()))
+        finally:
+            h.stop_all()
+    return {"rows": {name: {key: statistics.median(w[key] for w in ws) for key in ws[0]}
+                     for name, ws in windows.items()}}
+
+
+def report(run_info: dict) -> str:
+    lines = [HEADING, "",
+             f"- **Reproduce:** `{run_info['command']}` (about 1 min); run on {run_info['date']}.",
+             f"- **Machine:** {h.machine_line(run_info['machine'], None, postgres=False)}.",
+             f"- **What:** getTable URLs against `benchmarks/bare_server.py` ({ANSWER_BYTES:,} B constant answers, "
+             f"uvloop), {CONCURRENCY} closed-loop clients in this process; {run_info['rounds']} alternating windows "
+             f"of {run_info['seconds']:g} s each, the median window. CPU per answered request: this process (the "
+             "client) and the bare server.",
+             "",
+             "| client | req/s | client CPU µs per request | server CPU µs per request |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, r in run_info["rows"].items():
+        lines.append(f"| {name} | {r['req_per_s']:,.0f} | {r['client_us']:.0f} | {r['server_us']:.0f} |")
+    old, new = (run_info["rows"][name] for name in (next(iter(VARIANTS)), list(VARIANTS)[-1]))
+    lines += ["", f"The benchmarks' client now spends {new['client_us'] / old['client_us']:.2f}× the CPU per request "
+              "it did, and the bare ceiling it measures is "
+              f"{new['req_per_s'] / old['req_per_s']:.2f}× as high: with the old client the ceiling was partly the "
+              "client's own."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured window")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each window")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-docs", action="store_true", help="print the section without writing docs")
+    args = parser.parse_args()
+    h.on_sigterm_raise()
+    info, date = h.machine(), h.now_utc()
+    command = shlex.join(["python", "-m", "benchmarks.bench_client", *sys.argv[1:]])
+    run_info = {"date": date, "command": command, "machine": info, "seconds": args.seconds, "rounds": args.rounds,
+                **run(args)}
+    h.publish("bench_client", run_info, report, h.DOCS, HEADING, to_docs=not args.no_docs)
+
+
+if __name__ == "__main__":
+    main()
