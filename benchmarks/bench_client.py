@@ -12,7 +12,6 @@ uvloop (what they use now). Windows of the variants alternate; each row is the m
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import shlex
@@ -117,12 +116,7 @@ def report(run_info: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured window")
-    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each window")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-docs", action="store_true", help="print the section without writing docs")
-    args = parser.parse_args()
+    args = h.alternating_windows_parser(__doc__.splitlines()[0], rounds=3).parse_args()
     h.on_sigterm_raise()
     info, date = h.machine(), h.now_utc()
     command = shlex.join(["python", "-m", "benchmarks.bench_client", *sys.argv[1:]])

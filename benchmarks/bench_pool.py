@@ -13,7 +13,6 @@ alternate, and each row is the median window.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shlex
 import statistics
@@ -93,12 +92,7 @@ def report(run_info: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured window")
-    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each window")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--no-docs", action="store_true", help="print the section without writing docs")
-    args = parser.parse_args()
+    args = h.alternating_windows_parser(__doc__.splitlines()[0], rounds=5).parse_args()
     info, date = h.machine(), h.now_utc()
     outcome = h.run_with_postgres("shardcat-bench-pool-", lambda tmp, pg: run(args, tmp, pg))
     if outcome is None:

@@ -8,6 +8,7 @@ bounded in time and in count. Only loopback addresses are used.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime as dt
@@ -435,6 +436,16 @@ async def wait_for_quiet(max_wait: float, label: str) -> None:
 
 
 # ---- load -----------------------------------------------------------------------------------------
+
+def alternating_windows_parser(description: str, rounds: int) -> argparse.ArgumentParser:
+    """The flags of a benchmark that alternates short windows of its variants and keeps the median."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured window")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each window")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--no-docs", action="store_true", help="print the section without writing docs")
+    return parser
+
 
 @dataclass
 class Request:
