@@ -1,4 +1,4 @@
-"""What the load generator's client costs: aiohttp's client vs benchmarks/http_load.py.
+"""What the load generator's client costs: aiohttp's client vs the router's ShardClient.
 
     python -m benchmarks.bench_client            # ~1 min, writes its section of docs/benchmarks.md
     python -m benchmarks.bench_client --no-docs  # print only
@@ -6,8 +6,8 @@
 The benchmarks run their clients on the same two cores as the servers they measure, so the
 client's CPU per request is taken from the server. This measures it against the bare aiohttp
 server (benchmarks/bare_server.py, getTable-sized answers): 32 closed-loop clients with aiohttp's
-client on asyncio's loop (what the benchmarks used before), the same on uvloop, and http_load on
-uvloop (what they use now). Windows of the variants alternate; each row is the median window.
+client on asyncio's loop (what the benchmarks used before), the same on uvloop, and the router's
+own lean client (shardcat/router/shard_client.py) on uvloop (what they use now). Windows of the variants alternate; each row is the median window.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ import aiohttp
 import uvloop
 
 from . import harness as h
-from . import http_load
 
-HEADING = "## The load client: aiohttp's vs http_load"
+HEADING = "## The load client: aiohttp's vs the router's ShardClient"
 CONCURRENCY = 32
 ANSWER_BYTES = 2400       # about a getTable answer
 VARIANTS = {"aiohttp's client, asyncio's loop": ("aiohttp", asyncio.run),
             "aiohttp's client, uvloop": ("aiohttp", uvloop.run),
-            "http_load, uvloop (the benchmarks' client)": ("http_load", uvloop.run)}
+            "ShardClient, uvloop (the benchmarks' client)": ("ShardClient", uvloop.run)}
 
 
 async def aiohttp_loop(reqs: list[h.Request], seconds: float) -> int:
@@ -53,17 +52,16 @@ async def aiohttp_loop(reqs: list[h.Request], seconds: float) -> int:
     return answered
 
 
-async def http_load_loop(reqs: list[h.Request], seconds: float) -> int:
-    prepared = [http_load.prepare(r.method, r.url, {}, r.body) for r in reqs]
+async def shard_client_loop(reqs: list[h.Request], seconds: float) -> int:
     counters = {"ok": 0, "errors": 0}
-    await h.closed_loop(prepared, CONCURRENCY, seconds, counters, seed=1)
+    await h.closed_loop(reqs, {}, CONCURRENCY, seconds, counters, seed=1)
     if counters["errors"]:
         raise RuntimeError(f"{counters['errors']} requests failed against the bare server")
     return counters["ok"]
 
 
 def window(kind: str, runner, reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
-    loop = aiohttp_loop if kind == "aiohttp" else http_load_loop
+    loop = aiohttp_loop if kind == "aiohttp" else shard_client_loop
 
     async def measured() -> dict:
         await loop(reqs, warmup)

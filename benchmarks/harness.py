@@ -34,7 +34,7 @@ import psutil
 import uvloop
 from yarl import URL
 
-from . import http_load
+from shardcat.router.shard_client import Address, ShardClient
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/api/2.1/unity-catalog"
@@ -519,7 +519,7 @@ class Progress:
             await asyncio.sleep(min(1.0 if self.tty else 5.0, left))
 
 
-async def closed_loop(reqs: list[http_load.Prepared], concurrency: int, seconds: float,
+async def closed_loop(reqs: list[Request], headers: dict[str, str], concurrency: int, seconds: float,
                       counters: dict, seed: int) -> tuple[list[float], list[str], float]:
     """N workers, each with its own keep-alive connection, sending its next request (a random one of
     `reqs`) when the last one answered, until the deadline or MAX_REQUESTS.
@@ -529,21 +529,22 @@ async def closed_loop(reqs: list[http_load.Prepared], concurrency: int, seconds:
     start = time.perf_counter()
     deadline = start + seconds
     budget = [MAX_REQUESTS]
-    clients = [http_load.Client() for _ in range(concurrency)]
+    targets = [(Address(r.url.host, r.url.port), r.method, r.url.raw_path_qs, r.body or b"") for r in reqs]
+    clients = [ShardClient(timeout=REQUEST_TIMEOUT) for _ in range(concurrency)]
 
     async def worker(i: int) -> None:
         rng = random.Random(seed * 1000 + i)
         now = time.perf_counter
-        send = clients[i].send
+        send = clients[i].request
         while budget[0] > 0:
             budget[0] -= 1
             t0 = now()
             if t0 >= deadline:
                 return
-            r = reqs[rng.randrange(len(reqs))]
+            address, method, path, body = targets[rng.randrange(len(targets))]
             try:
-                status = await send(r)
-            except OSError as e:    # refused, reset, timed out (TimeoutError), or a bad response
+                status = (await send(address, method, path, headers, body)).status
+            except OSError as e:    # refused, reset, timed out: ShardClient's errors are ConnectionErrors
                 counters["errors"] += 1
                 if len(samples) < 5:
                     samples.append(f"{type(e).__name__}: {e}"[:200])
@@ -556,14 +557,13 @@ async def closed_loop(reqs: list[http_load.Prepared], concurrency: int, seconds:
             else:
                 counters["errors"] += 1
                 if len(samples) < 5:
-                    samples.append(f"HTTP {status} for {r.label}")
+                    samples.append(f"HTTP {status} for {method} {path}")
 
     tasks = [asyncio.ensure_future(worker(i)) for i in range(concurrency)]
-    watchdog = asyncio.ensure_future(http_load.watchdog(clients, REQUEST_TIMEOUT))
     try:
         await asyncio.wait_for(asyncio.gather(*tasks), seconds + REQUEST_TIMEOUT + 5)
     finally:
-        for t in (*tasks, watchdog):
+        for t in tasks:
             t.cancel()
         for c in clients:
             c.close()
@@ -571,8 +571,8 @@ async def closed_loop(reqs: list[http_load.Prepared], concurrency: int, seconds:
 
 
 LOAD_TEXT = ("closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
-             "connection, sending prebuilt requests (`benchmarks/http_load.py`; it leaves the servers more of the "
-             "shared cores than aiohttp's client did)")
+             "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
+             "servers more of the shared cores than aiohttp's client did)")
 
 
 @dataclass
@@ -591,13 +591,12 @@ async def measure(label: dict, reqs: list[Request], token: str | None, concurren
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if reqs[0].body is not None:
         headers["Content-Type"] = "application/json"
-    prepared = [http_load.prepare(r.method, r.url, headers, r.body) for r in reqs]
     for stage, seconds, seed in (("warm-up", cfg.warmup, 1), ("measuring", cfg.duration, 2)):
         counters = {"ok": 0, "errors": 0}
         cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
         ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, counters))
         try:
-            latencies, samples, wall = await closed_loop(prepared, concurrency, seconds, counters, seed)
+            latencies, samples, wall = await closed_loop(reqs, headers, concurrency, seconds, counters, seed)
         finally:
             ticker.cancel()
         cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())

@@ -51,3 +51,29 @@ def test_running_share_counts_the_gaps_a_busy_thread_did_not_run(monkeypatch):
     clock = iter(reads)
     monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
     assert harness.running_share(1.25) == 0.4
+
+
+async def test_closed_loop_counts_answers_and_errors_from_a_real_server():
+    from aiohttp import web
+    from benchmarks.harness import Request, closed_loop
+    from yarl import URL
+
+    async def table(request):
+        assert request.headers["Authorization"] == "Bearer t"
+        return web.json_response({"name": request.match_info["name"]})
+
+    app = web.Application()
+    app.router.add_get("/tables/{name}", table)
+    async with TestServer(app, host="127.0.0.1") as server:
+        base = str(server.make_url(""))
+        found = [Request("GET", URL(f"{base}/tables/t{i}")) for i in range(3)]
+        counters = {"ok": 0, "errors": 0}
+        latencies, samples, wall = await closed_loop(found, {"Authorization": "Bearer t"}, 4, 0.3, counters, 1)
+        assert counters["ok"] > 0 and counters["errors"] == 0 and len(latencies) == counters["ok"] and not samples
+        assert wall >= 0.3
+        counters = {"ok": 0, "errors": 0}
+        _, samples, _ = await closed_loop([Request("GET", URL(f"{base}/nothing"))], {}, 2, 0.1, counters, 1)
+        assert counters["ok"] == 0 and counters["errors"] > 0 and samples[0].startswith("HTTP 404")
+    counters = {"ok": 0, "errors": 0}      # the server is gone: refused connections are errors, not a hang
+    _, samples, _ = await closed_loop(found, {}, 2, 0.1, counters, 1)
+    assert counters["ok"] == 0 and counters["errors"] > 0 and "ShardUnreachable" in samples[0]
