@@ -60,6 +60,11 @@ def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: in
     return e.text or e.reason
 
 
+def _unexpired(hit: tuple[Caller, int | None]) -> bool:
+    """Whether a (caller, token expiry in ms) pair is still good: expiry is checked on every use."""
+    return hit[1] is None or hit[1] > now_ms()
+
+
 class Authenticator:
     """Finds a request's caller from its bearer token; short TTL caches spare the database.
 
@@ -93,19 +98,16 @@ class Authenticator:
         hit = self.callers.get(digest) or await self._load_caller(digest)
         if hit is None:
             return None
-        caller, expires_at = hit
-        if expires_at is not None and expires_at <= now_ms():
+        if not _unexpired(hit):
             self.forget_token(digest)
             return None
-        return caller
+        return hit[0]
 
     def cached(self, token: str) -> Caller | None:
         """The caller of a token while it is in the cache and unexpired, without waiting on the
         database; None otherwise (then `caller` says)."""
         hit = self.callers.get(hash_token(token))
-        if hit is None or (hit[1] is not None and hit[1] <= now_ms()):
-            return None
-        return hit[0]
+        return hit[0] if hit is not None and _unexpired(hit) else None
 
     async def _load_caller(self, digest: bytes) -> tuple[Caller, int | None] | None:
         found = await self.store.principals.identity_for_token(digest)
