@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/api/2.1/unity-catalog"
 REQUEST_ID_HEADER = "X-Shardcat-Request-Id"
-FORWARDED = "audit.forwarded"     # set on a router request a shard answered: the shard records it
 SKIPPED_PATHS = ("/healthz",)
 REFUSED = (401, 403)              # statuses that mean "not allowed"
 _COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "action", "route",
@@ -66,7 +65,7 @@ class AuditLog:
 
     def submit(self, event: dict) -> None:
         """Queue one event; never blocks, never raises. A full buffer drops it (counted)."""
-        self.submit_rows([tuple([_storable(event.get(c)) for c in _COLUMNS])])
+        self.submit_row(tuple([_storable(event.get(c)) for c in _COLUMNS]))
 
     def submit_rows(self, rows: list[tuple]) -> None:
         """Queue events as rows of storable values in `_COLUMNS` order; what does not fit is dropped."""
@@ -77,6 +76,17 @@ class AuditLog:
         self.pending.extend(rows)
         self.stats["recorded"] += len(rows)
         if len(self.pending) >= self.batch:
+            self._wake.set()
+
+    def submit_row(self, row: tuple) -> None:
+        """`submit_rows` of one row, the common case (a request's own row), without the list."""
+        pending = self.pending
+        if len(pending) >= self.max_pending:
+            self.stats["dropped"] += 1
+            return
+        pending.append(row)
+        self.stats["recorded"] += 1
+        if len(pending) >= self.batch:
             self._wake.set()
 
     @property
@@ -225,8 +235,8 @@ def record_all(caller, decisions: Iterable[tuple]) -> None:
         head = (int(time.time() * 1000), current["request_id"] if current else None, *_caller_columns(caller))
         route = _storable(current.get("route")) if current else None
         # rows straight in _COLUMNS order: a resolve may hold a thousand
-        audit_log.submit_rows([(*head, action, route, kind, _storable(name), _storable(ident), bool(allowed), None,
-                                code, message and _storable(_short(message)))
+        audit_log.submit_rows([(*head, action, route, kind, _text(name, 1000), _text(ident, 200), bool(allowed), None,
+                                code, _text(message, 2000))
                                for action, kind, name, allowed, ident, code, message in decisions])
     except Exception:
         log.exception("audit: cannot record a decision")
@@ -251,8 +261,13 @@ def _is_uuid(value) -> bool:
     return _uuid_or_none(value) is not None
 
 
-def _short(text: str | None, limit: int = 2000) -> str | None:
-    return text if text is None or len(text) <= limit else text[:limit] + "..."
+def _text(value, limit: int):
+    """A text column's value: at most `limit` characters (then "..."), storable."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > limit:
+        value = value[:limit] + "..."
+    return value if value.isascii() and "\x00" not in value else _storable(value)
 
 
 # Route resources -> securable types.
@@ -319,17 +334,19 @@ def action_of(method: str, route: str) -> str:
     return _VERBS.get(method, method.lower()) + _singular(noun)
 
 
-def _canonical_route(request: web.Request) -> str:
-    """The route's pattern (the path itself when no route matched), without the API prefix."""
+def _route_of(request: web.Request) -> tuple[str, str, str]:
+    """(route pattern without the API prefix, the row's route column, action); the path itself when
+    no route matched. The same for every request of a route, so worked out once per route."""
     resource = request.match_info.route.resource
-    canonical = resource.canonical if resource is not None else request.path
-    return canonical[len(PREFIX):] if canonical.startswith(PREFIX) else canonical
+    if resource is None:
+        return _route_facts(request.method, request.path)
+    return _route_facts(request.method, resource.canonical)
 
 
 @functools.lru_cache(maxsize=4096)
-def _route_facts(method: str, route: str) -> tuple[str, str]:
-    """(the row's route column, action): the same for every request of a route, so worked out once."""
-    return _storable(f"{method} {route}"), action_of(method, route)
+def _route_facts(method: str, canonical: str) -> tuple[str, str, str]:
+    route = canonical[len(PREFIX):] if canonical.startswith(PREFIX) else canonical
+    return route, _storable(f"{method} {route}"), action_of(method, route)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -391,21 +408,20 @@ def middleware(audit_log: AuditLog):
             return await handler(request)
         request_id = new_request_id()
         at = int(time.time() * 1000)
-        route = _canonical_route(request)
-        label, action = _route_facts(request.method, route)
+        route, label, action = _route_of(request)
         current = {"log": audit_log, "request_id": request_id, "route": label}
         token = _request.set(current)
         try:
             response = await handler(request)
         finally:
             _request.reset(token)
-        if request.get(FORWARDED):
+        if "forwarded" in current:
             return response
         try:
             sent = None
             if request.method == "POST" and response.status >= 400 and request.body_exists:
                 sent = await request.read()     # already read by the handler: aiohttp keeps it
-            _submit(audit_log, request, response, current, route, action, at, sent)
+            audit_log.submit_row(_row(request, response, current, route, action, at, sent))
         except Exception:
             log.exception("audit: cannot record %s %s", request.method, request.path)
         if not response.prepared:
@@ -415,8 +431,16 @@ def middleware(audit_log: AuditLog):
     return audited
 
 
-def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamResponse, current: dict,
-            route: str, action: str, at: int, sent: bytes | None) -> None:
+def recorded_elsewhere() -> None:
+    """The current request is answered, and recorded, by another server (a router forwarding to a shard)."""
+    current = _request.get()
+    if current is not None:
+        current["forwarded"] = True
+
+
+def _row(request: web.Request, response: web.StreamResponse, current: dict, route: str, action: str, at: int,
+         sent: bytes | None) -> tuple:
+    """A request's row in _COLUMNS order, built directly: this runs for every request."""
     status = response.status
     if "securable_type" in current:     # the handler named its securable (`annotate`)
         kind = current["securable_type"] or _securable_from_route(route, request.match_info)[0]
@@ -437,11 +461,11 @@ def _submit(audit_log: AuditLog, request: web.Request, response: web.StreamRespo
     principal, workspace_id, metastore_id = _caller_columns(request.get("caller"))
     if metastore_id is None and kind == "METASTORE":
         metastore_id = _uuid_or_none(ident)
-    error_code, message = (answer.get("error_code"), _short(answer.get("message"))) if status >= 400 else (None, None)
-    # the row in _COLUMNS order, built directly: this runs for every request
-    audit_log.submit_rows([(at, current["request_id"], principal, workspace_id, metastore_id, action, current["route"],
-                            _storable(kind), _storable(_short(name, 1000)), _storable(_short(ident, 200)),
-                            status not in REFUSED, status, _storable(error_code), _storable(message))])
+    error_code = message = None
+    if status >= 400:
+        error_code, message = _text(answer.get("error_code"), 200), _text(answer.get("message"), 2000)
+    return (at, current["request_id"], principal, workspace_id, metastore_id, action, current["route"],
+            _text(kind, 200), _text(name, 1000), _text(ident, 200), status not in REFUSED, status, error_code, message)
 
 
 # ---- reading the log ------------------------------------------------------------------------

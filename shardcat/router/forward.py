@@ -122,7 +122,7 @@ class Forwarder:
             await asyncio.sleep(0.05)
 
     def _relay(self, request: web.Request, metastore_id: str, answer: Answer) -> web.Response:
-        request[audit.FORWARDED] = True     # the shard recorded it in the audit log
+        audit.recorded_elsewhere()     # the shard recorded it in the audit log
         self.acknowledge(metastore_id, answer)
         response = web.Response(body=answer.body, status=answer.status,
                                 content_type=answer.headers.get("content-type", "application/json").split(";")[0])

@@ -33,7 +33,7 @@ from .metastores import MetastoreService
 from .models import ModelService
 from .resolve import ResolveService
 from .search import search_routes
-from .service import CatalogService, encode_json, present
+from .service import CatalogService, encode_json, present, presented_json
 from .shard import Shard
 from .sharing import sharing_routes
 from .storage import storage_routes
@@ -107,7 +107,12 @@ def required_query(request: web.Request, name: str) -> str:
 
 def ok(data: dict | None = None) -> web.Response:
     """A 200 with a JSON answer; assets in it may come pre-encoded (`present`)."""
-    return web.Response(body=encode_json(data if data is not None else {}), content_type="application/json")
+    return ok_json(encode_json(data if data is not None else {}))
+
+
+def ok_json(body: bytes) -> web.Response:
+    """A 200 with an answer already encoded as JSON."""
+    return web.Response(body=body, content_type="application/json")
 
 
 class ShardApi:
@@ -158,7 +163,7 @@ class ShardApi:
 
         async def get(request):
             caller = request["caller"]
-            return ok(present(await catalogs.find(caller, type_name, request.match_info[key]), caller))
+            return ok_json(presented_json(await catalogs.find(caller, type_name, request.match_info[key]), caller))
 
         async def update(request):
             return ok(await catalogs.update(request["caller"], type_name, request.match_info[key],

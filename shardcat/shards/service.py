@@ -91,16 +91,20 @@ def encode_json(value) -> bytes:
 
 
 def present(asset: Asset, caller: Caller) -> orjson.Fragment:
-    """`render(asset)` as this caller may see it, encoded once per asset state and kind of caller
-    (only trusted engines see a table's row filter and column masks), for answers built with
-    `encode_json`."""
+    """`presented_json` as a part of answers built with `encode_json`."""
+    return orjson.Fragment(presented_json(asset, caller))
+
+
+def presented_json(asset: Asset, caller: Caller) -> bytes:
+    """`render(asset)` as this caller may see it, as JSON encoded once per asset state and kind of
+    caller (only trusted engines see a table's row filter and column masks)."""
     full = caller.trusted_engine or asset.type != "table"
     encoded = asset.memo.get(full)
     if encoded is None:
         shown = render(asset) if full else present_table(caller, render(asset))
         # A right-sized copy: orjson's result keeps its whole working buffer (16 KB for a 2 KB answer).
         encoded = asset.memo[full] = bytes(memoryview(encode_json(shown)))
-    return orjson.Fragment(encoded)
+    return encoded
 
 
 def _storage_url(value: str, field_name: str) -> str:

@@ -348,6 +348,18 @@ async def test_record_all_adds_decisions_to_the_current_request(server, http):
     assert rows[1]["route"] == "POST /resolve"
 
 
+async def test_a_request_row_carries_its_path_text_storable_and_cut(ws):
+    """A request's own row: a NUL from the path is stored replaced, a long name cut (the fast path)."""
+    nul_status, _ = await ws.call("GET", "/catalogs/a%00b")
+    assert nul_status in (400, 404)
+    status, _ = await ws.call("GET", f"/catalogs/{'x' * 1500}")
+    assert status in (400, 404)
+    [with_nul] = await events(ws, securable="a\\0b", action="getCatalog")
+    assert with_nul["securable_type"] == "CATALOG" and with_nul["status"] == nul_status
+    [cut] = await events(ws, securable="x" * 1000 + "...", action="getCatalog")
+    assert cut["route"] == "GET /catalogs/{name}" and cut["allowed"] is True
+
+
 async def test_text_postgres_cannot_store_is_made_storable(server):
     """Paths and messages may carry NULs or unpaired surrogates: stored replaced, never a stuck batch."""
     marker = f"test.text.{uuid.uuid4().hex[:8]}"
