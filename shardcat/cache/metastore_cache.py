@@ -9,7 +9,8 @@ cache cannot answer for certain comes back as `MISS`: go to the database.
 
 Eviction: a superseded state goes lazily, on the next access once it has been superseded for
 longer than `version_timeout` (no request lives longer than that); whole assets leave in
-LRU order when the estimated size passes `max_bytes`.
+LRU order when the estimated size passes `max_bytes`. Using a listing counts as using its
+members once the cache nears that bound (`NEAR_FULL`): an evicted member takes the listing with it.
 
 Pure data structure: no I/O, no locks (a shard uses it from one event loop).
 """
@@ -30,6 +31,8 @@ JSON_EXPANSION = 5      # decoded (~4x its text) plus the encoded answer a serve
 TOMBSTONE_SIZE = 64
 LISTING_OVERHEAD = 128
 MEMBER_SIZE = 24        # its place in a listing's members and in its kept, sorted answer
+# Past this share of `max_bytes` eviction is near: a listing's use then refreshes its members too.
+NEAR_FULL = 0.75
 
 # "Before any version": where the absence of an asset this shard created begins.
 _BEGINNING = -(1 << 62)
@@ -241,8 +244,11 @@ class MetastoreCache:
                 return self._miss()
             if at == self._version:
                 listing.sorted = found
-        for member in listing.members:   # the listing needs every member to answer
-            self._lru.move_to_end(member)
+        if self._bytes > self.max_bytes * NEAR_FULL:
+            # The listing needs every member to answer: near the bound they must not age without it.
+            # Far from it nothing is evicted, and a page of a large listing costs O(page), not O(members).
+            for member in listing.members:
+                self._lru.move_to_end(member)
         self._lru.move_to_end(key)
         return self._hit(found)
 

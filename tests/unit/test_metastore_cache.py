@@ -307,6 +307,21 @@ def test_lru_eviction_of_a_member_drops_its_listing(clock):
     cache._audit()
 
 
+def test_far_from_the_bound_a_listing_hit_leaves_its_members_where_they_are(clock):
+    """Touching every member costs a page of a large listing O(members); far from `max_bytes` it is
+    skipped, so members age by their own use until the cache nears the bound."""
+    per_asset = asset_size(mk("a0", "c.s.a0", 7))
+    cache = MetastoreCache(10, max_bytes=100 * per_asset, clock=clock)
+    cache.fill_children("s1", "table", [mk("a0", "c.s.a0", 7), mk("a1", "c.s.a1", 7)], 10)
+    cache.fill([mk("b0", "c.s2.b0", 7, parent="s2")], 10)
+    assert cache.children("s1", "table", 10) is not MISS     # far from the bound: members not refreshed
+    cache.max_bytes = 3 * per_asset + 200                      # now one asset must go: the oldest, a member
+    cache.fill([mk("b1", "c.s2.b1", 7, parent="s2")], 10)
+    assert cache.get("a0", 10) is MISS and cache.get("b0", 10) is not MISS
+    assert cache.children("s1", "table", 10) is MISS         # it lost a member
+    cache._audit()
+
+
 # ---- child listings ---------------------------------------------------------
 
 def test_listings_are_versioned(cache):
