@@ -233,7 +233,7 @@ def record_all(caller, decisions: Iterable[tuple]) -> None:
     try:
         # the row's leading columns, the same for every decision of the request
         head = (int(time.time() * 1000), current["request_id"] if current else None, *_caller_columns(caller))
-        route = _storable(current.get("route")) if current else None
+        route = current["route"] if current else None     # the label is storable already (`_route_facts`)
         # rows straight in _COLUMNS order: a resolve may hold a thousand
         audit_log.submit_rows([(*head, action, route, kind, _text(name, 1000), _text(ident, 200), bool(allowed), None,
                                 code, _text(message, 2000))

@@ -12,6 +12,7 @@ import asyncio
 import time
 
 from aiohttp import web
+
 from ..errors import CatalogError
 from ..governance import audit
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok

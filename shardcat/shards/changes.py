@@ -15,9 +15,9 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..entities.types import METASTORE, TYPES
-from ..store.db import bigint_text
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
+from ..store.db import bigint_text
 from .service import page_size
 from .shard import Shard
 
