@@ -12,8 +12,10 @@ from aiohttp import web
 
 from ..router.app import make_app
 from ..router.forward import make_router_app
-from ..router.front import Listening, start_front
+from ..router.front import start_front
+from ..router.http1 import Listening
 from ..router.routing import RoutingTable
+from ..shards.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from .bootstrap import ensure_admin_token, ensure_default_metastore
@@ -40,12 +42,11 @@ class Running:
     admin_token_path: Path
     store: Store
     runner: web.AppRunner
-    front: Listening | None = None          # the router's public server, in front of the runner's app
+    front: Listening                        # the public server, in front of the runner's app
     cluster: RayCluster | None = None
 
     async def stop(self) -> None:
-        if self.front:
-            self.front.stop()
+        self.front.stop()
         await self.runner.cleanup()
         if self.cluster:
             await self.cluster.stop()
@@ -65,10 +66,8 @@ async def start(config: ServeConfig) -> Running:
         await cluster.start(config.shards)
         front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    runner = web.AppRunner(make_app(store, Shard(store, cache=config.cache)), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, config.host, config.port).start()
-    return Running(f"http://{config.host}:{runner.addresses[0][1]}", token_path, store, runner)
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port)
+    return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 
 
 async def serve_forever(config: ServeConfig) -> None:

@@ -458,14 +458,28 @@ def _row(request: web.Request, response: web.StreamResponse, current: dict, rout
     if creates:
         # A create names its object in the answer (or, when refused, in the request body).
         name, ident = _from_json(answer if status < 400 else _json_of(sent), kind)
-    principal, workspace_id, metastore_id = _caller_columns(request.get("caller"))
-    if metastore_id is None and kind == "METASTORE":
-        metastore_id = _uuid_or_none(ident)
     error_code = message = None
     if status >= 400:
         error_code, message = _text(answer.get("error_code"), 200), _text(answer.get("message"), 2000)
-    return (at, current["request_id"], principal, workspace_id, metastore_id, action, current["route"],
-            _text(kind, 200), _text(name, 1000), _text(ident, 200), status not in REFUSED, status, error_code, message)
+    return _row_of(at, current["request_id"], request.get("caller"), action, current["route"], kind, name, ident,
+                   status, error_code, message)
+
+
+def answered_row(method: str, route_pattern: str, match: dict, caller, request_id: str, at: int) -> tuple:
+    """The row the middleware records for a request answered 200 whose route names its securable
+    and whose handler names none: for a front answering such a request itself (shards/front.py)."""
+    route, label, action = _route_facts(method, route_pattern)
+    kind, name, ident = _securable_from_route(route, match)
+    return _row_of(at, request_id, caller, action, label, kind, name, ident, 200, None, None)
+
+
+def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, name, ident, status: int,
+            error_code: str | None, message: str | None) -> tuple:
+    principal, workspace_id, metastore_id = _caller_columns(caller)
+    if metastore_id is None and kind == "METASTORE":
+        metastore_id = _uuid_or_none(ident)
+    return (at, request_id, principal, workspace_id, metastore_id, action, label, _text(kind, 200),
+            _text(name, 1000), _text(ident, 200), status not in REFUSED, status, error_code, message)
 
 
 # ---- reading the log ------------------------------------------------------------------------

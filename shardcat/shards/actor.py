@@ -1,4 +1,4 @@
-"""The shard as a Ray actor: one Shard and its own aiohttp server, inside the actor's event loop.
+"""The shard as a Ray actor: one Shard, its aiohttp app and the front before it, inside the actor's event loop.
 
 Ray carries only control calls (start, own, drop, stats); requests reach the
 shard over HTTP, from the router or straight from a routing-aware client. The
@@ -18,11 +18,12 @@ import sys
 import time
 
 import ray
-from aiohttp import web
 
 from ..governance import audit
+from ..router import http1
 from ..router.middleware import Authenticator
 from ..store.db import Store
+from .front import start_shard_front
 from .http import make_shard_app
 from .shard import CacheConfig, Shard
 
@@ -39,7 +40,7 @@ class ShardActor:
         self.db_url = db_url
         self.cache = cache
         self.shard: Shard | None = None
-        self.runner: web.AppRunner | None = None
+        self.listening: http1.Listening | None = None     # its front, the app behind it
         self.heartbeat = time.monotonic()       # the serving loop's last beat
         self.audit: audit.AuditLog | None = None    # it counts the answers the serving loop has sent
         self._beating: asyncio.Task | None = None    # held so the loop keeps the task
@@ -58,18 +59,14 @@ class ShardActor:
         # Through the module: Ray ships this class by value, so a name imported into it is a copy
         # (an AppKey copy finds nothing).
         self.audit = app[audit.APP_KEY]
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host, 0)
-        await site.start()
         local_socket = None
         if host == "127.0.0.1" and sys.platform == "linux":
             # The router is on this host: a Unix socket costs both sides less per request than
             # loopback TCP. Abstract (leading NUL): no file to clean up after a killed actor.
             local_socket = f"\0shardcat-{self.name}-{os.getpid()}-{secrets.token_hex(4)}"
-            await web.UnixSite(self.runner, local_socket).start()
+        self.listening = await start_shard_front(app, host, 0, local_socket)
         self._beating = asyncio.get_running_loop().create_task(self._beat())
-        port = site._server.sockets[0].getsockname()[1]
+        port = self.listening.port
         return f"http://{host}:{port}", local_socket
 
     async def _beat(self) -> None:

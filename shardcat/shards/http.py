@@ -8,6 +8,7 @@ CatalogError and rendered by the error middleware.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import orjson
 
@@ -34,7 +35,7 @@ from .models import ModelService
 from .resolve import ResolveService
 from .search import search_routes
 from .service import CatalogService, encode_json, present, presented_json
-from .shard import Shard
+from .shard import MetastoreState, Shard
 from .sharing import sharing_routes
 from .storage import storage_routes
 
@@ -115,6 +116,31 @@ def ok_json(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
+# The assets with create, list, get, update and delete routes: (type, path segment, the item's
+# path parameter, the list's required query parameters naming the parent).
+CRUD = (
+    ("catalog", "catalogs", "name", ()),
+    ("schema", "schemas", "full_name", ("catalog_name",)),
+    ("table", "tables", "full_name", ("catalog_name", "schema_name")),
+    ("volume", "volumes", "name", ("catalog_name", "schema_name")),
+)
+
+
+async def found_json(catalogs: CatalogService, caller, type_name: str, full_name: str) -> bytes:
+    """A get's answer: the asset as this caller may see it."""
+    return presented_json(await catalogs.find(caller, type_name, full_name), caller)
+
+
+async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: str | None, max_results: str | None,
+                      page_token: str | None) -> bytes:
+    """A list's answer: a page of the children the caller may see, and the next page's token."""
+    page, next_token = await catalogs.list_page(caller, type_name, parent, max_results, page_token)
+    out = {TYPES[type_name].list_key: [present(a, caller) for a in page]}
+    if next_token:
+        out["next_page_token"] = next_token
+    return encode_json(out)
+
+
 class ShardApi:
     """Routes for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
 
@@ -133,13 +159,8 @@ class ShardApi:
             web.post(f"{p}/staging-tables", self.create_staging_table),
             web.post(f"{p}/table-summaries", self.table_summaries),
         ]
-        for type_name, path, key, parents in (
-            ("catalog", "catalogs", "name", ()),
-            ("schema", "schemas", "full_name", ("catalog_name",)),
-            ("table", "tables", "full_name", ("catalog_name", "schema_name")),
-        ):
+        for type_name, path, key, parents in CRUD:
             r += self._crud(type_name, f"{p}/{path}", key, parents)
-        r += self._crud("volume", f"{p}/volumes", "name", ("catalog_name", "schema_name"))
         r += self._asset_routes(p)
         return r
 
@@ -149,21 +170,13 @@ class ShardApi:
         async def create(request):
             return ok(await catalogs.create(request["caller"], type_name, await json_body(request)))
 
-        list_key = TYPES[type_name].list_key
-
         async def list_(request):
             parent = ".".join(required_query(request, q) for q in parents) if parents else None
-            caller = request["caller"]
-            page, next_token = await catalogs.list_page(caller, type_name, parent, request.query.get("max_results"),
-                                                        request.query.get("page_token"))
-            out = {list_key: [present(a, caller) for a in page]}
-            if next_token:
-                out["next_page_token"] = next_token
-            return ok(out)
+            return ok_json(await listed_json(catalogs, request["caller"], type_name, parent,
+                                             request.query.get("max_results"), request.query.get("page_token")))
 
         async def get(request):
-            caller = request["caller"]
-            return ok_json(presented_json(await catalogs.find(caller, type_name, request.match_info[key]), caller))
+            return ok_json(await found_json(catalogs, request["caller"], type_name, request.match_info[key]))
 
         async def update(request):
             return ok(await catalogs.update(request["caller"], type_name, request.match_info[key],
@@ -280,14 +293,33 @@ def _metastore_session(shard: Shard):
             # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
-        version = shard.version_of(caller.metastore_id) if caller.metastore_id else None
-        if version is None and before is not None and before.version >= 0:
-            version = before.version
+        version = served_version(shard, caller.metastore_id, before)
         if version is not None:
             response.headers[VERSION_HEADER] = str(version)
         return response
 
     return middleware
+
+
+def served_version(shard: Shard, metastore_id: str | None, before: MetastoreState | None) -> int | None:
+    """The metastore version an answer reports: the shard's now, else (the metastore moved to
+    another shard meanwhile) the one it was served at, `before` being its state then."""
+    version = shard.version_of(metastore_id) if metastore_id else None
+    if version is None and before is not None and before.version >= 0:
+        version = before.version
+    return version
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a front standing before the shard app answers with (shards/front.py)."""
+    shard: Shard
+    authenticator: Authenticator
+    catalogs: CatalogService
+    audit_log: AuditLog
+
+
+SERVING = web.AppKey("serving", Serving)
 
 
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
@@ -302,6 +334,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(audit_log.stop)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
+    app[SERVING] = Serving(shard, authenticator, api.catalogs, audit_log)
     resolver = ResolveService(shard)
 
     async def resolve(request):

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from yarl import URL
 
-from shardcat.router import front as front_module
+from shardcat.router import http1
 from shardcat.shards.http import MAX_BODY_BYTES
 from tests.conftest import PREFIX, new_workspace, serving
 
@@ -137,7 +137,7 @@ async def test_too_large_and_malformed_requests(cluster, fws):
 
 
 async def test_an_idle_connection_is_closed(cluster, fws, monkeypatch):
-    monkeypatch.setattr(front_module, "KEEP_ALIVE_SECONDS", 0.3)
+    monkeypatch.setattr(http1, "KEEP_ALIVE_SECONDS", 0.3)
     url = URL(cluster.url)
     reader, writer = await asyncio.open_connection(url.host, url.port)
     writer.write(request(fws, "GET", "/catalogs/c"))

@@ -1,0 +1,117 @@
+"""A shard's public HTTP/1.1 server: answers the gets and lists of catalogs, schemas, tables and
+volumes itself, and relays every other request to the shard's aiohttp app behind it.
+
+aiohttp.web's request and response machinery was most of a shard's work per cached read. The
+front answers such a read with the same service calls, records the same audit row and sends
+the same headers as the app would, building no aiohttp objects. It answers only the plain
+success: a request it cannot parse simply, or whose caller, lookup or authorization fails in
+any way, goes to the app unchanged (a read, so nothing is done twice), and the app stays the one
+definition of errors, retries and everything else.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from ..auth import bearer
+from ..governance import audit
+from ..router import http1
+from ..router.shard_client import Address, Answer, ShardClient
+from ..store.db import bigint_text
+from .http import CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, listed_json, served_version
+
+_MIN_VERSION = MIN_VERSION_HEADER.lower()
+# path segment -> (type, the item's path parameter, the list's parent query parameters)
+_READS = {segment: (type_name, key, parents) for type_name, segment, key, parents in CRUD}
+
+
+class ShardFront:
+    """Answers a shard's plain reads itself; relays the rest to the shard app at `app_address`."""
+
+    def __init__(self, app: web.Application, app_address: Address):
+        serving = app[SERVING]
+        self.shard = serving.shard
+        self.authenticator = serving.authenticator
+        self.catalogs = serving.catalogs
+        self.audit_log = serving.audit_log
+        self.app_address = app_address
+        self.client = ShardClient()
+        self.stats = {"fast": 0, "through_app": 0}     # requests answered each way
+
+    async def answer(self, request: http1.Request) -> Answer:
+        answer = await self._read(request) if request.method == "GET" else None
+        if answer is not None:
+            self.stats["fast"] += 1
+            return answer
+        self.stats["through_app"] += 1
+        return await http1.relay(self.client, self.app_address, request)
+
+    async def _read(self, request: http1.Request) -> Answer | None:
+        """The answer of a plain, successful get or list; None for the app to answer."""
+        raw = request.raw_path
+        path, _, query = raw.partition("?")
+        # Escapes, '+' and other than ASCII would need decoding (the app's rules); a path parameter
+        # of the app's routes is never ".", "..", nor has braces or a slash.
+        if "%" in raw or "+" in query or not raw.isascii() or not path.startswith(PREFIX + "/"):
+            return None
+        segment, slash, name = path[len(PREFIX) + 1:].partition("/")
+        read = _READS.get(segment)
+        if read is None or (slash and not name) or name in (".", "..") or any(c in name for c in "/{}"):
+            return None
+        type_name, key, parents = read
+        params = _query(query)
+        if name:
+            if params:
+                return None
+            parent = None
+        elif all(params.get(p) for p in parents):
+            parent = ".".join(params[p] for p in parents) if parents else None
+        else:
+            return None
+        at = int(time.time() * 1000)
+        try:
+            token = bearer(request.headers.get("authorization"))
+            caller = await self.authenticator.caller(token) if token else None
+            if caller is None or caller.metastore_id is None:
+                return None
+            min_version = request.headers.get(_MIN_VERSION)
+            if min_version is not None:
+                version = bigint_text(min_version)
+                if version is None:
+                    return None
+                caller = caller.reading_at_least(version)
+            before = self.shard.states.get(caller.metastore_id)
+            if name:
+                body = await found_json(self.catalogs, caller, type_name, name)
+            else:
+                body = await listed_json(self.catalogs, caller, type_name, parent, params.get("max_results"),
+                                         params.get("page_token"))
+        except Exception:
+            return None
+        request_id = audit.new_request_id()
+        route = f"{PREFIX}/{segment}/{{{key}}}" if name else f"{PREFIX}/{segment}"
+        self.audit_log.submit_row(audit.answered_row("GET", route, {key: name} if name else {}, caller, request_id,
+                                                     at))
+        headers = {"Content-Type": "application/json", "Date": http1.http_date(),
+                   audit.REQUEST_ID_HEADER: request_id}
+        version = served_version(self.shard, caller.metastore_id, before)
+        if version is not None:
+            headers[VERSION_HEADER] = str(version)
+        return Answer(200, headers, body)
+
+
+def _query(query: str) -> dict[str, str]:
+    """A query string without escapes as the app reads it: the first value of each name."""
+    params: dict[str, str] = {}
+    for part in query.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            params.setdefault(name, value)
+    return params
+
+
+async def start_shard_front(app: web.Application, host: str, port: int, unix: str | None = None) -> http1.Listening:
+    """Serve the shard app (make_shard_app) behind a ShardFront on (host, port) and, if named, a Unix socket."""
+    return await http1.serve_behind(app, lambda address: ShardFront(app, address), host, port, unix)

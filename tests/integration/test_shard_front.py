@@ -1,0 +1,157 @@
+"""A shard's front (shardcat/shards/front.py): the plain gets and lists it answers itself answer as
+the shard app does (body, headers, audit row), and every failure or unusual request goes to the
+app. The session's server serves its in-process shard behind this front; a shard actor does too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from yarl import URL
+
+from shardcat.governance.audit import REQUEST_ID_HEADER
+from shardcat.shards.http import VERSION_HEADER
+from tests.conftest import PREFIX, new_workspace, serving
+from tests.integration.test_audit import events, user_token
+
+# (what the front answers, the same request in a form only the app takes: an escaped letter)
+READS = [
+    ("/catalogs/c", "/catalogs/%63"),
+    ("/schemas/c.s", "/schemas/c.%73"),
+    ("/tables/c.s.t", "/tables/c.s.%74"),
+    ("/volumes/c.s.v", "/volumes/c.s.%76"),
+    ("/schemas?catalog_name=c", "/schemas?catalog_name=%63"),
+    ("/tables?catalog_name=c&schema_name=s&max_results=1", "/tables?catalog_name=%63&schema_name=s&max_results=1"),
+]
+
+
+def counts(server) -> dict:
+    return dict(server.front.front.stats)
+
+
+@pytest.fixture
+async def tws(server, http, tmp_path):
+    ws = await new_workspace(server, http, tmp_path)
+    for path, body in (("/catalogs", {"name": "c"}), ("/schemas", {"name": "s", "catalog_name": "c"}),
+                       ("/volumes", {"name": "v", "catalog_name": "c", "schema_name": "s",
+                                     "volume_type": "MANAGED"})):
+        status, answer = await ws.call("POST", path, json=body)
+        assert status == 200, answer
+    for name in ("t", "u"):
+        status, answer = await ws.call("POST", "/tables", json={
+            "name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG", "position": 0}]})
+        assert status == 200, answer
+    return ws
+
+
+async def get(ws, url: str, headers: dict | None = None):
+    """(status, headers, body) of a GET of `url` exactly as written (aiohttp would unescape "%63")."""
+    async with ws.session.get(URL(url, encoded=True), headers={**ws.headers, **(headers or {})}) as r:
+        return r.status, r.headers, await r.read()
+
+
+async def test_plain_reads_are_answered_by_the_front_as_the_app_answers_them(server, tws):
+    for fast, through_app in READS:
+        before = counts(server)
+        status, headers, body = await get(tws, tws.api + fast)
+        middle = counts(server)
+        app_status, app_headers, app_body = await get(tws, tws.api + through_app)
+        after = counts(server)
+        assert (middle["fast"] - before["fast"], middle["through_app"] - before["through_app"]) == (1, 0), fast
+        assert (after["fast"] - middle["fast"], after["through_app"] - middle["through_app"]) == (0, 1), fast
+        assert status == app_status == 200, (fast, body)
+        assert json.loads(body) == json.loads(app_body)
+        assert headers["Content-Type"] == app_headers["Content-Type"] == "application/json"
+        assert headers[VERSION_HEADER] == app_headers[VERSION_HEADER]
+        assert len(headers[REQUEST_ID_HEADER]) == 32 and headers[REQUEST_ID_HEADER] != app_headers[REQUEST_ID_HEADER]
+        assert "Date" in headers
+
+
+async def test_a_list_pages_through_the_front(server, tws):
+    status, headers, body = await get(tws, tws.api + "/tables?catalog_name=c&schema_name=s&max_results=1")
+    first = json.loads(body)
+    status, headers, body = await get(
+        tws, tws.api + f"/tables?catalog_name=c&schema_name=s&max_results=1&page_token={first['next_page_token']}")
+    second = json.loads(body)
+    assert [t["name"] for t in first["tables"] + second["tables"]] == ["t", "u"]
+    assert "next_page_token" not in second
+
+
+async def test_the_front_records_the_row_the_app_records(server, tws):
+    ids = {}
+    for path in ("/tables/c.s.t", "/tables/c.s.%74", "/tables?catalog_name=c&schema_name=s",
+                 "/tables?catalog_name=%63&schema_name=s"):
+        status, headers, _ = await get(tws, tws.api + path)
+        assert status == 200
+        ids[path] = headers[REQUEST_ID_HEADER]
+    rows = {}
+    for path, request_id in ids.items():
+        (row,) = await events(tws, request_id=request_id)
+        rows[path] = {k: v for k, v in row.items() if k not in ("request_id", "at", "event_time", "id")}
+    assert rows["/tables/c.s.t"] == rows["/tables/c.s.%74"]
+    assert rows["/tables/c.s.t"]["action"] == "getTable" and rows["/tables/c.s.t"]["securable_full_name"] == "c.s.t"
+    assert rows["/tables?catalog_name=c&schema_name=s"] == rows["/tables?catalog_name=%63&schema_name=s"]
+    assert rows["/tables?catalog_name=c&schema_name=s"]["action"] == "listTables"
+
+
+async def test_failures_and_unusual_requests_go_to_the_app(server, tws):
+    stranger = await user_token(server, tws, "front-stranger")
+    cases = [
+        ("/tables/c.s.nope", {}, 404, "NOT_FOUND"),
+        ("/tables/c.s.t", {"Authorization": f"Bearer {stranger}"}, 403, "PERMISSION_DENIED"),
+        ("/tables/c.s.t", {"Authorization": "Bearer nope"}, 401, "UNAUTHENTICATED"),
+        ("/tables/c.s.t", {VERSION_HEADER.replace("Version", "Min-Version"): "x"}, 400, "INVALID_PARAMETER_VALUE"),
+        ("/tables/", {}, 404, "ENDPOINT_NOT_FOUND"),
+        ("/tables/c.s.t?x=1", {}, 200, None),            # a query where the app's route has none
+        ("/tables?catalog_name=c", {}, 400, "INVALID_PARAMETER_VALUE"),      # a parent missing
+        ("/tables?catalog_name=c&schema_name=s&max_results=x", {}, 400, "INVALID_PARAMETER_VALUE"),
+    ]
+    for path, headers, expected, code in cases:
+        before = counts(server)
+        status, answer_headers, body = await get(tws, tws.api + path, headers)
+        after = counts(server)
+        assert status == expected, (path, body)
+        if code:
+            assert json.loads(body)["error_code"] == code, (path, body)
+        assert after["fast"] == before["fast"] and after["through_app"] == before["through_app"] + 1, path
+        if status != 401:
+            # Recorded once, by the app: the front records only what it answers.
+            assert len(await events(tws, request_id=answer_headers[REQUEST_ID_HEADER])) == 1, path
+
+
+async def test_a_min_version_is_honoured_on_the_front(server, tws):
+    status, headers, _ = await get(tws, tws.api + "/tables/c.s.t")
+    version = headers[VERSION_HEADER]
+    before = counts(server)
+    status, headers, body = await get(tws, tws.api + "/tables/c.s.t", {"X-Shardcat-Min-Version": version})
+    assert status == 200 and int(headers[VERSION_HEADER]) >= int(version)
+    assert counts(server)["fast"] == before["fast"] + 1
+
+
+async def test_head_and_writes_go_to_the_app(server, tws):
+    before = counts(server)
+    async with tws.session.head(tws.api + "/tables/c.s.t", headers=tws.headers) as r:
+        assert r.status == 200
+    status, _ = await tws.call("PATCH", "/tables/c.s.u", json={"comment": "x"})
+    assert status == 200
+    after = counts(server)
+    assert after["fast"] == before["fast"] and after["through_app"] == before["through_app"] + 2
+
+
+cluster = serving("shard-front", shards=1)
+
+
+async def test_a_shard_actor_answers_behind_its_front_as_the_router_does(cluster, http, tmp_path):
+    """Straight to the owner shard (its URL from the routing table) and through the router: the same answers."""
+    ws = await new_workspace(cluster, http, tmp_path)
+    status, _ = await ws.call("POST", "/catalogs", json={"name": "c"})
+    assert status == 200
+    status, routing = await ws.call("GET", "/shardcat/routing")
+    shard = URL(routing["my_shard"])
+    assert shard.port != URL(cluster.url).port
+    for path in ("/catalogs/c", "/catalogs", "/catalogs/nope"):
+        via_router = await get(ws, ws.api + path)
+        direct = await get(ws, str(shard) + PREFIX + path)
+        assert direct[0] == via_router[0] and json.loads(direct[2]) == json.loads(via_router[2]), path
+        assert direct[1].get(VERSION_HEADER) == via_router[1].get(VERSION_HEADER), (path, direct[1], via_router[1])
