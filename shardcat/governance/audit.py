@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -463,6 +464,17 @@ def _row(request: web.Request, response: web.StreamResponse, current: dict, rout
         error_code, message = _text(answer.get("error_code"), 200), _text(answer.get("message"), 2000)
     return _row_of(at, current["request_id"], request.get("caller"), action, current["route"], kind, name, ident,
                    status, error_code, message)
+
+
+@contextlib.contextmanager
+def answering(audit_log: AuditLog, request_id: str, method: str, route_pattern: str):
+    """The audit context the middleware gives a request, for one a front answers itself: what
+    `record_all` and `annotate` find while it is worked out."""
+    token = _request.set({"log": audit_log, "request_id": request_id, "route": _route_facts(method, route_pattern)[1]})
+    try:
+        yield
+    finally:
+        _request.reset(token)
 
 
 def answered_row(method: str, route_pattern: str, match: dict, caller, request_id: str, at: int) -> tuple:

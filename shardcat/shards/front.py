@@ -1,5 +1,6 @@
 """A shard's public HTTP/1.1 server: answers the gets and lists of catalogs, schemas, tables and
-volumes itself, and relays every other request to the shard's aiohttp app behind it.
+volumes and the batched resolve itself, and relays every other request to the shard's aiohttp
+app behind it.
 
 aiohttp.web's request and response machinery was most of a shard's work per cached read. The
 front answers such a read with the same service calls, records the same audit row and sends
@@ -12,15 +13,18 @@ definition of errors, retries and everything else.
 from __future__ import annotations
 
 import time
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from ..auth import bearer
+from ..auth import Caller, bearer
 from ..governance import audit
 from ..router import http1
 from ..router.shard_client import Address, Answer, ShardClient
 from ..store.db import bigint_text
-from .http import CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, listed_json, served_version
+from .http import (CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, json_object, listed_json,
+                   served_version)
+from .service import encode_json
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 # path segment -> (type, the item's path parameter, the list's parent query parameters)
@@ -35,21 +39,48 @@ class ShardFront:
         self.shard = serving.shard
         self.authenticator = serving.authenticator
         self.catalogs = serving.catalogs
+        self.resolver = serving.resolver
         self.audit_log = serving.audit_log
         self.app_address = app_address
         self.client = ShardClient()
         self.stats = {"fast": 0, "through_app": 0}     # requests answered each way
 
     async def answer(self, request: http1.Request) -> Answer:
-        answer = await self._read(request) if request.method == "GET" else None
+        answer = await self._answer_itself(request)
         if answer is not None:
             self.stats["fast"] += 1
             return answer
         self.stats["through_app"] += 1
         return await http1.relay(self.client, self.app_address, request)
 
-    async def _read(self, request: http1.Request) -> Answer | None:
-        """The answer of a plain, successful get or list; None for the app to answer."""
+    async def _answer_itself(self, request: http1.Request) -> Answer | None:
+        """The answer of a plain, successful read; None for the app to answer."""
+        target = self._target(request)
+        if target is None:
+            return None
+        route, match, work = target
+        at = int(time.time() * 1000)
+        request_id = audit.new_request_id()
+        try:
+            caller = await self._caller(request)
+            if caller is None:
+                return None
+            before = self.shard.states.get(caller.metastore_id)
+            with audit.answering(self.audit_log, request_id, request.method, route):
+                body = await work(caller)
+        except Exception:
+            return None
+        self.audit_log.submit_row(audit.answered_row(request.method, route, match, caller, request_id, at))
+        headers = {"Content-Type": "application/json", "Date": http1.http_date(),
+                   audit.REQUEST_ID_HEADER: request_id}
+        version = served_version(self.shard, caller.metastore_id, before)
+        if version is not None:
+            headers[VERSION_HEADER] = str(version)
+        return Answer(200, headers, body)
+
+    def _target(self, request: http1.Request) -> tuple[str, dict, Callable[[Caller], Awaitable[bytes]]] | None:
+        """(the app's route pattern, its path parameters, the work answering for a caller) of a
+        request the front answers; None for any other."""
         raw = request.raw_path
         path, _, query = raw.partition("?")
         # Escapes, '+' and other than ASCII would need decoding (the app's rules); a path parameter
@@ -57,49 +88,42 @@ class ShardFront:
         if "%" in raw or "+" in query or not raw.isascii() or not path.startswith(PREFIX + "/"):
             return None
         segment, slash, name = path[len(PREFIX) + 1:].partition("/")
+        if request.method == "POST":
+            if segment != "resolve" or slash or query or request.too_large:
+                return None
+            return f"{PREFIX}/resolve", {}, lambda caller: self._resolve(caller, request.body)
         read = _READS.get(segment)
-        if read is None or (slash and not name) or name in (".", "..") or any(c in name for c in "/{}"):
+        if request.method != "GET" or read is None or (slash and not name) or name in (".", "..") \
+                or any(c in name for c in "/{}"):
             return None
         type_name, key, parents = read
         params = _query(query)
         if name:
             if params:
                 return None
-            parent = None
-        elif all(params.get(p) for p in parents):
-            parent = ".".join(params[p] for p in parents) if parents else None
-        else:
+            return (f"{PREFIX}/{segment}/{{{key}}}", {key: name},
+                    lambda caller: found_json(self.catalogs, caller, type_name, name))
+        if not all(params.get(p) for p in parents):
             return None
-        at = int(time.time() * 1000)
-        try:
-            token = bearer(request.headers.get("authorization"))
-            caller = await self.authenticator.caller(token) if token else None
-            if caller is None or caller.metastore_id is None:
-                return None
-            min_version = request.headers.get(_MIN_VERSION)
-            if min_version is not None:
-                version = bigint_text(min_version)
-                if version is None:
-                    return None
-                caller = caller.reading_at_least(version)
-            before = self.shard.states.get(caller.metastore_id)
-            if name:
-                body = await found_json(self.catalogs, caller, type_name, name)
-            else:
-                body = await listed_json(self.catalogs, caller, type_name, parent, params.get("max_results"),
-                                         params.get("page_token"))
-        except Exception:
+        parent = ".".join(params[p] for p in parents) if parents else None
+        return (f"{PREFIX}/{segment}", {},
+                lambda caller: listed_json(self.catalogs, caller, type_name, parent, params.get("max_results"),
+                                           params.get("page_token")))
+
+    async def _caller(self, request: http1.Request) -> Caller | None:
+        """The request's caller, at the version it asks for; None where the app must answer."""
+        token = bearer(request.headers.get("authorization"))
+        caller = await self.authenticator.caller(token) if token else None
+        if caller is None or caller.metastore_id is None:
             return None
-        request_id = audit.new_request_id()
-        route = f"{PREFIX}/{segment}/{{{key}}}" if name else f"{PREFIX}/{segment}"
-        self.audit_log.submit_row(audit.answered_row("GET", route, {key: name} if name else {}, caller, request_id,
-                                                     at))
-        headers = {"Content-Type": "application/json", "Date": http1.http_date(),
-                   audit.REQUEST_ID_HEADER: request_id}
-        version = served_version(self.shard, caller.metastore_id, before)
-        if version is not None:
-            headers[VERSION_HEADER] = str(version)
-        return Answer(200, headers, body)
+        min_version = request.headers.get(_MIN_VERSION)
+        if min_version is None:
+            return caller
+        version = bigint_text(min_version)
+        return caller.reading_at_least(version) if version is not None else None
+
+    async def _resolve(self, caller: Caller, body: bytes) -> bytes:
+        return encode_json(await self.resolver.resolve(caller, json_object(body)))
 
 
 def _query(query: str) -> dict[str, str]:

@@ -45,7 +45,11 @@ MAX_BODY_BYTES = 4 << 20
 
 async def json_body(request: web.Request) -> dict:
     """The request's JSON object; a clear 400 for anything else."""
-    raw = await request.read()
+    return json_object(await request.read())
+
+
+def json_object(raw: bytes) -> dict:
+    """A request body's JSON object; a clear 400 for anything else."""
     if not raw.strip():
         return {}
     try:
@@ -316,6 +320,7 @@ class Serving:
     shard: Shard
     authenticator: Authenticator
     catalogs: CatalogService
+    resolver: ResolveService
     audit_log: AuditLog
 
 
@@ -334,8 +339,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(audit_log.stop)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
-    app[SERVING] = Serving(shard, authenticator, api.catalogs, audit_log)
     resolver = ResolveService(shard)
+    app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
 
     async def resolve(request):
         annotate_audit(None, None)      # a batch names many securables: its items carry their decisions

@@ -1,6 +1,6 @@
-"""A shard's front (shardcat/shards/front.py): the plain gets and lists it answers itself answer as
-the shard app does (body, headers, audit row), and every failure or unusual request goes to the
-app. The session's server serves its in-process shard behind this front; a shard actor does too."""
+"""A shard's front (shardcat/shards/front.py): the plain gets, lists and batched resolves it
+answers itself answer as the shard app does (body, headers, audit rows), and every failure or
+unusual request goes to the app. The session's server serves its in-process shard behind this front; a shard actor does too."""
 
 from __future__ import annotations
 
@@ -95,6 +95,29 @@ async def test_the_front_records_the_row_the_app_records(server, tws):
     assert rows["/tables?catalog_name=c&schema_name=s"]["action"] == "listTables"
 
 
+async def test_a_batched_resolve_is_answered_by_the_front_as_the_app_answers_it(server, tws):
+    """Its answer, its own row and one row per access decision, under the request's id."""
+    # no credentials: their expiry times would differ by the milliseconds between the two
+    body = {"items": [{"name": "c.s.t"}, {"name": "c.s.u"}, {"name": "c.s.nope"}], "credentials": False}
+    answers = {}
+    for path in ("/resolve", "/resolve?x=1"):       # a query: only the app takes it
+        before = counts(server)
+        async with tws.session.post(tws.api + path, json=body, headers=tws.headers) as r:
+            assert r.status == 200
+            answers[path] = (await r.json(), r.headers[REQUEST_ID_HEADER], r.headers[VERSION_HEADER])
+        after = counts(server)
+        assert after["fast"] - before["fast"] == (path == "/resolve"), path
+    (fast, fast_id, fast_version), (app, app_id, app_version) = answers["/resolve"], answers["/resolve?x=1"]
+    assert fast == app and fast_version == app_version
+    assert [i.get("error", {}).get("error_code") for i in fast["items"]] == [None, None, "NOT_FOUND"]
+
+    def shape(rows):
+        return sorted((r["action"], r["route"], r.get("securable_full_name") or "", r["allowed"], r.get("status", 0))
+                      for r in rows)
+    fast_rows, app_rows = await events(tws, request_id=fast_id), await events(tws, request_id=app_id)
+    assert len(fast_rows) == 4 and shape(fast_rows) == shape(app_rows)
+
+
 async def test_failures_and_unusual_requests_go_to_the_app(server, tws):
     stranger = await user_token(server, tws, "front-stranger")
     cases = [
@@ -106,10 +129,15 @@ async def test_failures_and_unusual_requests_go_to_the_app(server, tws):
         ("/tables/c.s.t?x=1", {}, 200, None),            # a query where the app's route has none
         ("/tables?catalog_name=c", {}, 400, "INVALID_PARAMETER_VALUE"),      # a parent missing
         ("/tables?catalog_name=c&schema_name=s&max_results=x", {}, 400, "INVALID_PARAMETER_VALUE"),
+        ("/resolve", {}, 400, "MALFORMED_REQUEST"),      # a body that is not a JSON object
     ]
     for path, headers, expected, code in cases:
         before = counts(server)
-        status, answer_headers, body = await get(tws, tws.api + path, headers)
+        if path == "/resolve":
+            async with tws.session.post(tws.api + path, data=b"[1]", headers=tws.headers) as r:
+                status, answer_headers, body = r.status, r.headers, await r.read()
+        else:
+            status, answer_headers, body = await get(tws, tws.api + path, headers)
         after = counts(server)
         assert status == expected, (path, body)
         if code:
