@@ -14,6 +14,9 @@ With `--replay DIR` it answers with recorded bodies instead: `DIR/resolve.json` 
 resolve and `DIR/tables/{full_name}.json` for getTable (404 for a name with no file), so
 a benchmark can measure the same bytes a catalog sent, minus all of the catalog's work.
 
+With `--front` the constant bodies come from the fronts' HTTP/1.1 server (shardcat/router/http1.py)
+instead of aiohttp.web: the ceiling of a front that answers a request itself.
+
 prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.
 It runs on uvloop, as `shardcat serve` does.
 """
@@ -28,6 +31,9 @@ from pathlib import Path
 
 import uvloop
 from aiohttp import web
+
+from shardcat.router import http1
+from shardcat.router.shard_client import Answer
 
 PREFIX = "/api/2.1/unity-catalog"
 
@@ -60,6 +66,26 @@ def make_app(get_size: int, list_size: int, resolve_size: int) -> web.Applicatio
     app.add_routes([web.get(f"{PREFIX}/tables/{{full_name}}", get_table), web.get(f"{PREFIX}/tables", list_tables),
                     web.post(f"{PREFIX}/resolve", resolve), web.get("/healthz", healthz)])
     return app
+
+
+def make_front_answer(get_size: int, list_size: int, resolve_size: int):
+    """The same constant answers as `make_app`'s, for the fronts' HTTP/1.1 server."""
+    answers = {"get": json_body(get_size), "list": json_body(list_size), "resolve": json_body(resolve_size)}
+    tables = f"{PREFIX}/tables"
+
+    async def answer(request: http1.Request) -> Answer:
+        path = request.path
+        if request.method == "GET" and path.startswith(tables + "/"):
+            body = answers["get"]
+        elif request.method == "GET" and path == tables:
+            body = answers["list"]
+        elif request.method == "POST" and path == f"{PREFIX}/resolve":
+            body = answers["resolve"]
+        else:
+            return http1.error_answer(404, "ENDPOINT_NOT_FOUND", "No such route on the bare server.")
+        return Answer(200, {"Content-Type": "application/json"}, body)
+
+    return answer
 
 
 def make_replay_app(recorded: Path) -> web.Application:
@@ -96,6 +122,18 @@ async def serve(app: web.Application, host: str, port: int) -> None:
     await runner.cleanup()
 
 
+async def serve_front(answer, host: str, port: int) -> None:
+    server = http1.Server(answer)
+    bound = await server.listen(host, port)
+    print(f"bare listening on http://{host}:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bare_server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -108,9 +146,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="bytes of the body for GET .../tables (default: --get-size)")
     parser.add_argument("--resolve-size", type=int, default=None,
                         help="bytes of the body for POST .../resolve (default: --get-size)")
+    parser.add_argument("--front", action="store_true",
+                        help="constant bodies from the fronts' HTTP/1.1 server instead of aiohttp.web")
     args = parser.parse_args(argv)
     if args.replay is None and args.get_size is None:
         parser.error("give --get-size (constant bodies) or --replay DIR (recorded ones)")
+    if args.front:
+        if args.replay is not None:
+            parser.error("--front answers constant bodies only")
+        uvloop.run(serve_front(make_front_answer(args.get_size, args.list_size or args.get_size,
+                                                 args.resolve_size or args.get_size), args.host, args.port))
+        return
     if args.replay is not None:
         app = make_replay_app(args.replay)
     else:

@@ -240,12 +240,14 @@ def start_shardcat(data_dir: Path, db_url: str, *extra: str, name: str = "shardc
     return Server(child, api, api[: -len(PREFIX)], token)
 
 
-def start_bare(logdir: Path, sizes: dict[str, int]) -> tuple[Child, str]:
-    """The bare aiohttp server answering constant bodies of the given sizes; returns (child, base url)."""
+def start_bare(logdir: Path, sizes: dict[str, int], *, front: bool = False) -> tuple[Child, str]:
+    """The bare aiohttp server answering constant bodies of the given sizes (with `front`, the
+    fronts' HTTP/1.1 server instead of aiohttp.web); returns (child, base url)."""
     flags = {"getTable": "--get-size", "listTables": "--list-size", "batch": "--resolve-size"}
-    argv = [sys.executable, "-m", "benchmarks.bare_server", "--port", "0",
+    argv = [sys.executable, "-m", "benchmarks.bare_server", "--port", "0", *(["--front"] if front else []),
             *[a for op, size in sizes.items() for a in (flags[op], str(size))]]
-    child, match = spawn(argv, logdir / "bare.log", r"bare listening on (http://\S+)", "bare server")
+    name = "bare-front" if front else "bare"
+    child, match = spawn(argv, logdir / f"{name}.log", r"bare listening on (http://\S+)", f"{name} server")
     return child, match.group(1)
 
 

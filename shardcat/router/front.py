@@ -1,5 +1,5 @@
 """The router's public HTTP/1.1 server: forwards a metastore's reads straight to its shard, and
-hands every other request to the full router app (router/forward.py) on a loopback port.
+hands every other request to the full router app (router/forward.py) on a private socket.
 
 Behind aiohttp's server the router reached 20.7% of the bare-server ceiling at 32 clients, and
 behind this front 34.9% (docs/benchmarks.md). It parses requests with httptools and, for the
@@ -13,8 +13,6 @@ error JSON. A read that failed on the fast path is safe to send again there.
 
 from __future__ import annotations
 
-import logging
-
 from aiohttp import web
 
 from ..auth import bearer
@@ -24,8 +22,6 @@ from . import http1
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from .middleware import Authenticator
 from .shard_client import Address, Answer, ShardClient
-
-log = logging.getLogger(__name__)
 
 # The shard's answer headers a fast-path answer carries.
 _RELAYED = ("content-type", "date", VERSION_HEADER.lower(), REQUEST_ID_HEADER.lower())

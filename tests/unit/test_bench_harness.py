@@ -1,9 +1,9 @@
-"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes
-and replayed answers, the running share."""
+"""The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes,
+replayed answers and front answers, the running share."""
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from benchmarks.bare_server import PREFIX, json_body, make_replay_app
+from benchmarks.bare_server import PREFIX, json_body, make_front_answer, make_replay_app
 from benchmarks import harness
 from benchmarks.harness import percentile, write_section
 
@@ -41,6 +41,18 @@ async def test_replay_answers_with_the_recorded_bytes(tmp_path):
             == b'{"items": []}'
         assert await (await client.get(f"{PREFIX}/tables/c.s.t1")).read() == b'{"name": "t1"}'
         assert (await client.get(f"{PREFIX}/tables/c.s.t2")).status == 404
+
+
+async def test_the_bare_front_answers_the_constant_bodies_by_route():
+    from shardcat.router.http1 import Request
+    answer = make_front_answer(100, 2000, 300)
+
+    def request(method, path):
+        return Request(method, path, {}, b"", False, True)
+    assert len((await answer(request("GET", f"{PREFIX}/tables/c.s.t"))).body) == 100
+    assert len((await answer(request("GET", f"{PREFIX}/tables?catalog_name=c"))).body) == 2000
+    assert len((await answer(request("POST", f"{PREFIX}/resolve"))).body) == 300
+    assert (await answer(request("GET", f"{PREFIX}/schemas"))).status == 404
 
 
 def test_running_share_counts_the_gaps_a_busy_thread_did_not_run(monkeypatch):
