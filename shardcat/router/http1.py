@@ -239,7 +239,10 @@ class _Connection(asyncio.Protocol):
         if not request.keep_alive:
             lines.append("Connection: close")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        self.transport.write(head if request.method == "HEAD" else head + answer.body)
+        if request.method == "HEAD" or not answer.body:
+            self.transport.write(head)
+        else:
+            self.transport.writelines((head, answer.body))     # not head + body: a listing's 236 KB copied again
 
     def _refuse(self, message: str) -> None:
         answer = error_answer(400, "MALFORMED_REQUEST", message)

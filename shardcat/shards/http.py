@@ -34,7 +34,7 @@ from .metastores import MetastoreService
 from .models import ModelService
 from .resolve import ResolveService
 from .search import search_routes
-from .service import CatalogService, encode_json, present, presented_json
+from .service import CatalogService, encode_json, presented_json
 from .shard import MetastoreState, Shard
 from .sharing import sharing_routes
 from .storage import storage_routes
@@ -139,10 +139,16 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
                       page_token: str | None) -> bytes:
     """A list's answer: a page of the children the caller may see, and the next page's token."""
     page, next_token = await catalogs.list_page(caller, type_name, parent, max_results, page_token)
-    out = {TYPES[type_name].list_key: [present(a, caller) for a in page]}
-    if next_token:
-        out["next_page_token"] = next_token
-    return encode_json(out)
+    head = b'{"' + TYPES[type_name].list_key.encode() + b'":['
+    tail = b'],"next_page_token":' + encode_json(next_token) + b"}" if next_token else b"]}"
+    if not page:
+        return head + tail
+    # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
+    # buffer, copying it again each time, and then copy the result).
+    items = [presented_json(a, caller) for a in page]
+    items[0] = head + items[0]
+    items[-1] = items[-1] + tail
+    return b",".join(items)
 
 
 class ShardApi:
