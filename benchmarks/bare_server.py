@@ -112,26 +112,24 @@ async def serve(app: web.Application, host: str, port: int) -> None:
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]
-    print(f"bare listening on http://{host}:{bound}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await listening_until_signalled(host, site._server.sockets[0].getsockname()[1])
     await runner.cleanup()
 
 
 async def serve_front(answer, host: str, port: int) -> None:
     server = http1.Server(answer)
-    bound = await server.listen(host, port)
-    print(f"bare listening on http://{host}:{bound}", flush=True)
+    await listening_until_signalled(host, await server.listen(host, port))
+    server.close()
+
+
+async def listening_until_signalled(host: str, port: int) -> None:
+    """Say where the server listens, then wait for SIGTERM or SIGINT."""
+    print(f"bare listening on http://{host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    server.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,9 +14,7 @@ catalog's own work.
 
 from __future__ import annotations
 
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -94,13 +92,7 @@ def report(run_info: dict) -> str:
 
 
 def main() -> None:
-    args = h.alternating_windows_parser(__doc__.splitlines()[0], rounds=3).parse_args()
-    h.on_sigterm_raise()
-    info, date = h.machine(), h.now_utc()
-    command = shlex.join(["python", "-m", "benchmarks.bench_front", *sys.argv[1:]])
-    run_info = {"date": date, "command": command, "machine": info, "seconds": args.seconds, "rounds": args.rounds,
-                **run(args)}
-    h.publish("bench_front", run_info, report, h.DOCS, HEADING, to_docs=not args.no_docs)
+    h.alternating_windows_main("bench_front", __doc__.splitlines()[0], 3, run, report, HEADING)
 
 
 if __name__ == "__main__":

@@ -681,6 +681,18 @@ def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def alternating_windows_main(name: str, description: str, rounds: int, run, markdown, heading: str) -> None:
+    """The whole of a benchmark of alternating windows that needs no database: parse its flags,
+    `run(args)`, and publish `markdown` of the result as `python -m benchmarks.NAME`'s section."""
+    args = alternating_windows_parser(description, rounds=rounds).parse_args()
+    on_sigterm_raise()
+    info, date = machine(), now_utc()
+    command = shlex.join(["python", "-m", f"benchmarks.{name}", *sys.argv[1:]])
+    run_info = {"date": date, "command": command, "machine": info, "seconds": args.seconds, "rounds": args.rounds,
+                **run(args)}
+    publish(name, run_info, markdown, DOCS, heading, to_docs=not args.no_docs)
+
+
 def publish(name: str, run: dict, markdown, out: Path, heading: str, *, to_docs: bool) -> None:
     """Keep the raw numbers, print the Markdown section, and (unless `to_docs` is off) write it into `out`."""
     run["raw_file"] = save_raw(name, run).name
