@@ -143,6 +143,10 @@ async def test_failures_and_unusual_requests_go_to_the_app(server, tws):
         if code:
             assert json.loads(body)["error_code"] == code, (path, body)
         assert after["fast"] == before["fast"] and after["through_app"] == before["through_app"] + 1, path
+        # tried on the front first: those it could parse, with a caller, whose work failed
+        tried = path in ("/tables/c.s.nope", "/tables?catalog_name=c&schema_name=s&max_results=x", "/resolve") \
+            or status == 403
+        assert after["tried_first"] - before["tried_first"] == tried, path
         if status != 401:
             # Recorded once, by the app: the front records only what it answers.
             assert len(await events(tws, request_id=answer_headers[REQUEST_ID_HEADER])) == 1, path
@@ -178,8 +182,13 @@ async def test_a_shard_actor_answers_behind_its_front_as_the_router_does(cluster
     status, routing = await ws.call("GET", "/shardcat/routing")
     shard = URL(routing["my_shard"])
     assert shard.port != URL(cluster.url).port
+    actor = cluster.cluster.routing.shards[routing["metastores"][ws.metastore_id]].actor
+    before = (await actor.stats.remote())["front"]
     for path in ("/catalogs/c", "/catalogs", "/catalogs/nope"):
         via_router = await get(ws, ws.api + path)
         direct = await get(ws, str(shard) + PREFIX + path)
         assert direct[0] == via_router[0] and json.loads(direct[2]) == json.loads(via_router[2]), path
         assert direct[1].get(VERSION_HEADER) == via_router[1].get(VERSION_HEADER), (path, direct[1], via_router[1])
+    after = (await actor.stats.remote())["front"]
+    # Both ways reached the shard's front: two reads answered there twice each, the missing one by the app.
+    assert after["fast"] - before["fast"] == 4 and after["through_app"] - before["through_app"] == 2
