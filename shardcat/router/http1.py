@@ -2,7 +2,7 @@
 they arrive, each handed to an `answer` coroutine, answers written in order per connection.
 
 It builds no request or response objects beyond two small records, which is why a front answers
-a request in a fraction of what aiohttp.web's server takes (docs/benchmarks.md). Whatever a front
+a request in a fraction of what aiohttp.web's server takes (bench_front, docs/benchmarks.md). Whatever a front
 does not answer itself it relays (`relay`) to the aiohttp app behind it on a private address.
 """
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import os
+import secrets
 import socket
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-import os
-import secrets
-import sys
+from email.utils import formatdate
 from typing import Awaitable, Callable, Protocol
 
 import httptools
@@ -84,7 +85,7 @@ def http_date() -> str:
     global _date
     now = int(time.time())
     if _date[0] != now:
-        _date = (now, time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now)))
+        _date = (now, formatdate(now, usegmt=True))     # English names whatever the locale
     return _date[1]
 
 
@@ -281,7 +282,7 @@ async def serve_behind(app: web.Application, make_front: Callable[[Address], Fro
     (host, port) and, if named, on a Unix socket too; port 0 picks a free one."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    if sys.platform == "linux":     # abstract (leading NUL): private to this host, no file left behind
+    if sys.platform == "linux":     # abstract (leading NUL): this host only, no file left behind
         private = f"\0shardcat-app-{os.getpid()}-{secrets.token_hex(4)}"
         await web.UnixSite(runner, private).start()
         address = Address("127.0.0.1", 0, private)
