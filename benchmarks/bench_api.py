@@ -65,7 +65,7 @@ def markdown(run: dict) -> str:
         SECTION, "", *h.quick_banner(run["quick"]),
         f"- **Reproduce:** `{run['command']}` (about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
-        "- **Server:** `shardcat serve` with one in-process shard (no Ray), cache on, embedded PostgreSQL.",
+        "- **Server:** `shardcat serve` with one in-process shard (no Ray; its front and, behind it, the shard app), cache on, embedded PostgreSQL.",
         f"- **Data:** one schema of {run['tables']:,} tables of {len(h.COLUMNS)} columns, created through the API. "
         f"getTable asks for a random one ({run['sizes']['getTable']:,} B answer); listTables for the first page "
         f"of `max_results={h.LIST_PAGE}` ({run['sizes']['listTables']:,} B).",

@@ -325,7 +325,7 @@ def markdown(run: dict) -> str:
         f"(about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
         "- **Server:** `shardcat serve --shards 1`: the router process (its front and, behind it, the router app) "
-        "and one shard actor on a local Ray, one "
+        "and one shard actor (its front and, behind it, the shard app) on a local Ray, one "
         "embedded PostgreSQL; `--no-cache` for the cache-off rows (every read from PostgreSQL: a getTable "
         "reads its caller, the workspace's metastore, then the table; the router still keeps its callers). *router*: "
         "requests to the serve URL; *direct*: the same requests to the owner shard's URL, taken from "
