@@ -51,26 +51,12 @@ async def aiohttp_loop(reqs: list[h.Request], seconds: float) -> int:
 
 
 async def shard_client_loop(reqs: list[h.Request], seconds: float) -> int:
-    counters = {"ok": 0, "errors": 0}
-    await h.closed_loop(reqs, {}, CONCURRENCY, seconds, counters, seed=1)
-    if counters["errors"]:
-        raise RuntimeError(f"{counters['errors']} requests failed against the bare server")
-    return counters["ok"]
+    return await h.answered_in(reqs, CONCURRENCY, seconds)
 
 
 def window(kind: str, runner, reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
     loop = aiohttp_loop if kind == "aiohttp" else shard_client_loop
-
-    async def measured() -> dict:
-        await loop(reqs, warmup)
-        own, server = h.own_cpu(), h.tree_cpu([server_pid])
-        started = time.perf_counter()
-        answered = await loop(reqs, seconds)
-        wall = time.perf_counter() - started
-        return {"req_per_s": answered / wall, "client_us": (h.own_cpu() - own) / answered * 1e6,
-                "server_us": h.cpu_used(server, h.tree_cpu([server_pid])) / answered * 1e6}
-
-    return runner(measured())
+    return runner(h.cpu_window(loop, reqs, seconds, warmup, server_pid))
 
 
 def run(args) -> dict:

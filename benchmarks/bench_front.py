@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import uvloop
@@ -29,21 +28,12 @@ SIZES = {"getTable": 2_400, "listTables": 236_000}      # about what shardcat an
 SERVERS = {"aiohttp.web (the bare ceiling)": False, "the fronts' server (router/http1.py)": True}
 
 
-def window(reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
-    async def measured() -> dict:
-        await h.closed_loop(reqs, {}, CONCURRENCY, warmup, {"ok": 0, "errors": 0}, seed=1)
-        counters = {"ok": 0, "errors": 0}
-        own, server = h.own_cpu(), h.tree_cpu([server_pid])
-        started = time.perf_counter()
-        await h.closed_loop(reqs, {}, CONCURRENCY, seconds, counters, seed=1)
-        wall = time.perf_counter() - started
-        if counters["errors"] or not counters["ok"]:
-            raise RuntimeError(f"{counters['errors']} of {counters['ok'] + counters['errors']} requests failed")
-        answered = counters["ok"]
-        return {"req_per_s": answered / wall, "client_us": (h.own_cpu() - own) / answered * 1e6,
-                "server_us": h.cpu_used(server, h.tree_cpu([server_pid])) / answered * 1e6}
+async def load(reqs: list[h.Request], seconds: float) -> int:
+    return await h.answered_in(reqs, CONCURRENCY, seconds)
 
-    return uvloop.run(measured())
+
+def window(reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
+    return uvloop.run(h.cpu_window(load, reqs, seconds, warmup, server_pid))
 
 
 def run(args) -> dict:

@@ -572,6 +572,27 @@ async def closed_loop(reqs: list[Request], headers: dict[str, str], concurrency:
     return latencies, samples, time.perf_counter() - start
 
 
+async def answered_in(reqs: list[Request], concurrency: int, seconds: float) -> int:
+    """The 200s of `closed_loop` in `seconds`, with no headers; any error fails the run."""
+    counters = {"ok": 0, "errors": 0}
+    await closed_loop(reqs, {}, concurrency, seconds, counters, seed=1)
+    if counters["errors"] or not counters["ok"]:
+        raise RuntimeError(f"{counters['errors']} of {counters['ok'] + counters['errors']} requests failed")
+    return counters["ok"]
+
+
+async def cpu_window(load, reqs: list[Request], seconds: float, warmup: float, server_pid: int) -> dict:
+    """A warm-up, then one window of `load(reqs, seconds)` (it returns the requests answered):
+    req/s, and CPU µs per request of this process (the client) and of the server."""
+    await load(reqs, warmup)
+    own, server = own_cpu(), tree_cpu([server_pid])
+    started = time.perf_counter()
+    answered = await load(reqs, seconds)
+    wall = time.perf_counter() - started
+    return {"req_per_s": answered / wall, "client_us": (own_cpu() - own) / answered * 1e6,
+            "server_us": cpu_used(server, tree_cpu([server_pid])) / answered * 1e6}
+
+
 LOAD_TEXT = ("closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
              "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
              "servers more of the shared cores than aiohttp's client did)")

@@ -22,9 +22,8 @@ from ..governance import audit
 from ..router import http1
 from ..router.shard_client import Address, Answer, ShardClient
 from ..store.db import bigint_text
-from .http import (CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, json_object, listed_json,
+from .http import (CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, listed_json, resolved_json,
                    served_version)
-from .service import encode_json
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 # path segment -> (type, the item's path parameter, the list's parent query parameters)
@@ -93,7 +92,7 @@ class ShardFront:
         if request.method == "POST":
             if segment != "resolve" or slash or query or request.too_large:
                 return None
-            return f"{PREFIX}/resolve", {}, lambda caller: self._resolve(caller, request.body)
+            return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
         read = _READS.get(segment)
         if request.method != "GET" or read is None or (slash and not name) or name in (".", "..") \
                 or any(c in name for c in "/{}"):
@@ -123,9 +122,6 @@ class ShardFront:
             return caller
         version = bigint_text(min_version)
         return caller.reading_at_least(version) if version is not None else None
-
-    async def _resolve(self, caller: Caller, body: bytes) -> bytes:
-        return encode_json(await self.resolver.resolve(caller, json_object(body)))
 
 
 def _query(query: str) -> dict[str, str]:

@@ -151,6 +151,11 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
     return b",".join(items)
 
 
+async def resolved_json(resolver: ResolveService, caller, raw: bytes) -> bytes:
+    """A batched resolve's answer to the request body `raw`."""
+    return encode_json(await resolver.resolve(caller, json_object(raw)))
+
+
 class ShardApi:
     """Routes for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
 
@@ -350,7 +355,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
 
     async def resolve(request):
         annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
-        return ok(await resolver.resolve(request["caller"], await json_body(request)))
+        return ok_json(await resolved_json(resolver, request["caller"], await request.read()))
 
     async def resolve_stats(request):
         return ok(resolver.stats_of(request["caller"]))
