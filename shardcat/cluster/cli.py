@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 from pathlib import Path
 
 import uvloop
@@ -21,9 +20,6 @@ def main(argv: list[str] | None = None) -> int:
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.event_loop == "asyncio":
-        # Ray gives its async actors (the shards) uvloop whenever it is installed, unless told not to;
-        # a local Ray's workers inherit this process's environment.
-        os.environ["RAY_USE_UVLOOP"] = "0"
         asyncio.run(serve_forever(serve_config(args)))
     else:
         uvloop.run(serve_forever(serve_config(args)))
@@ -46,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
     serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound per metastore, in MiB")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
-                       help="the event loop of the server and of a local Ray's shards: uvloop (default) or "
+                       help="the event loop of the server and of its shard actors: uvloop (default) or "
                             "asyncio's own, for comparison")
     serve.add_argument("--log-level", default="INFO")
     add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
@@ -56,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
                        shards=args.shards, ray_address=args.ray_address,
-                       cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20))
+                       cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
+                       event_loop=args.event_loop)
 
 
 if __name__ == "__main__":

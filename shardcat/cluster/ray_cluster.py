@@ -126,10 +126,11 @@ def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
 
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
-                 cache: CacheConfig = CacheConfig()):
+                 cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop"):
         self.routing = routing
         self.db_url = db_url
         self.ray_address = ray_address
+        self.event_loop = event_loop
         self.cache = cache
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
@@ -148,7 +149,12 @@ class RayCluster:
         self._supervisor = asyncio.create_task(self._supervise())
 
     async def add_shard(self, name: str) -> ShardHandle:
-        actor = ShardActor.options(name=f"shardcat-{name}-{time.time_ns()}").remote(name, self.db_url, self.cache)
+        options = {"name": f"shardcat-{name}-{time.time_ns()}"}
+        if self.event_loop == "asyncio":
+            # Ray gives async actors uvloop unless their own environment says otherwise; the workers
+            # of a joined cluster do not inherit this process's.
+            options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
+        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache)
         # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
         url, local_socket = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
         handle = ShardHandle(name, url, actor, local_socket=local_socket)

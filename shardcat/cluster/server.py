@@ -34,6 +34,7 @@ class ServeConfig:
     shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
     cache: CacheConfig = field(default_factory=CacheConfig)
+    event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
 
 
 @dataclass
@@ -62,7 +63,8 @@ async def start(config: ServeConfig) -> Running:
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)
     if config.shards:
-        cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache)
+        cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
+                             event_loop=config.event_loop)
         await cluster.start(config.shards)
         front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 
@@ -12,7 +13,8 @@ import ray
 from yarl import URL
 
 from shardcat.client.direct import DirectClient
-from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL
+from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL, RayCluster
+from shardcat.router.routing import RoutingTable
 from shardcat.router.shard_client import ShardClient
 from shardcat.shards.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
@@ -180,6 +182,19 @@ async def test_a_shard_with_the_cache_off_reads_the_database_every_time(cluster,
         assert (await actor.stats.remote())["cache"] == {}          # no metastore cache was built
     finally:
         ray.kill(actor, no_restart=True)
+
+
+async def test_shards_run_the_event_loop_asked_for_whatever_the_workers_inherit(cluster, pg_url):
+    """`--event-loop asyncio` reaches a shard actor through its own environment: the workers of a
+    joined cluster do not inherit this process's (the session's Ray workers get uvloop)."""
+    assert "RAY_USE_UVLOOP" not in os.environ
+    some_shard = next(iter(cluster.cluster.routing.shards.values()))
+    assert (await some_shard.actor.stats.remote())["event_loop"] == "uvloop"
+    handle = await RayCluster(RoutingTable(cluster.store), pg_url, event_loop="asyncio").add_shard("on-asyncio")
+    try:
+        assert (await handle.actor.stats.remote())["event_loop"] == "asyncio"
+    finally:
+        ray.kill(handle.actor, no_restart=True)
 
 
 async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster, cws):

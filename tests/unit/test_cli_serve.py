@@ -25,9 +25,8 @@ def test_cache_and_cluster_flags():
 
 
 def test_the_event_loop_is_uvloop_unless_asked_for_asyncio():
-    parser = build_parser()
-    assert parser.parse_args(["serve"]).event_loop == "uvloop"
-    assert parser.parse_args(["serve", "--event-loop", "asyncio"]).event_loop == "asyncio"
+    assert config().event_loop == "uvloop"
+    assert config("--event-loop", "asyncio").event_loop == "asyncio"      # the shard actors' too
 
 
 def test_the_ray_config_readme_command_parses():
