@@ -32,7 +32,6 @@ import json
 import shlex
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from yarl import URL
@@ -85,46 +84,6 @@ async def measure_server(server: h.Server, cache: str, args, cfg, progress, pg_p
 
 # ---- 4: a metastore of 100,000 tables ---------------------------------------------------------------
 
-async def bulk_insert_tables(db: str, count: int) -> tuple[str, float]:
-    """Copy the template table `big.s.t000000` into `count` tables (t000000 kept) in one metastore
-    write: bump the version, insert the rows, log the change, as Store.write does. Returns
-    (metastore id, seconds)."""
-    import asyncpg
-    start = time.perf_counter()
-    conn = await asyncpg.connect(db, timeout=30)
-    try:
-        # binary jsonb (version byte 1, then the text) so that COPY can carry it
-        await conn.set_type_codec("jsonb", schema="pg_catalog", format="binary",
-                                  encoder=lambda v: b"\x01" + json.dumps(v).encode(),
-                                  decoder=lambda b: json.loads(b[1:]))
-        t = await conn.fetchrow("SELECT * FROM assets WHERE type = 'table' AND full_name = $1",
-                                f"{BIG_CATALOG}.{BIG_SCHEMA}.{h.table_name(0)}")
-        ms, old_path = t["metastore_id"], t["storage_path"]
-        async with conn.transaction():
-            version = await conn.fetchval("UPDATE metastores SET version = version + 1 WHERE id = $1 "
-                                          "RETURNING version", ms)
-            rows, ids = [], []
-            for i in range(1, count):
-                new_id = uuid.uuid4()
-                path = old_path.replace(str(t["id"]), str(new_id)) if str(t["id"]) in old_path \
-                    else f"{old_path.rstrip('/')}-{i}"
-                info = {k: (path if v == old_path else v) for k, v in t["info"].items()}
-                info["comment"] = f"benchmark table number {i}"
-                name = h.table_name(i)
-                rows.append((new_id, ms, "table", "table", t["parent_id"], name,
-                             f"{BIG_CATALOG}.{BIG_SCHEMA}.{name}", path, info, version))
-                ids.append(new_id)
-            await conn.copy_records_to_table(
-                "assets", records=rows, columns=["id", "metastore_id", "type", "namespace", "parent_id", "name",
-                                                 "full_name", "storage_path", "info", "written_at"])
-            await conn.execute("INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5)",
-                               ms, version, ids, [t["parent_id"]], int(time.time() * 1000))
-        await conn.execute("ANALYZE assets")
-    finally:
-        await conn.close()
-    return str(ms), time.perf_counter() - start
-
-
 async def cache_accounting(db: str, metastore_id: str) -> dict:
     """Fill a MetastoreCache in this process with every table of the big metastore, as a shard's
     lookups would: its own byte accounting, and the Python heap it really takes (tracemalloc)."""
@@ -161,7 +120,7 @@ async def big_metastore(args, tmp: Path, pg: h.Postgres) -> dict:
     seeder = h.start_shardcat(tmp / "big", db, name="big-seed")
     await h.seed_tables(seeder.api, seeder.token, BIG_CATALOG, BIG_SCHEMA, 1)
     h.stop(seeder.child)
-    metastore_id, out["insert_s"] = await bulk_insert_tables(db, n)
+    metastore_id, out["insert_s"] = await h.bulk_insert_tables(db, BIG_CATALOG, BIG_SCHEMA, n)
     h.log(f"  inserted in {out['insert_s']:.1f} s")
 
     get_path = f"{h.PREFIX}/tables/{BIG_CATALOG}.{BIG_SCHEMA}.{h.table_name(n // 2)}"

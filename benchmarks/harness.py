@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -270,6 +271,47 @@ COLUMNS = [
     {"name": "payload", "type_name": "STRING", "comment": "raw JSON of the event"},
     {"name": "event_date", "type_name": "DATE", "partition_index": 0},
 ]
+
+
+async def bulk_insert_tables(db: str, catalog: str, schema: str, count: int) -> tuple[str, float]:
+    """Copy the template table `{catalog}.{schema}.t000000` (made through the API) into `count`
+    tables (t000000 kept), each commented "benchmark table number {i}", in one metastore write:
+    bump the version, insert the rows, log the change, as Store.write does. Returns (metastore
+    id, seconds)."""
+    import asyncpg
+    start = time.perf_counter()
+    conn = await asyncpg.connect(db, timeout=30)
+    try:
+        # binary jsonb (version byte 1, then the text) so that COPY can carry it
+        await conn.set_type_codec("jsonb", schema="pg_catalog", format="binary",
+                                  encoder=lambda v: b"\x01" + json.dumps(v).encode(),
+                                  decoder=lambda b: json.loads(b[1:]))
+        t = await conn.fetchrow("SELECT * FROM assets WHERE type = 'table' AND full_name = $1",
+                                f"{catalog}.{schema}.{table_name(0)}")
+        ms, old_path = t["metastore_id"], t["storage_path"]
+        async with conn.transaction():
+            version = await conn.fetchval("UPDATE metastores SET version = version + 1 WHERE id = $1 "
+                                          "RETURNING version", ms)
+            rows, ids = [], []
+            for i in range(1, count):
+                new_id = uuid.uuid4()
+                path = old_path.replace(str(t["id"]), str(new_id)) if str(t["id"]) in old_path \
+                    else f"{old_path.rstrip('/')}-{i}"
+                info = {k: (path if v == old_path else v) for k, v in t["info"].items()}
+                info["comment"] = f"benchmark table number {i}"
+                name = table_name(i)
+                rows.append((new_id, ms, "table", "table", t["parent_id"], name,
+                             f"{catalog}.{schema}.{name}", path, info, version))
+                ids.append(new_id)
+            await conn.copy_records_to_table(
+                "assets", records=rows, columns=["id", "metastore_id", "type", "namespace", "parent_id", "name",
+                                                 "full_name", "storage_path", "info", "written_at"])
+            await conn.execute("INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5)",
+                               ms, version, ids, [t["parent_id"]], int(time.time() * 1000))
+        await conn.execute("ANALYZE assets")
+    finally:
+        await conn.close()
+    return str(ms), time.perf_counter() - start
 
 
 def table_name(i: int) -> str:

@@ -4,8 +4,9 @@
 whose full name or comment holds every word of the query (case-insensitive), that the caller
 may see (the same rule as listing them), best first: the name equal to the first word, then
 names starting with it, then names holding it, then the rest; ties in full-name order. Read
-from PostgreSQL at one metastore version (a search is rare next to reads: it scans the
-metastore's assets rather than keeping an index in every shard). A page can come back short
+from PostgreSQL at one metastore version (a search is rare next to reads: no shard keeps an
+index for it), where a trigram index finds the assets holding a rare word without reading the
+metastore's others (migration 0009; docs/benchmarks.md, *Search*). A page can come back short
 when the caller may not see some matches; its `next_page_token` still moves on.
 """
 

@@ -7,7 +7,10 @@ import base64
 import json
 import uuid
 
+import asyncpg
 from governance_users import grant, user
+
+from shardcat.store.db import search_query
 
 COLS = [{"name": "id", "type_name": "LONG"}]
 
@@ -108,3 +111,27 @@ async def test_bad_input_is_a_clear_400(ws):
         status, body = await ws.call("GET", "/shardcat/search", params=params)
         assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (params, body)
         assert culprit in body["message"], (params, body)
+
+
+async def test_a_selective_search_reads_the_trigram_index(ws, pg_url):
+    """Search's conditions are on the expression migration 0009 indexes: among 20,000 tables (added
+    in a transaction rolled back after), PostgreSQL finds a rare word through that index."""
+    await _world(ws)
+    conn = await asyncpg.connect(pg_url)
+    rolled_back = conn.transaction()
+    await rolled_back.start()
+    try:
+        await conn.execute(
+            """INSERT INTO assets (id, metastore_id, type, namespace, parent_id, name, full_name, info, written_at)
+               SELECT gen_random_uuid(), metastore_id, type, namespace, parent_id, name || g,
+                      full_name || g, jsonb_build_object('comment', 'filler number ' || g), written_at
+               FROM assets, generate_series(1, 20000) g WHERE metastore_id = $1 AND full_name = 'sales.core.orders'""",
+            uuid.UUID(ws.metastore_id))
+        await conn.execute("ANALYZE assets")
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT JSON) " + search_query(2), uuid.UUID(ws.metastore_id), ["table"], "daily",
+            "daily%", "%daily%", -1, "", uuid.UUID(int=0), 10, "%daily%", "%shop%")
+    finally:
+        await rolled_back.rollback()
+        await conn.close()
+    assert '"Index Name": "assets_search"' in plan, plan
