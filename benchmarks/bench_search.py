@@ -6,7 +6,7 @@ One embedded PostgreSQL, one `shardcat serve` (its in-process shard). A schema o
 first through the API, the rest bulk-inserted in one metastore write), each commented "benchmark
 table number {i}". `GET /shardcat/search` for a few queries, each R times in a row from one
 client: first with the index migration 0009 built, then, in the same database, with it dropped
-(the plan every search had before: read all of the metastore's assets). The index is built again
+(a sequential scan, as every search was before it). The index is built again
 at the end and its build time reported. Writes its section of docs/benchmarks.md and the raw
 numbers under benchmarks/out/.
 """
@@ -89,8 +89,8 @@ def markdown(run: dict) -> str:
              "{i}\" (bulk-inserted in one metastore write), on an in-process shard (`shardcat serve`).",
              f"- **Method:** `GET /shardcat/search?query=...&max_results=100`, {run['repeat']} times in a row per "
              "query from one client after two warm-ups; *index*: as migrated (migration 0009, a GIN trigram index "
-             "on full name and comment); *scan*: the same database with that index dropped, the plan every search "
-             f"had before it. Rebuilding the index took {run['build_s']:.1f} s; it takes "
+             "on full name and comment); *scan*: the same database with that index dropped: a sequential scan, as "
+             f"every search was before it. Rebuilding the index took {run['build_s']:.1f} s; it takes "
              f"{run['index_bytes'] / 2**20:.1f} MiB.",
              "",
              "| query | what it finds | results | index p50 / max ms | scan p50 / max ms | scan / index (p50) |",
