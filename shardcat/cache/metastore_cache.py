@@ -542,17 +542,23 @@ class MetastoreCache:
                 hist.listings.discard(key)
 
     def _evict(self, asset_id: str) -> bool:
-        """Forget an asset entirely: all its states, its name entries, the listings it is in."""
-        hist = self._ids.pop(asset_id, None)
+        """Forget an asset entirely: all its states, its name entries, and the listings it is a child
+        of in its newest state (a listing it had left before then still answers from then on)."""
+        hist = self._ids.get(asset_id)
         if hist is None:
             return False
+        newest = hist.newest
+        for key in list(hist.listings):
+            if newest.value is not None and (newest.value.parent_id, newest.value.namespace) == key:
+                self._drop_listing(key)
+            else:
+                self._leave(key, asset_id, floor=newest.at)
+        del self._ids[asset_id]
         del self._lru[asset_id]
         self._bytes -= hist.size
         self._versions -= len(hist.entries)
         for key in hist.names:
             self._forget_name(key, asset_id)
-        for key in list(hist.listings):
-            self._drop_listing(key)
         return True
 
     def _shrink(self) -> None:

@@ -188,7 +188,7 @@ async def test_shards_run_the_event_loop_asked_for_whatever_the_workers_inherit(
     """`--event-loop asyncio` reaches a shard actor through its own environment: the workers of a
     joined cluster do not inherit this process's (the session's Ray workers get uvloop)."""
     assert "RAY_USE_UVLOOP" not in os.environ
-    some_shard = next(iter(cluster.cluster.routing.shards.values()))
+    some_shard = next(h for h in cluster.cluster.routing.shards.values() if h.alive)
     assert (await some_shard.actor.stats.remote())["event_loop"] == "uvloop"
     handle = await RayCluster(RoutingTable(cluster.store), pg_url, event_loop="asyncio").add_shard("on-asyncio")
     try:

@@ -380,6 +380,20 @@ def test_moving_between_parents_updates_both_listings(cache):
     assert cache.children("s2", "table", 11) == [moved]
 
 
+
+def test_a_listing_a_member_left_outlives_that_members_eviction(cache):
+    """Found by the model test: a foreign write to a table that had moved out of s1 dropped s1's
+    listing with it; the listing still answers from the move on."""
+    a, b = mk("a", "c.s.a", 7), mk("b", "c.s.b", 7)
+    cache.fill_children("s1", "table", [a, b], 10)
+    cache.apply_write(11, [mk("a", "c.s2.a", 11, parent="s2")], [])      # a moves to s2
+    cache.advance(13, ["a"], touched_parents=["s2"])                     # then changes elsewhere
+    assert cache.get("a", 13) is MISS
+    assert cache.children("s1", "table", 13) == [b]
+    assert cache.children("s1", "table", 11) == [b]
+    assert cache.children("s1", "table", 10) is MISS     # a was a child then: its state is gone
+    cache._audit()
+
 # ---- TTL cache --------------------------------------------------------------
 
 def test_ttl_cache_expires_and_invalidates():
