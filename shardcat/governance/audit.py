@@ -29,7 +29,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from aiohttp import web
@@ -68,7 +68,11 @@ class AuditLog:
         """Queue one event; never blocks, never raises. A full buffer drops it (counted)."""
         self.submit_row(tuple([_storable(event.get(c)) for c in _COLUMNS]))
 
-    def submit_rows(self, rows: list[tuple]) -> None:
+    def submit_row(self, row: tuple) -> None:
+        """Queue one event as a row of storable values in `_COLUMNS` order (`submit_rows`)."""
+        self.submit_rows((row,))
+
+    def submit_rows(self, rows: Sequence[tuple]) -> None:
         """Queue events as rows of storable values in `_COLUMNS` order; what does not fit is dropped."""
         room = self.max_pending - len(self.pending)
         if len(rows) > room:
@@ -77,17 +81,6 @@ class AuditLog:
         self.pending.extend(rows)
         self.stats["recorded"] += len(rows)
         if len(self.pending) >= self.batch:
-            self._wake.set()
-
-    def submit_row(self, row: tuple) -> None:
-        """`submit_rows` of one row, the common case (a request's own row), without the list."""
-        pending = self.pending
-        if len(pending) >= self.max_pending:
-            self.stats["dropped"] += 1
-            return
-        pending.append(row)
-        self.stats["recorded"] += 1
-        if len(pending) >= self.batch:
             self._wake.set()
 
     @property
