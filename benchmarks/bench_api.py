@@ -69,7 +69,7 @@ def markdown(run: dict) -> str:
         f"- **Data:** one schema of {run['tables']:,} tables of {len(h.COLUMNS)} columns, created through the API. "
         f"getTable asks for a random one ({run['sizes']['getTable']:,} B answer); listTables for the first page "
         f"of `max_results={h.LIST_PAGE}` ({run['sizes']['listTables']:,} B).",
-        f"- **Load:** {h.LOAD_TEXT}, "
+        f"- **Load:** {h.LOAD_TEXT['python']}, "
         f"{run['warmup_s']:g} s warm-up then {run['duration_s']:g} s measured per row; latency from sending a "
         "request to having read its whole body.",
         "- **Ceiling:** `benchmarks/bare_server.py`, a bare aiohttp server answering constant bodies of the same "

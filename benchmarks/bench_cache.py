@@ -8,7 +8,8 @@ One run, on this machine, one embedded PostgreSQL for all of it:
    one schema of 1,000 tables created through the API. getTable (a random table), listTables
    (a page of 100) and a batch resolve of 50 random names, at 1, 8, 32 and 128 closed-loop
    clients, through the router and straight to the owner shard (its URL from
-   GET /shardcat/routing, the way a client library routes itself).
+   GET /shardcat/routing, the way a client library routes itself). The load comes from wrk
+   (Debian's package; `--client python`: the harness's own asyncio client instead).
 2. The same server restarted with `--no-cache` on the same database: the same rows. The shard
    then reads every request's caller from PostgreSQL too (since 9f598b0; it kept them 5 s before).
 3. The bare aiohttp server (benchmarks/bare_server.py) with constant answers of the same sizes,
@@ -207,7 +208,7 @@ async def big_metastore(args, tmp: Path, pg: h.Postgres) -> dict:
 async def run(args, tmp: Path, pg: h.Postgres) -> dict:
     db = await pg.database("bench_cache")
     pg_pids = [pg.pid] if pg.pid else []
-    cfg = h.LoadConfig(args.warmup, args.duration, args.quiet_wait)
+    cfg = h.LoadConfig(args.warmup, args.duration, args.quiet_wait, args.client)
     rows = len(OPS) * len(args.concurrency) * len(VARIANTS)
     progress = h.Progress(rows, args.warmup + args.duration + 0.5)
     h.log(f"== {rows} rows of {args.warmup:g} + {args.duration:g} s, then the {args.big_tables:,}-table metastore")
@@ -260,11 +261,23 @@ def targets(results: list[h.Result]) -> list[tuple[str, str, bool | None]]:
                         f"≥ {'half' if share == 0.5 else 'a quarter'} of the bare ceiling",
                         f"{r.rps / bare.rps:.1%} ({r.rps:,.0f} vs {bare.rps:,.0f} req/s)", r.rps >= share * bare.rps))
     for variant in ("cache on, router", "cache on, direct"):
-        for op in OPS:
-            r = get(variant, op)
-            if r and r.p99_ms is not None:
-                out.append((f"p99 < 10 ms at 32 clients: {op}, {variant}", f"{h.fmt_ms(r.p99_ms)} ms", r.p99_ms < 10))
+        r = get(variant)
+        if r and r.p99_ms is not None:
+            out.append((f"p99 < 10 ms at 32 clients: getTable, {variant}", f"{h.fmt_ms(r.p99_ms)} ms", r.p99_ms < 10))
     return out
+
+
+def other_p99s(results: list[h.Result]) -> str:
+    """The p99 at 32 clients, cache on, of the operations the targets do not name."""
+    at = {(r.label["variant"], r.label["operation"], r.concurrency): r for r in results}
+    parts = []
+    for op in OPS[1:]:
+        router, direct = at.get(("cache on, router", op, 32)), at.get(("cache on, direct", op, 32))
+        if router and direct:
+            parts.append(f"{op} {h.fmt_ms(router.p99_ms)} ms through the router and {h.fmt_ms(direct.p99_ms)} ms "
+                         f"straight to the shard ({direct.rps:,.0f} req/s, {direct.server_cpu / direct.rps * 1e6:,.0f} "
+                         "µs of server CPU each)")
+    return "; ".join(parts)
 
 
 def _outcome(status) -> str:
@@ -280,7 +293,8 @@ def markdown(run: dict) -> str:
     sizes = run["sizes"]
     lines = [
         SECTION, "", *h.quick_banner(run["quick"]),
-        f"- **Reproduce:** `pip install -e \".[bench]\"` (matplotlib), then `{run['command']}` "
+        "- **Reproduce:** `pip install -e \".[bench]\"` (matplotlib)"
+        + (" and `apt-get install wrk`" if run["client"] == "wrk" else "") + f", then `{run['command']}` "
         f"(about {run['wall_minutes']:.1f} min); run on {run['date']}.",
         f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
         "- **Server:** `shardcat serve --shards 1`: the router process (its front and, behind it, the router app) "
@@ -293,7 +307,7 @@ def markdown(run: dict) -> str:
         f"getTable: a random table ({sizes['getTable']:,} B answer); listTables: first page of "
         f"`max_results={h.LIST_PAGE}` ({sizes['listTables']:,} B); batch: `POST /resolve` of {h.BATCH} random "
         f"table names ({sizes['batch']:,} B).",
-        f"- **Load:** {h.LOAD_TEXT}; "
+        f"- **Load:** {h.LOAD_TEXT[run['client']]}; "
         f"{run['warmup_s']:g} s warm-up then {run['duration_s']:g} s measured per row; latency from sending a request "
         "to having read its whole body. **Ceiling** (*bare*): `benchmarks/bare_server.py` answering constant "
         "bodies of the same sizes on the same URLs, measured the same way in the same run. All servers run on "
@@ -319,6 +333,9 @@ def markdown(run: dict) -> str:
               "| target | measured | met |", "| --- | --- | --- |"]
     for what, measured, met in targets(results):
         lines.append(f"| {what} | {measured} | {'yes' if met else '**no**'} |")
+    lines += ["", "The targets are the issue's, and they name cached getTable. The other operations' p99 at 32 "
+              f"clients, cache on: {other_p99s(results)}. Those answers are 100 or 50 tables long, and 32 clients "
+              "queue for one shard process."]
     per = lambda a, b: (rss[b] - rss[a]) / n   # noqa: E731
     lines += [
         "", f"### A metastore of {n:,} tables", "",
@@ -401,6 +418,8 @@ def parse_args(argv):
     p.add_argument("--no-docs", action="store_true", help="print the section, write neither it nor the plot")
     p.add_argument("--duration", type=float, help="seconds measured per row (default 7, quick 2)")
     p.add_argument("--warmup", type=float, help="seconds of warm-up per row (default 2, quick 0.5)")
+    p.add_argument("--client", choices=sorted(h.LOADS), default="wrk",
+                   help="the load generator (default wrk: Debian's package)")
     p.add_argument("--tables", type=int, default=1000, help="tables in the measured schema")
     p.add_argument("--big-tables", type=int, help="tables in the big metastore (default 100000, quick 10000)")
     p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")],
@@ -419,6 +438,7 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    h.require_wrk(args.client)
     started, date, info = time.perf_counter(), h.now_utc(), h.machine()
     h.log(f"bench_cache: {info['cores']} cores, {info['cpu_model']}, {info['ram_gib']} GiB RAM")
     outcome = h.run_with_postgres("shardcat-bench-", lambda tmp, pg: run(args, tmp, pg))
@@ -426,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     run_info = {"date": date, "command": shlex.join(["python", "-m", "benchmarks.bench_cache", *argv]),
                 "machine": info, "tables": args.tables, "warmup_s": args.warmup, "duration_s": args.duration,
-                "concurrency": args.concurrency, "quick": args.quick,
+                "concurrency": args.concurrency, "quick": args.quick, "client": args.client,
                 "wall_minutes": (time.perf_counter() - started) / 60, **outcome}
     if not args.no_docs:
         plot(run_info, PLOT)

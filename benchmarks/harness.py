@@ -551,12 +551,13 @@ class Progress:
         self.tty = sys.stdout.isatty()
         self.rows, self.index, self.per_row = rows, 0, seconds_per_row
 
-    async def tick(self, label: str, stage: str, deadline: float, counters: dict) -> None:
+    async def tick(self, label: str, stage: str, deadline: float, counters: dict | None) -> None:
+        """`counters` (ok, errors) if the load counts as it goes."""
         while True:
             left = max(0.0, deadline - time.perf_counter())
+            counts = f"{counters['ok']} ok, {counters['errors']} errors; " if counters else ""
             line = (f"  [{self.index}/{self.rows}] {label}: {stage} {left:4.1f} s left "
-                    f"({counters['ok']} ok, {counters['errors']} errors; "
-                    f"~{left + (self.rows - self.index) * self.per_row:.0f} s of load to go)")
+                    f"({counts}~{left + (self.rows - self.index) * self.per_row:.0f} s of load to go)")
             print(("\r" + line + "   ") if self.tty else line, end="" if self.tty else "\n", flush=True)
             if left <= 0:
                 return
@@ -635,9 +636,112 @@ async def cpu_window(load, reqs: list[Request], seconds: float, warmup: float, s
             "server_us": cpu_used(server, tree_cpu([server_pid])) / answered * 1e6}
 
 
-LOAD_TEXT = ("closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
-             "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
-             "servers more of the shared cores than aiohttp's client did)")
+@dataclass
+class Window:
+    """One measured window of load: answers, latency percentiles of the 200s, client CPU."""
+    ok: int
+    errors: int
+    wall: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    client_cpu_s: float
+    samples: list[str]
+
+
+async def python_window(reqs: list[Request], headers: dict[str, str], concurrency: int, seconds: float,
+                        counters: dict, seed: int) -> Window:
+    """A window of `closed_loop`, in this process."""
+    cpu0 = own_cpu()
+    latencies, samples, wall = await closed_loop(reqs, headers, concurrency, seconds, counters, seed)
+    ms = sorted(x * 1000 for x in latencies)
+    return Window(len(ms), counters["errors"], wall, percentile(ms, 50), percentile(ms, 90), percentile(ms, 99),
+                  ms[-1] if ms else None, own_cpu() - cpu0, samples)
+
+
+# wrk's side of a window: the requests are formatted once, in `init`; each connection then sends
+# a random one of them as soon as its last answer is read; `done` prints the window as one JSON line.
+_WRK_LUA = """
+local wanted, formatted = {%s}, {}
+init = function(args)
+  math.randomseed(%d)
+  for i, r in ipairs(wanted) do formatted[i] = wrk.format(r[1], r[2], r[3], r[4]) end
+end
+request = function() return formatted[math.random(#formatted)] end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WINDOW {"requests": %%d, "us": %%d, "status_errors": %%d, "socket_errors": %%d, '
+    .. '"p50": %%d, "p90": %%d, "p99": %%d, "max": %%d}\\n', summary.requests, summary.duration, e.status,
+    e.connect + e.read + e.write + e.timeout, latency:percentile(50), latency:percentile(90),
+    latency:percentile(99), latency.max))
+end
+"""
+
+
+def _lua_string(data: bytes) -> str:
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in b'"\\' else f"\\{b:03d}" for b in data) + '"'
+
+
+def wrk_script(reqs: list[Request], headers: dict[str, str], seed: int) -> str:
+    """The Lua script that has wrk send `reqs` (all to one server) with `headers`."""
+    if len({(r.url.host, r.url.port) for r in reqs}) != 1:
+        raise ValueError("wrk sends every request of a window to one server")
+    lua_headers = "{" + ", ".join(f"[{_lua_string(k.encode())}] = {_lua_string(v.encode())}"
+                                  for k, v in headers.items()) + "}"
+    wanted = ", ".join(f"{{{_lua_string(r.method.encode())}, {_lua_string(r.url.raw_path_qs.encode())}, "
+                       f"{lua_headers}, {_lua_string(r.body) if r.body is not None else 'nil'}}}" for r in reqs)
+    return _WRK_LUA % (wanted, seed)
+
+
+async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: int, seconds: float,
+                     counters: dict, seed: int) -> Window:
+    """A window of wrk (the C load generator, Debian's `wrk`): `concurrency` keep-alive connections
+    on one thread, closed loop like `closed_loop`; its CPU is the client's. wrk counts answers
+    other than 2xx/3xx as errors, and gives no samples of them."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(wrk_script(reqs, headers, seed))
+    url = f"http://{reqs[0].url.host}:{reqs[0].url.port}"
+    argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", f"--timeout={REQUEST_TIMEOUT:g}s",
+            "-s", f.name, url]
+    before = os.times()
+    started = time.perf_counter()
+    try:
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), seconds + REQUEST_TIMEOUT + 5)
+    finally:
+        os.unlink(f.name)
+    wall = time.perf_counter() - started
+    after = os.times()
+    text = out.decode(errors="replace")
+    line = next((x for x in text.splitlines() if x.startswith("WINDOW ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"{shlex.join(argv)} failed ({proc.returncode}): {text[-500:]}")
+    w = json.loads(line[len("WINDOW "):])
+    errors = w["status_errors"] + w["socket_errors"]
+    counters.update(ok=w["requests"] - w["status_errors"], errors=errors)
+    ms = lambda us: us / 1000 if counters["ok"] else None    # noqa: E731
+    return Window(counters["ok"], errors, w["us"] / 1e6 or wall, ms(w["p50"]), ms(w["p90"]), ms(w["p99"]),
+                  ms(w["max"]), after.children_user + after.children_system
+                  - before.children_user - before.children_system,
+                  [f"{errors} errors (wrk: {w['status_errors']} answers not 2xx/3xx, {w['socket_errors']} socket)"]
+                  if errors else [])
+
+
+LOADS = {"python": python_window, "wrk": wrk_window}
+LOAD_TEXT = {
+    "python": "closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
+              "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
+              "servers more of the shared cores than aiohttp's client did)",
+    "wrk": "closed loop of N keep-alive connections from wrk 4 (Debian's `wrk`, one thread; a random request of "
+           "the row's set per request, from a Lua script: `harness.wrk_script`); it takes about half the CPU per "
+           "request of the Python client (`--client python`), which leaves the servers more of the shared cores",
+}
+
+
+def require_wrk(client: str) -> None:
+    if client == "wrk" and shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: `apt-get install wrk`, or run with --client python")
 
 
 @dataclass
@@ -645,6 +749,7 @@ class LoadConfig:
     warmup: float
     duration: float
     quiet_wait: float
+    client: str = "python"      # a key of LOADS
 
 
 async def measure(label: dict, reqs: list[Request], token: str | None, concurrency: int, cfg: LoadConfig,
@@ -656,28 +761,28 @@ async def measure(label: dict, reqs: list[Request], token: str | None, concurren
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if reqs[0].body is not None:
         headers["Content-Type"] = "application/json"
+    load = LOADS[cfg.client]
     for stage, seconds, seed in (("warm-up", cfg.warmup, 1), ("measuring", cfg.duration, 2)):
         counters = {"ok": 0, "errors": 0}
-        cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
-        ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, counters))
+        cpu0 = (tree_cpu(server_pids), tree_cpu(pg_pids), machine_busy())
+        live = counters if load is python_window else None
+        ticker = asyncio.ensure_future(progress.tick(name, stage, time.perf_counter() + seconds, live))
         try:
-            latencies, samples, wall = await closed_loop(reqs, headers, concurrency, seconds, counters, seed)
+            w = await load(reqs, headers, concurrency, seconds, counters, seed)
         finally:
             ticker.cancel()
-        cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), own_cpu(), machine_busy())
+        cpu1 = (tree_cpu(server_pids), tree_cpu(pg_pids), machine_busy())
     if progress.tty:
         print(flush=True)
-    ms = sorted(x * 1000 for x in latencies)
-    server, pg = cpu_used(cpu0[0], cpu1[0]) / wall, cpu_used(cpu0[1], cpu1[1]) / wall
-    client, busy = (cpu1[2] - cpu0[2]) / wall, (cpu1[3] - cpu0[3]) / wall
-    r = Result(label=label, concurrency=concurrency, duration_s=round(wall, 3), ok=len(ms),
-               errors=counters["errors"], rps=len(ms) / wall, p50_ms=percentile(ms, 50), p90_ms=percentile(ms, 90),
-               p99_ms=percentile(ms, 99), max_ms=ms[-1] if ms else None, server_cpu=server, postgres_cpu=pg,
-               client_cpu=client, other_cpu=max(0.0, busy - server - pg - client) if busy else 0.0,
-               error_samples=samples)
+    server, pg = cpu_used(cpu0[0], cpu1[0]) / w.wall, cpu_used(cpu0[1], cpu1[1]) / w.wall
+    client, busy = w.client_cpu_s / w.wall, (cpu1[2] - cpu0[2]) / w.wall
+    r = Result(label=label, concurrency=concurrency, duration_s=round(w.wall, 3), ok=w.ok, errors=w.errors,
+               rps=w.ok / w.wall, p50_ms=w.p50_ms, p90_ms=w.p90_ms, p99_ms=w.p99_ms, max_ms=w.max_ms,
+               server_cpu=server, postgres_cpu=pg, client_cpu=client,
+               other_cpu=max(0.0, busy - server - pg - client) if busy else 0.0, error_samples=w.samples)
     log(f"    -> {r.rps:8.0f} req/s  p50 {fmt_ms(r.p50_ms)} ms  p99 {fmt_ms(r.p99_ms)} ms  errors {r.errors}  "
         f"(cores: server {server:.2f}, postgres {pg:.2f}, client {client:.2f}, other {r.other_cpu:.2f})")
-    for s in samples:
+    for s in w.samples:
         log(f"       error: {s}")
     return r
 
