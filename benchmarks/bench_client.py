@@ -1,4 +1,4 @@
-"""What the load generator's client costs: aiohttp's client vs the router's ShardClient.
+"""What the load generator's client costs: aiohttp's client, the router's ShardClient, wrk.
 
     python -m benchmarks.bench_client            # ~1 min, writes its section of docs/benchmarks.md
     python -m benchmarks.bench_client --no-docs  # print only
@@ -6,8 +6,10 @@
 The benchmarks run their clients on the same two cores as the servers they measure, so the
 client's CPU per request is taken from the server. This measures it against the bare aiohttp
 server (benchmarks/bare_server.py, getTable-sized answers): 32 closed-loop clients with aiohttp's
-client on asyncio's loop (what the benchmarks used before), the same on uvloop, and the router's
-own lean client (shardcat/router/shard_client.py) on uvloop (what they use now). Windows of the variants alternate; each row is the median window.
+client on asyncio's loop (what the benchmarks used first), the same on uvloop, the router's own
+lean client (shardcat/router/shard_client.py) on uvloop (bench_api's), and wrk (Debian's
+package, bench_cache's; its CPU is that of the child process). Windows of the variants
+alternate; each row is the median window.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import uvloop
 
 from . import harness as h
 
-HEADING = "## The load client: aiohttp's vs the router's ShardClient"
+HEADING = "## The load client: aiohttp's, the router's ShardClient, wrk"
 CONCURRENCY = 32
 ANSWER_BYTES = 2400       # about a getTable answer
 VARIANTS = {"aiohttp's client, asyncio's loop": ("aiohttp", asyncio.run),
             "aiohttp's client, uvloop": ("aiohttp", uvloop.run),
-            "ShardClient, uvloop (the benchmarks' client)": ("ShardClient", uvloop.run)}
+            "ShardClient, uvloop (bench_api's client)": ("ShardClient", uvloop.run),
+            "wrk (bench_cache's client)": ("wrk", uvloop.run)}
 
 
 async def aiohttp_loop(reqs: list[h.Request], seconds: float) -> int:
@@ -54,8 +57,19 @@ async def shard_client_loop(reqs: list[h.Request], seconds: float) -> int:
     return await h.answered_in(reqs, CONCURRENCY, seconds)
 
 
+async def wrk_loop(reqs: list[h.Request], seconds: float) -> int:
+    counters = {"ok": 0, "errors": 0}
+    w = await h.wrk_window(reqs, {}, CONCURRENCY, seconds, counters, seed=1)
+    if w.errors or not w.ok:
+        raise RuntimeError(f"wrk: {w.errors} errors, {w.ok} answers")
+    return w.ok
+
+
+LOOPS = {"aiohttp": aiohttp_loop, "ShardClient": shard_client_loop, "wrk": wrk_loop}
+
+
 def window(kind: str, runner, reqs: list[h.Request], seconds: float, warmup: float, server_pid: int) -> dict:
-    loop = aiohttp_loop if kind == "aiohttp" else shard_client_loop
+    loop = LOOPS[kind]
     return runner(h.cpu_window(loop, reqs, seconds, warmup, server_pid))
 
 
@@ -89,11 +103,12 @@ def report(run_info: dict) -> str:
              "| --- | ---: | ---: | ---: |"]
     for name, r in run_info["rows"].items():
         lines.append(f"| {name} | {r['req_per_s']:,.0f} | {r['client_us']:.0f} | {r['server_us']:.0f} |")
-    old, new = (run_info["rows"][name] for name in (next(iter(VARIANTS)), list(VARIANTS)[-1]))
-    lines += ["", f"The benchmarks' client now spends {new['client_us'] / old['client_us']:.2f}× the CPU per request "
-              "it did, and the bare ceiling it measures is "
-              f"{new['req_per_s'] / old['req_per_s']:.2f}× as high: with the old client the ceiling was partly the "
-              "client's own."]
+    first, shard_client, wrk = (run_info["rows"][name] for name in (list(VARIANTS)[0], *list(VARIANTS)[2:]))
+    lines += ["", f"ShardClient spends {shard_client['client_us'] / first['client_us']:.2f}× the CPU per request of "
+              f"aiohttp's client on asyncio's loop, wrk {wrk['client_us'] / shard_client['client_us']:.2f}× that of "
+              "ShardClient. Whatever the client spends, the servers on the same two cores do not get: the bare "
+              f"ceiling measured is {shard_client['req_per_s'] / first['req_per_s']:.2f}× as high with ShardClient "
+              f"as with the first client, and {wrk['req_per_s'] / first['req_per_s']:.2f}× with wrk."]
     return "\n".join(lines) + "\n"
 
 

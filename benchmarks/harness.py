@@ -446,8 +446,9 @@ def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 def own_cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (a load generator's wrk)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -704,7 +705,7 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
     url = f"http://{reqs[0].url.host}:{reqs[0].url.port}"
     argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", f"--timeout={REQUEST_TIMEOUT:g}s",
             "-s", f.name, url]
-    before = os.times()
+    cpu0 = own_cpu()
     started = time.perf_counter()
     try:
         proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -712,7 +713,6 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
     finally:
         os.unlink(f.name)
     wall = time.perf_counter() - started
-    after = os.times()
     text = out.decode(errors="replace")
     line = next((x for x in text.splitlines() if x.startswith("WINDOW ")), None)
     if proc.returncode != 0 or line is None:
@@ -722,8 +722,7 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
     counters.update(ok=w["requests"] - w["status_errors"], errors=errors)
     ms = lambda us: us / 1000 if counters["ok"] else None    # noqa: E731
     return Window(counters["ok"], errors, w["us"] / 1e6 or wall, ms(w["p50"]), ms(w["p90"]), ms(w["p99"]),
-                  ms(w["max"]), after.children_user + after.children_system
-                  - before.children_user - before.children_system,
+                  ms(w["max"]), own_cpu() - cpu0,
                   [f"{errors} errors (wrk: {w['status_errors']} answers not 2xx/3xx, {w['socket_errors']} socket)"]
                   if errors else [])
 
