@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 KEEP_ALIVE_SECONDS = 75.0       # an idle client connection is closed after this (aiohttp's default)
 IDLE_SWEEP_SECONDS = 1.0        # how often idle connections are looked for
+BACKLOG = 1024                  # connections waiting to be accepted: a burst of clients (the loops' default,
+                                # 100, overflowed at 128: dropped handshakes cost seconds)
 MAX_QUEUED = 16                 # pipelined requests read ahead per connection before reading pauses
 # Not relayed either way: they describe one connection, or a framing this hop redoes.
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "expect", "host",
@@ -100,7 +102,8 @@ class Server:
 
     async def listen(self, host: str, port: int) -> int:
         """Accept connections on (host, port); port 0 picks a free one, returned."""
-        server = await asyncio.get_running_loop().create_server(lambda: _Connection(self), host, port)
+        server = await asyncio.get_running_loop().create_server(lambda: _Connection(self), host, port,
+                                                                    backlog=BACKLOG)
         self.listening.append(server)
         return server.sockets[0].getsockname()[1]
 
@@ -109,9 +112,9 @@ class Server:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:    # bound by hand: uvloop refuses abstract names
             sock.bind(name)
-            sock.listen(1024)
             sock.setblocking(False)
-            server = await asyncio.get_running_loop().create_unix_server(lambda: _Connection(self), sock=sock)
+            server = await asyncio.get_running_loop().create_unix_server(lambda: _Connection(self), sock=sock,
+                                                                         backlog=BACKLOG)
         except BaseException:
             sock.close()
             raise
@@ -284,10 +287,10 @@ async def serve_behind(app: web.Application, make_front: Callable[[Address], Fro
     await runner.setup()
     if sys.platform == "linux":     # abstract (leading NUL): this host only, no file left behind
         private = f"\0shardcat-app-{os.getpid()}-{secrets.token_hex(4)}"
-        await web.UnixSite(runner, private).start()
+        await web.UnixSite(runner, private, backlog=BACKLOG).start()
         address = Address("127.0.0.1", 0, private)
     else:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        await web.TCPSite(runner, "127.0.0.1", 0, backlog=BACKLOG).start()
         address = Address(*runner.addresses[0][:2])
     front = make_front(address)
     server = Server(front.answer)

@@ -153,7 +153,9 @@ class ShardClient:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
+            # is_closing: closed by the shard this very loop turn, before connection_lost has run
+            if not connection.closed and not connection.transport.is_closing() \
+                    and now - connection.idle_since < IDLE_SECONDS:
                 return connection
             connection.close()
         try:
@@ -189,6 +191,8 @@ async def _connect(address: Address) -> _Connection:
     try:
         sock.setblocking(False)
         await loop.sock_connect(sock, address.unix)
+        # A full listen queue fails a Unix connect with EAGAIN, which uvloop reports as connected.
+        sock.getpeername()
         return (await loop.create_unix_connection(lambda: _Connection(loop), sock=sock))[1]
     except BaseException:
         sock.close()

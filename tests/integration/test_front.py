@@ -5,6 +5,8 @@ pipelining, HEAD, Expect: 100-continue, chunked and oversized bodies, malformed 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 
 import orjson
 import pytest
@@ -147,3 +149,24 @@ async def test_an_idle_connection_is_closed(cluster, fws, monkeypatch):
     rest = await asyncio.wait_for(reader.read(), 10)        # the body, then the end: the front closed it
     assert b'"name":"c"' in rest and asyncio.get_running_loop().time() - started < 5
     writer.close()
+
+
+async def test_a_burst_of_connections_fits_the_listen_queue():
+    # Nothing is accepted while this runs (the loop does not turn): every connect waits in the
+    # listen queue, which must hold more than the event loops' default of 100.
+    server = http1.Server(lambda request: None)
+    name = f"\0shardcat-test-burst-{os.getpid()}"
+    try:
+        port = await server.listen("127.0.0.1", 0)
+        await server.listen_unix(name)
+        socks = []
+        for family, address in ((socket.AF_UNIX, name), (socket.AF_INET, ("127.0.0.1", port))):
+            for _ in range(300):
+                s = socket.socket(family, socket.SOCK_STREAM)
+                socks.append(s)
+                s.settimeout(2.0)       # a full queue makes a connect wait: the test then fails in time
+                s.connect(address)
+    finally:
+        for s in socks:
+            s.close()
+        server.close()

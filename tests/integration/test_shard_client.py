@@ -142,3 +142,36 @@ async def test_connections_idle_too_long_or_closed_by_the_shard_are_not_reused(m
     finally:
         client.close()
         await runner.cleanup()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="abstract Unix socket names are Linux's")
+async def test_a_full_listen_queue_is_unreachable_not_lost():
+    # A shard too busy to accept: Linux queues backlog + 1 connections, and a connect beyond
+    # that must not pass for one (uvloop reports its EAGAIN as connected).
+    name = f"\0shardcat-test-full-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(name)
+        listener.listen(1)
+        client = ShardClient(timeout=0.5)
+        try:
+            outcomes = await asyncio.gather(*(client.request(Address("127.0.0.1", 1, name), "POST", "/x", {}, b"{}")
+                                              for _ in range(4)), return_exceptions=True)
+        finally:
+            client.close()
+    kinds = sorted(type(o).__name__ for o in outcomes)
+    assert kinds == ["ConnectionLost", "ConnectionLost", "ShardUnreachable", "ShardUnreachable"], outcomes
+
+
+async def test_a_connection_the_shard_just_closed_is_not_reused():
+    runner, port, peers = await _serve([web.get("/{tail:.*}", _echo)])
+    client = ShardClient()
+    try:
+        await client.request(Address("127.0.0.1", port), "GET", "/one", {})
+        (pooled,) = client._idle[Address("127.0.0.1", port)]
+        pooled.transport.close()        # as uvloop does on the shard's EOF, connection_lost still to come
+        pooled.closed = False
+        assert (await client.request(Address("127.0.0.1", port), "GET", "/two", {})).status == 200
+        assert peers[0] != peers[1]
+    finally:
+        client.close()
+        await runner.cleanup()
