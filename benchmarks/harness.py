@@ -733,8 +733,9 @@ LOAD_TEXT = {
               "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
               "servers more of the shared cores than aiohttp's client did)",
     "wrk": "closed loop of N keep-alive connections from wrk 4 (Debian's `wrk`, one thread; a random request of "
-           "the row's set per request, from a Lua script: `harness.wrk_script`); it takes about half the CPU per "
-           "request of the Python client (`--client python`), which leaves the servers more of the shared cores",
+           "the row's set per request, from a Lua script: `harness.wrk_script`); it spends less CPU per request "
+           "than the asyncio client (`--client python`; *The load client* below), which leaves the servers more "
+           "of the shared cores",
 }
 
 

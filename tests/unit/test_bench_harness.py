@@ -1,6 +1,7 @@
 """The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes,
 replayed answers and front answers, the running share."""
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from benchmarks.bare_server import PREFIX, json_body, make_front_answer, make_replay_app
@@ -89,3 +90,19 @@ async def test_closed_loop_counts_answers_and_errors_from_a_real_server():
     counters = {"ok": 0, "errors": 0}      # the server is gone: refused connections are errors, not a hang
     _, samples, _ = await closed_loop(found, {}, 2, 0.1, counters, 1)
     assert counters["ok"] == 0 and counters["errors"] > 0 and "ShardUnreachable" in samples[0]
+
+
+def test_wrk_script_carries_every_request_as_lua_strings():
+    reqs = harness.requests("http://127.0.0.1:9", ["/resolve"], "POST", [b'{"a": "\\\\"}', "é\n1".encode()])
+    script = harness.wrk_script(reqs, {"Authorization": 'Bearer "t"'}, seed=3)
+    # Decimal escapes are three digits: "\341" would read the next digit as part of the byte.
+    assert '{"POST", "/resolve", {["Authorization"] = "Bearer \\034t\\034"}, "{\\034a\\034: \\034\\092\\092\\034}"}' \
+        in script
+    assert '"\\195\\169\\0101"' in script
+    assert "math.randomseed(3)" in script
+
+
+def test_wrk_sends_a_window_to_one_server_only():
+    reqs = harness.requests("http://127.0.0.1:9", ["/a"]) + harness.requests("http://127.0.0.1:10", ["/b"])
+    with pytest.raises(ValueError):
+        harness.wrk_script(reqs, {}, seed=1)
