@@ -50,10 +50,16 @@ _COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "ac
 # ---- the writer -------------------------------------------------------------------------------
 
 
-class AuditLog:
-    """Buffers audit events and writes them in batches from a background task."""
+MAX_COPY_ROWS = 20_000      # rows per COPY at most: the writer shares its event loop with the requests,
+                            # so the loop turns a COPY takes, not PostgreSQL, bound how fast it writes
+DROP_WARNING_SECONDS = 10.0     # at most one warning this often while events are dropped
 
-    def __init__(self, store, *, max_pending: int = 10_000, batch: int = 500, interval: float = 0.2):
+
+class AuditLog:
+    """Buffers audit events and writes them in batches from a background task: `batch` pending
+    events wake it before its `interval` is up, and one COPY takes all pending, up to MAX_COPY_ROWS."""
+
+    def __init__(self, store, *, max_pending: int = 200_000, batch: int = 500, interval: float = 0.2):
         self.store = store
         self.max_pending = max_pending
         self.batch = batch
@@ -63,6 +69,7 @@ class AuditLog:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()          # held while a batch is written: background task or flush
         self._task: asyncio.Task | None = None
+        self._warned_at = -DROP_WARNING_SECONDS
 
     def submit(self, event: dict) -> None:
         """Queue one event; never blocks, never raises. A full buffer drops it (counted)."""
@@ -76,12 +83,20 @@ class AuditLog:
         """Queue events as rows of storable values in `_COLUMNS` order; what does not fit is dropped."""
         room = self.max_pending - len(self.pending)
         if len(rows) > room:
-            self.stats["dropped"] += len(rows) - max(room, 0)
+            self._drop(len(rows) - max(room, 0))
             rows = rows[:max(room, 0)]
         self.pending.extend(rows)
         self.stats["recorded"] += len(rows)
         if len(self.pending) >= self.batch:
             self._wake.set()
+
+    def _drop(self, count: int) -> None:
+        self.stats["dropped"] += count
+        now = time.monotonic()
+        if now - self._warned_at >= DROP_WARNING_SECONDS:
+            self._warned_at = now
+            log.warning("audit: the buffer is full, the database takes events slower than they come; "
+                        "%d event(s) dropped so far", self.stats["dropped"])
 
     @property
     def submitted(self) -> int:
@@ -149,7 +164,7 @@ class AuditLog:
 
     async def _write_batch(self) -> None:
         """One batch from the front of the buffer; the caller holds `_lock`."""
-        rows = [self.pending.popleft() for _ in range(min(self.batch, len(self.pending)))]
+        rows = [self.pending.popleft() for _ in range(min(MAX_COPY_ROWS, len(self.pending)))]
         try:
             async with self.store.pool.acquire() as conn:
                 await conn.copy_records_to_table("audit_log", records=rows, columns=_COLUMNS)
@@ -161,7 +176,8 @@ class AuditLog:
                 return
             # Back to the front, in order; what no longer fits is dropped (and counted).
             room = max(self.max_pending - len(self.pending), 0)
-            self.stats["dropped"] += max(len(rows) - room, 0)
+            if len(rows) > room:
+                self._drop(len(rows) - room)
             self.pending.extendleft(reversed(rows[:room]))
             raise
         self.stats["written"] += len(rows)

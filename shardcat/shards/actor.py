@@ -93,7 +93,7 @@ class ShardActor:
         caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]
         cached = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")} if caches else {}
         return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached,
-                "front": dict(self.listening.front.stats), "niceness": os.nice(0),
+                "front": dict(self.listening.front.stats), "audit": dict(self.audit.stats), "niceness": os.nice(0),
                 "event_loop": type(asyncio.get_running_loop()).__module__.partition(".")[0]}
 
     @ray.method(concurrency_group="control")

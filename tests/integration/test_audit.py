@@ -8,7 +8,9 @@ import asyncio
 import base64
 import json
 import contextlib
+import math
 import time
+import types
 import uuid
 
 import pytest
@@ -16,7 +18,8 @@ from aiohttp import web
 
 from shardcat.auth import hash_token, new_token
 from shardcat.governance import audit
-from shardcat.governance.audit import APP_KEY, REQUEST_ID_HEADER, AccessDecision, AuditLog, action_of
+from shardcat.governance.audit import (APP_KEY, MAX_COPY_ROWS, REQUEST_ID_HEADER, AccessDecision, AuditLog,
+                                       action_of)
 from shardcat.router.forward import make_router_app
 from shardcat.router.routing import RoutingTable, ShardHandle
 from shardcat.store.db import Store
@@ -369,3 +372,37 @@ async def test_text_postgres_cannot_store_is_made_storable(server):
     row = await server.store.pool.fetchrow("SELECT * FROM audit_log WHERE action = $1", marker)
     assert row["securable_name"] == "a?b" and row["message"] == "x\\0y"
     assert log.stats["written"] == 1 and not log.pending
+
+
+async def test_a_burst_is_kept_whole_and_written_in_few_copies(server):
+    """A batched resolve adds a hundred events at once: a burst of 50,000 fits the buffer, and the
+    writer takes what is pending in one COPY (up to MAX_COPY_ROWS), not 500 at a time, so how fast
+    it writes does not hang on the loop turns of many small COPYs."""
+    class CountingPool:
+        def __init__(self, pool):
+            self.pool, self.acquired = pool, 0
+
+        def acquire(self):
+            self.acquired += 1
+            return self.pool.acquire()
+
+    marker = f"test.burst.{uuid.uuid4().hex[:8]}"
+    pool = CountingPool(server.store.pool)
+    log = AuditLog(types.SimpleNamespace(pool=pool), interval=10.0)
+    for i in range(50_000):
+        log.submit({"at": i, "action": marker, "allowed": True, "status": 200})
+    await log.flush()
+    assert log.stats["dropped"] == 0 and log.stats["written"] == 50_000
+    assert pool.acquired == math.ceil(50_000 / MAX_COPY_ROWS)
+    assert await server.store.pool.fetchval("SELECT count(*) FROM audit_log WHERE action = $1", marker) == 50_000
+    await server.store.pool.execute("DELETE FROM audit_log WHERE action = $1", marker)
+
+
+def test_dropped_events_are_counted_and_warned_of_at_most_every_few_seconds(server, caplog):
+    log = AuditLog(server.store, max_pending=2)
+    with caplog.at_level("WARNING", logger="shardcat.governance.audit"):
+        for i in range(10):
+            log.submit({"at": i, "action": "test.drop", "allowed": True, "status": 200})
+    assert log.stats["dropped"] == 8 and len(log.pending) == 2
+    warnings = [r for r in caplog.records if "buffer is full" in r.getMessage()]
+    assert len(warnings) == 1 and "1 event(s) dropped so far" in warnings[0].getMessage()
