@@ -156,15 +156,15 @@ async def test_a_burst_of_connections_fits_the_listen_queue():
     # listen queue, which must hold more than the event loops' default of 100.
     server = http1.Server(lambda request: None)
     name = f"\0shardcat-test-burst-{os.getpid()}"
+    socks = []
     try:
         port = await server.listen("127.0.0.1", 0)
         await server.listen_unix(name)
-        socks = []
         for family, address in ((socket.AF_UNIX, name), (socket.AF_INET, ("127.0.0.1", port))):
             for _ in range(300):
                 s = socket.socket(family, socket.SOCK_STREAM)
                 socks.append(s)
-                s.settimeout(2.0)       # a full queue makes a connect wait: the test then fails in time
+                s.settimeout(2.0)       # a full queue refuses a connect (Unix) or stalls it (TCP): fail in time
                 s.connect(address)
     finally:
         for s in socks:
