@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -82,20 +83,25 @@ class Authenticator:
         self.cache = cache
         # token hash -> (Caller, token expiry): read afresh (identity and workspace assignment) on a miss
         self.callers = TtlCache(maxsize=100_000, ttl=ttl, timer=timer)
+        # token hash -> the read in flight: when an entry expires under load, every request in
+        # flight misses it at once, and one read, not one per request, must refill it
+        self._loading: dict[bytes, asyncio.Future] = {}
 
     def forget_workspace(self, workspace_id: int) -> None:
-        self.callers.clear()        # rare: cheaper than indexing the callers by workspace
+        self.forget_identities()    # rare: cheaper than indexing the callers by workspace
 
     def forget_token(self, digest: bytes) -> None:
         self.callers.invalidate(digest)
+        self._loading.pop(digest, None)     # a read begun before the change is not shared after it
 
     def forget_identities(self) -> None:
         """After a principal or membership change: every cached identity may be stale."""
         self.callers.clear()
+        self._loading.clear()
 
     async def caller(self, token: str) -> Caller | None:
         digest = hash_token(token)
-        hit = self.callers.get(digest) or await self._load_caller(digest)
+        hit = self.callers.get(digest) or await self._load_once(digest)
         if hit is None:
             return None
         if not _unexpired(hit):
@@ -108,6 +114,23 @@ class Authenticator:
         database; None otherwise (then `caller` says)."""
         hit = self.callers.get(hash_token(token))
         return hit[0] if hit is not None and _unexpired(hit) else None
+
+    async def _load_once(self, digest: bytes) -> tuple[Caller, int | None] | None:
+        """`_load_caller`, shared by the requests that miss the same token meanwhile. Without the
+        cache every request reads its own (cache-off mode measures exactly that)."""
+        if not self.cache:
+            return await self._load_caller(digest)
+        loading = self._loading.get(digest)
+        if loading is None:
+            loading = self._loading[digest] = asyncio.ensure_future(self._load_caller(digest))
+            loading.add_done_callback(lambda done: self._loaded(digest, done))
+        return await asyncio.shield(loading)     # a waiter that gives up does not cancel the others' read
+
+    def _loaded(self, digest: bytes, done: asyncio.Future) -> None:
+        if self._loading.get(digest) is done:
+            del self._loading[digest]
+        if not done.cancelled():
+            done.exception()        # retrieved: every waiter may have given up
 
     async def _load_caller(self, digest: bytes) -> tuple[Caller, int | None] | None:
         found = await self.store.principals.identity_for_token(digest)

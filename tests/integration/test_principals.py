@@ -557,3 +557,35 @@ async def test_router_front_serves_identity(ws, server):
         made = await r.json()
     status, me = await catalog_api(ws, "/user-info/me", made["token_value"])
     assert status == 200 and me["name"] == name
+
+
+async def test_requests_missing_the_same_caller_at_once_share_one_read(ws, server):
+    """When a cached caller expires under load, every request in flight misses it together: one
+    database read refills it (the others wait for that one); without the cache each reads its own."""
+    _, _, token = await new_user(ws)
+    reads = []
+
+    class CountingPrincipals:
+        def __init__(self, principals):
+            self.principals = principals
+
+        async def identity_for_token(self, digest):
+            reads.append(digest)
+            return await self.principals.identity_for_token(digest)
+
+    class CountingStore:
+        principals = CountingPrincipals(server.store.principals)
+        assignment = server.store.assignment
+
+    for cache, expected in ((True, 1), (False, 50)):
+        reads.clear()
+        auth = Authenticator(CountingStore(), cache=cache)
+        callers = await asyncio.gather(*(auth.caller(token) for _ in range(50)))
+        assert len({c.principal_id for c in callers}) == 1 and None not in callers
+        assert len(reads) == expected
+    auth = Authenticator(CountingStore())
+    waiter = asyncio.ensure_future(auth.caller(token))
+    await asyncio.sleep(0)
+    other = asyncio.ensure_future(auth.caller(token))
+    waiter.cancel()                         # one waiter giving up does not fail the shared read
+    assert (await other) is not None
