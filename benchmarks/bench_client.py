@@ -113,6 +113,7 @@ def report(run_info: dict) -> str:
 
 
 def main() -> None:
+    h.require_wrk("wrk")
     h.alternating_windows_main("bench_client", __doc__.splitlines()[0], 3, run, report, HEADING)
 
 

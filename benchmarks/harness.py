@@ -706,13 +706,11 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
     argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", f"--timeout={REQUEST_TIMEOUT:g}s",
             "-s", f.name, url]
     cpu0 = own_cpu()
-    started = time.perf_counter()
     try:
         proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), seconds + REQUEST_TIMEOUT + 5)
     finally:
         os.unlink(f.name)
-    wall = time.perf_counter() - started
     text = out.decode(errors="replace")
     line = next((x for x in text.splitlines() if x.startswith("WINDOW ")), None)
     if proc.returncode != 0 or line is None:
@@ -721,7 +719,7 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
     errors = w["status_errors"] + w["socket_errors"]
     counters.update(ok=w["requests"] - w["status_errors"], errors=errors)
     ms = lambda us: us / 1000 if counters["ok"] else None    # noqa: E731
-    return Window(counters["ok"], errors, w["us"] / 1e6 or wall, ms(w["p50"]), ms(w["p90"]), ms(w["p99"]),
+    return Window(counters["ok"], errors, w["us"] / 1e6, ms(w["p50"]), ms(w["p90"]), ms(w["p99"]),
                   ms(w["max"]), own_cpu() - cpu0,
                   [f"{errors} errors (wrk: {w['status_errors']} answers not 2xx/3xx, {w['socket_errors']} socket)"]
                   if errors else [])

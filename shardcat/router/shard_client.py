@@ -51,7 +51,6 @@ class _Connection(asyncio.Protocol):
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.closed = False
         self.idle_since = 0.0
         self.deadline = 0.0         # loop time by which the request on it must be answered
         self._waiter: asyncio.Future | None = None
@@ -70,7 +69,6 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def connection_lost(self, exc) -> None:
-        self.closed = True
         self.fail(ConnectionLost(f"the shard closed the connection{f': {exc}' if exc else ''}"))
 
     # -- httptools callbacks
@@ -92,8 +90,12 @@ class _Connection(asyncio.Protocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(error)
 
+    @property
+    def closed(self) -> bool:
+        # The transport's word: closed by the shard, it says so a loop turn before connection_lost.
+        return self.transport is None or self.transport.is_closing()
+
     def close(self) -> None:
-        self.closed = True
         if self.transport is not None:
             self.transport.close()
 
@@ -153,9 +155,7 @@ class ShardClient:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            # is_closing: closed by the shard this very loop turn, before connection_lost has run
-            if not connection.closed and not connection.transport.is_closing() \
-                    and now - connection.idle_since < IDLE_SECONDS:
+            if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
                 return connection
             connection.close()
         try:
