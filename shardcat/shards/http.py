@@ -29,6 +29,7 @@ from .credentials import temporary_credentials_routes
 from .delta_commits import delta_commit_routes
 from ..governance import row_filters as _row_filters  # noqa: F401,E402  (registers the table policy rules)
 from .functions import create_function
+from .iceberg_rest import iceberg_routes
 from .lineage import lineage_routes
 from .metastores import MetastoreService
 from .models import ModelService
@@ -365,5 +366,6 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                     *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
                     *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                    *iceberg_routes(shard, PREFIX),
                     *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
     return app

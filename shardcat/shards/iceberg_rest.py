@@ -1,0 +1,737 @@
+"""The Iceberg REST catalog: Iceberg's REST OpenAPI over a metastore's catalogs, schemas and tables.
+
+Served at `/api/2.1/unity-catalog/iceberg/v1/...` and `/api/2.1/unity-catalog/iceberg-rest/v1/...`.
+The warehouse is a catalog's name: `GET /v1/config?warehouse=<catalog>` answers the prefix
+`catalogs/<catalog>`, under which a one-level namespace is a schema of that catalog. Without a
+warehouse the routes have no prefix and namespaces have two levels: catalog, then schema.
+
+Iceberg tables are shardcat tables (`data_source_format` ICEBERG, MANAGED under the schema's or
+catalog's managed storage, or EXTERNAL where `location` says), governed by the same grants and
+the one-asset-per-path rule; Iceberg views are VIEW rows. A row's `metadata_location` property is
+its current metadata file. A commit writes the new metadata file, then makes one metastore write
+(`Shard.write`: serialized per metastore, version-conditioned) that moves the pointer only if it
+still is the one the commit was based on; if not, the commit is redone on the newer metadata, and
+refused (409 CommitFailedException) when its requirements no longer hold. A multi-table
+transaction moves all its pointers in that one write, or none. Metadata work is pyiceberg's
+(shardcat/iceberg/metadata.py). Errors answer in Iceberg's error model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import uuid
+from urllib.parse import unquote, urlparse
+
+from aiohttp import web
+
+from ..auth import Caller
+from ..cache.urls import InvalidUrl, join_url, normalize_url
+from ..entities.asset import Asset
+from ..entities.names import check_name
+from ..entities.types import TYPES
+from ..errors import STATUS, CatalogError, invalid, not_found
+from ..governance import audit
+from ..governance.authorize import authorizer, data_decision
+from ..governance.vending import vend
+from ..iceberg import metadata as md
+from ..store.db import WriteTx, now_ms
+from . import service
+from .service import CatalogService
+from .shard import MetastoreState, Shard
+
+BASES = ("/iceberg", "/iceberg-rest")
+SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
+COMMIT_ATTEMPTS = 5            # a commit redone on newer metadata this often before giving up
+ENDPOINTS = [f"{method} /v1/{{prefix}}{path}" for method, path in (
+    ("GET", "/namespaces"), ("POST", "/namespaces"), ("GET", "/namespaces/{namespace}"),
+    ("HEAD", "/namespaces/{namespace}"), ("DELETE", "/namespaces/{namespace}"),
+    ("POST", "/namespaces/{namespace}/properties"), ("GET", "/namespaces/{namespace}/tables"),
+    ("POST", "/namespaces/{namespace}/tables"), ("GET", "/namespaces/{namespace}/tables/{table}"),
+    ("HEAD", "/namespaces/{namespace}/tables/{table}"), ("POST", "/namespaces/{namespace}/tables/{table}"),
+    ("DELETE", "/namespaces/{namespace}/tables/{table}"), ("POST", "/namespaces/{namespace}/register"),
+    ("GET", "/namespaces/{namespace}/tables/{table}/credentials"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/metrics"), ("POST", "/tables/rename"),
+    ("POST", "/transactions/commit"), ("GET", "/namespaces/{namespace}/views"),
+    ("POST", "/namespaces/{namespace}/views"), ("GET", "/namespaces/{namespace}/views/{view}"),
+    ("HEAD", "/namespaces/{namespace}/views/{view}"), ("POST", "/namespaces/{namespace}/views/{view}"),
+    ("DELETE", "/namespaces/{namespace}/views/{view}"))]
+
+
+class IcebergError(Exception):
+    """An error in Iceberg's error model: `{"error": {"message", "type", "code"}}`."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+def no_such(kind: str, message: str) -> IcebergError:
+    return IcebergError(404, f"NoSuch{kind}Exception", message)
+
+
+_KINDS = {"ALREADY_EXISTS": "AlreadyExistsException", "RESOURCE_CONFLICT": "CommitFailedException",
+          "PERMISSION_DENIED": "ForbiddenException", "UNAUTHENTICATED": "NotAuthorizedException",
+          "TEMPORARILY_UNAVAILABLE": "ServiceUnavailableException", "NOT_FOUND": "NotFoundException",
+          "RESOURCE_EXHAUSTED": "TooManyRequestsException"}
+
+
+def _iceberg(e: CatalogError) -> IcebergError:
+    status = STATUS[e.code]
+    kind = _KINDS.get(e.code) or ("BadRequestException" if status == 400 else "InternalServerError")
+    return IcebergError(status, kind, e.message)
+
+
+class _Moved(Exception):
+    """A table's pointer moved between reading its metadata and the write: redo the commit."""
+
+
+class _Lookups:
+    """`tx.get` over the shard's cached lookups, so the managed-root rule can run before a write."""
+
+    def __init__(self, shard: Shard, caller: Caller):
+        self.shard, self.caller = shard, caller
+
+    async def get(self, namespace: str, full_name: str):
+        return await self.shard.lookup(self.caller.metastore(), namespace, full_name, self.caller.min_version)
+
+
+def _props(asset: Asset) -> dict:
+    return asset.info.get("properties") or {}
+
+
+def is_iceberg_table(asset: Asset | None) -> bool:
+    return asset is not None and asset.info.get("data_source_format") == "ICEBERG" and \
+        asset.info.get("table_type") not in service.VIEW_TYPES and md.METADATA_LOCATION in _props(asset)
+
+
+def is_iceberg_view(asset: Asset | None) -> bool:
+    return asset is not None and asset.info.get("table_type") == "VIEW" and md.METADATA_LOCATION in _props(asset)
+
+
+def _local_path(url: str) -> str | None:
+    return unquote(urlparse(url).path) if url.startswith("file:") else None
+
+
+class IcebergCatalog:
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        self.catalogs = CatalogService(shard)
+
+    # ---- names ------------------------------------------------------------------------------
+
+    @staticmethod
+    def namespace(warehouse: str | None, raw: str | list) -> list[str]:
+        """A namespace's levels, with the warehouse catalog in front (a one-level namespace under
+        a warehouse is a schema of it)."""
+        parts = raw if isinstance(raw, list) else raw.split(SEPARATOR)
+        if not parts or not all(isinstance(p, str) and p for p in parts):
+            raise IcebergError(400, "BadRequestException", f"Invalid namespace {raw!r:.80}.")
+        return [warehouse, *parts] if warehouse is not None else list(parts)
+
+    @staticmethod
+    def schema_name(levels: list[str]) -> str:
+        if len(levels) != 2:
+            raise no_such("Namespace", f"Namespace {'.'.join(levels[1:])!r} is not a schema: tables and views live "
+                                       "in a schema (a one-level namespace under a warehouse).")
+        return ".".join(levels).lower()
+
+    def table_name(self, warehouse: str | None, namespace, name: str) -> str:
+        return f"{self.schema_name(self.namespace(warehouse, namespace))}.{name.lower()}"
+
+    @staticmethod
+    def shown(warehouse: str | None, full_name: str) -> list[str]:
+        """A schema's (or catalog's) namespace as the client names it."""
+        parts = full_name.split(".")
+        return parts[1:] if warehouse is not None else parts
+
+    # ---- config -----------------------------------------------------------------------------
+
+    async def config(self, caller: Caller, warehouse: str | None) -> dict:
+        overrides = {}
+        if warehouse:
+            try:
+                catalog = await self.catalogs.find(caller, "catalog", check_name(warehouse, "catalog"))
+            except CatalogError as e:
+                if e.code != "NOT_FOUND":
+                    raise
+                raise IcebergError(404, "NoSuchWarehouseException",
+                                   f"Warehouse '{warehouse}' is not a catalog of this metastore.") from None
+            overrides["prefix"] = f"catalogs/{catalog.name}"
+        return {"defaults": {}, "overrides": overrides, "endpoints": ENDPOINTS}
+
+    # ---- namespaces ---------------------------------------------------------------------------
+
+    async def _container(self, caller: Caller, levels: list[str]) -> Asset:
+        kind = "catalog" if len(levels) == 1 else "schema"
+        if len(levels) > 2:
+            raise no_such("Namespace", f"Namespace {'.'.join(levels)!r} does not exist: namespaces have at most "
+                                       "two levels, catalog and schema.")
+        try:
+            return await self.catalogs.find(caller, kind, ".".join(levels).lower())
+        except CatalogError as e:
+            if e.code == "NOT_FOUND":
+                raise no_such("Namespace", e.message) from None
+            raise
+
+    async def list_namespaces(self, caller: Caller, warehouse: str | None, parent: str | None,
+                              page_size, page_token) -> dict:
+        levels = self.namespace(warehouse, parent) if parent else ([warehouse] if warehouse else [])
+        if len(levels) >= 2:
+            await self._container(caller, levels)
+            return {"namespaces": []}         # schemas hold no namespaces
+        kind, under = ("schema", levels[0].lower()) if levels else ("catalog", None)
+        if under is not None:
+            await self._container(caller, levels)
+        page, token = await self.catalogs.list_page(caller, kind, under, page_size, page_token)
+        out = {"namespaces": [self.shown(warehouse, a.full_name) for a in page]}
+        if token:
+            out["next-page-token"] = token
+        return out
+
+    async def create_namespace(self, caller: Caller, warehouse: str | None, body: dict) -> dict:
+        levels = self.namespace(warehouse, body.get("namespace") or [])
+        props = body.get("properties") or {}
+        if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
+            raise IcebergError(400, "BadRequestException", "Field 'properties' must be a map of strings.")
+        if len(levels) > 2:
+            raise IcebergError(400, "BadRequestException", "Namespaces have at most two levels: catalog and schema.")
+        fields = {"name": levels[-1], "properties": {k: v for k, v in props.items() if k not in ("comment", "location")}}
+        if "comment" in props:
+            fields["comment"] = props["comment"]
+        if "location" in props:
+            fields["storage_root"] = props["location"]
+        kind = "catalog" if len(levels) == 1 else "schema"
+        if kind == "schema":
+            fields["catalog_name"] = levels[0]
+        await self.catalogs.create(caller, kind, fields)
+        return {"namespace": levels if warehouse is None else levels[1:], "properties": props}
+
+    async def load_namespace(self, caller: Caller, warehouse: str | None, raw: str) -> dict:
+        levels = self.namespace(warehouse, raw)
+        asset = await self._container(caller, levels)
+        props = dict(_props(asset))
+        if asset.info.get("comment") is not None:
+            props["comment"] = asset.info["comment"]
+        if asset.info.get("storage_root"):
+            props["location"] = asset.info["storage_root"]
+        return {"namespace": self.shown(warehouse, asset.full_name), "properties": props}
+
+    async def drop_namespace(self, caller: Caller, warehouse: str | None, raw: str) -> None:
+        levels = self.namespace(warehouse, raw)
+        asset = await self._container(caller, levels)
+        try:
+            await self.catalogs.delete(caller, asset.type, asset.full_name)
+        except CatalogError as e:
+            if e.code == "FAILED_PRECONDITION":
+                raise IcebergError(409, "NamespaceNotEmptyException", e.message) from None
+            raise
+
+    async def update_properties(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        levels = self.namespace(warehouse, raw)
+        removals, updates = body.get("removals") or [], body.get("updates") or {}
+        if not isinstance(removals, list) or not isinstance(updates, dict) or \
+                not all(isinstance(v, str) for v in [*removals, *updates.values()]):
+            raise IcebergError(400, "BadRequestException", "'removals' must be a list and 'updates' a map of strings.")
+        both = set(removals) & set(updates)
+        if both:
+            raise IcebergError(422, "UnprocessableEntityException",
+                               f"Properties {sorted(both)} are both removed and updated.")
+        asset = await self._container(caller, levels)
+        props = dict(_props(asset))
+        missing = [k for k in removals if k not in props]
+        for k in removals:
+            props.pop(k, None)
+        props.update(updates)
+        await self.catalogs.update(caller, asset.type, asset.full_name, {"properties": props})
+        return {"updated": sorted(updates), "removed": sorted(set(removals) - set(missing)), "missing": missing}
+
+    # ---- tables: reads ------------------------------------------------------------------------
+
+    async def _table(self, caller: Caller, full_name: str, view: bool = False) -> Asset:
+        asset = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
+        if not (is_iceberg_view(asset) if view else is_iceberg_table(asset)):
+            if asset is None:
+                await self._container(caller, full_name.split(".")[:2])      # a missing namespace says so
+            kind = "View" if view else "Table"
+            raise no_such(kind, f"{kind} '{full_name}' does not exist" +
+                          ("." if asset is None else f": it is not an Iceberg {kind.lower()}."))
+        audit.annotate("TABLE", asset.full_name, asset.id)
+        return asset
+
+    async def list_tables(self, caller: Caller, warehouse: str | None, raw: str, page_size, page_token,
+                          views: bool = False) -> dict:
+        schema = self.schema_name(self.namespace(warehouse, raw))
+        try:
+            page, token = await self.catalogs.list_page(caller, "table", schema, page_size, page_token)
+        except CatalogError as e:
+            if e.code == "NOT_FOUND":
+                raise no_such("Namespace", e.message) from None
+            raise
+        wanted = is_iceberg_view if views else is_iceberg_table
+        namespace = self.shown(warehouse, schema)
+        out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if wanted(a)]}
+        if token:
+            out["next-page-token"] = token
+        return out
+
+    async def exists(self, caller: Caller, full_name: str, view: bool = False) -> None:
+        asset = await self._table(caller, full_name, view)
+        (await authorizer(self.shard, caller)).require("table", "read", asset)
+
+    async def _credentials(self, caller: Caller, asset: Asset, authz) -> list[dict]:
+        """The table's vended storage credentials as Iceberg storage-credentials (none for file://)."""
+        write = data_decision(authz, asset, write=True).allowed
+        found = await vend(self.shard, caller, asset.storage_path, write=write)
+        aws = found.get("aws_temp_credentials")
+        if not aws:
+            return []
+        config = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
+                  "s3.session-token": aws["session_token"],
+                  "s3.session-token-expires-at-ms": str(found["expiration_time"])}
+        return [{"prefix": asset.storage_path, "config": config}]
+
+    async def load_table(self, caller: Caller, full_name: str) -> dict:
+        asset = await self._table(caller, full_name)
+        authz = await authorizer(self.shard, caller)
+        authz.require_data(asset, write=False)                  # SELECT (and USE CATALOG / USE SCHEMA)
+        location = _props(asset)[md.METADATA_LOCATION]
+        metadata = await asyncio.to_thread(md.read_metadata, location)
+        credentials = await self._credentials(caller, asset, authz)
+        return {"metadata-location": location, "metadata": md.metadata_json(metadata),
+                "config": dict(credentials[0]["config"]) if credentials else {},
+                "storage-credentials": credentials}
+
+    async def load_credentials(self, caller: Caller, full_name: str) -> dict:
+        asset = await self._table(caller, full_name)
+        authz = await authorizer(self.shard, caller)
+        authz.require_data(asset, write=False)
+        return {"storage-credentials": await self._credentials(caller, asset, authz)}
+
+    async def report_metrics(self, caller: Caller, full_name: str) -> None:
+        asset = await self._table(caller, full_name)          # acknowledged, not kept
+        (await authorizer(self.shard, caller)).require_data(asset, write=False)
+
+    # ---- tables: creation -----------------------------------------------------------------------
+
+    async def _schema(self, caller: Caller, schema_full: str) -> Asset:
+        return await self._container(caller, schema_full.split("."))
+
+    async def _managed_location(self, caller: Caller, schema: Asset, table_id: str, kind: str = "tables") -> str:
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        root = await service._managed_root(_Lookups(self.shard, caller), state, schema)
+        return join_url(root, kind, table_id)
+
+    def _row(self, caller: Caller, schema: Asset, name: str, table_id: str, info: dict, now: int,
+             state: MetastoreState) -> Asset:
+        info = {**info, "owner": caller.name, "created_at": now, "created_by": caller.name,
+                "updated_at": now, "updated_by": caller.name}
+        return Asset(id=table_id, metastore_id=state.id, type="table", namespace="table", parent_id=schema.id,
+                     name=name, full_name=f"{schema.full_name}.{name}", storage_path=None, info=info)
+
+    async def _insert(self, caller: Caller, schema_full: str, name: str, table_id: str, info: dict,
+                      expect_path: str | None) -> Asset:
+        """Create the row through the table rules (managed location, one asset per path, external
+        locations) in one metastore write; `expect_path` is where the metadata file was written."""
+        authz = await authorizer(self.shard, caller)
+        now = now_ms()
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            schema = await tx.get("schema", schema_full)
+            if schema is None:
+                raise no_such("Namespace", f"Schema '{schema_full}' does not exist.")
+            authz.require("table", "create", None, parent=schema)
+            full = f"{schema_full}.{name}"
+            if await tx.get("table", full):
+                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+            asset = await service._CREATE_RULES["table"](self.catalogs, tx, state,
+                                                         self._row(caller, schema, name, table_id, info, now, state),
+                                                         schema)
+            if expect_path is not None and asset.storage_path != expect_path:
+                raise CatalogError("RESOURCE_CONFLICT", f"The schema's managed storage moved while creating '{full}'; "
+                                                        "try again.")
+            authz.require_storage(state, asset)
+            try:
+                return await tx.put(asset)
+            except KeyError:
+                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.") from None
+
+        return await self.shard.write(caller.metastore(), write)
+
+    def _table_info(self, metadata, metadata_location: str, location: str | None, managed: bool) -> dict:
+        info = {"table_type": "MANAGED" if managed else "EXTERNAL", "data_source_format": "ICEBERG",
+                "columns": md.columns_of(metadata.schema()),
+                "properties": {md.METADATA_LOCATION: metadata_location}}
+        if location is not None:
+            info["storage_location"] = location
+        return info
+
+    async def create_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        request = md.create_request(body)
+        name = check_name(request.name, "table")
+        schema_full = self.schema_name(self.namespace(warehouse, raw))
+        schema = await self._schema(caller, schema_full)
+        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        if request.stage_create:
+            return await self._stage(caller, schema, name, request)
+        table_id = str(uuid.uuid4())
+        managed = not request.location
+        location = await self._managed_location(caller, schema, table_id) if managed else \
+            self._url(request.location)
+        metadata = md.new_metadata(request, location)
+        metadata_location = md.next_location(metadata, None)
+        if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
+            raise IcebergError(409, "AlreadyExistsException", f"Table '{schema_full}.{name}' already exists.")
+        await asyncio.to_thread(md.write_metadata, metadata, metadata_location)
+        info = self._table_info(metadata, metadata_location, None if managed else location, managed)
+        await self._insert(caller, schema_full, name, table_id, info, location)
+        return await self.load_table(caller, f"{schema_full}.{name}")
+
+    @staticmethod
+    def _url(location: str) -> str:
+        try:
+            return normalize_url(location)
+        except InvalidUrl as e:
+            raise IcebergError(400, "BadRequestException", f"Invalid location: {e}") from None
+
+    async def _stage(self, caller: Caller, schema: Asset, name: str, request) -> dict:
+        """stage-create: metadata for a table a later commit (with assert-create) creates. A managed
+        table's location is reserved as a Unity Catalog staging table, which that commit consumes."""
+        if request.location:
+            location = self._url(request.location)
+        else:
+            full = f"{schema.full_name}.{name}"
+            staging = await self.shard.lookup(caller.metastore(), "staging_table", full, caller.min_version)
+            if staging is None:
+                staging_info = await self.catalogs.create(caller, "staging_table", {
+                    "name": name, "catalog_name": schema.full_name.split(".")[0],
+                    "schema_name": schema.name})
+                location = staging_info["storage_location"]
+            else:
+                location = staging.storage_path
+        metadata = md.new_metadata(request, location)
+        return {"metadata": md.metadata_json(metadata), "config": {}, "storage-credentials": []}
+
+    async def register_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        request = md.register_request(body)
+        name = check_name(request.name, "table")
+        schema_full = self.schema_name(self.namespace(warehouse, raw))
+        full = f"{schema_full}.{name}"
+        metadata_location = self._url(request.metadata_location)
+        metadata = await asyncio.to_thread(md.read_metadata, metadata_location)
+        location = self._url(metadata.location)
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is not None:
+            if not request.overwrite:
+                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+            if not is_iceberg_table(existing) or existing.storage_path != location:
+                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
+                                                                  f"table at '{location}': it cannot be overwritten.")
+            await self._move_pointers(caller, [(existing, _props(existing)[md.METADATA_LOCATION], metadata,
+                                                metadata_location)])
+        else:
+            await self._schema(caller, schema_full)
+            info = self._table_info(metadata, metadata_location, location, managed=False)
+            await self._insert(caller, schema_full, name, str(uuid.uuid4()), info, location)
+        return await self.load_table(caller, full)
+
+    # ---- tables: commits --------------------------------------------------------------------------
+
+    async def commit(self, caller: Caller, full_name: str, body: dict) -> dict:
+        requirements, updates = md.changes(body)
+        current = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
+        if current is None and md.asserts_create(requirements):
+            return await self._commit_create(caller, full_name, requirements, updates)
+        (done,) = await self._commit_all(caller, [(full_name, requirements, updates)])
+        metadata, location = done
+        return {"metadata-location": location, "metadata": md.metadata_json(metadata)}
+
+    async def _commit_create(self, caller: Caller, full_name: str, requirements, updates) -> dict:
+        """A create transaction's commit (after stage-create): the table is created with its first metadata."""
+        metadata = md.updated(None, None, requirements, updates)
+        location = self._url(metadata.location)
+        schema_full, name = full_name.rsplit(".", 1)
+        schema = await self._schema(caller, schema_full)
+        staging = await self.shard.lookup(caller.metastore(), "staging_table", full_name, caller.min_version)
+        managed = staging is not None and staging.storage_path == location
+        metadata_location = md.next_location(metadata, None)
+        await asyncio.to_thread(md.write_metadata, metadata, metadata_location)
+        info = self._table_info(metadata, metadata_location, location, managed)
+        await self._insert(caller, schema.full_name, name, staging.id if managed else str(uuid.uuid4()), info, location)
+        return {"metadata-location": metadata_location, "metadata": md.metadata_json(metadata)}
+
+    async def transaction(self, caller: Caller, warehouse: str | None, body: dict) -> None:
+        changes = body.get("table-changes")
+        if not isinstance(changes, list) or not changes:
+            raise IcebergError(400, "BadRequestException", "Field 'table-changes' must be a non-empty list.")
+        planned, seen = [], set()
+        for change in changes:
+            identifier = change.get("identifier") if isinstance(change, dict) else None
+            if not isinstance(identifier, dict) or not isinstance(identifier.get("name"), str):
+                raise IcebergError(400, "BadRequestException", "Each table change needs an identifier "
+                                                               "{namespace, name}.")
+            full = self.table_name(warehouse, identifier.get("namespace") or [], identifier["name"])
+            if full in seen:
+                raise IcebergError(400, "BadRequestException", f"Table '{full}' appears twice in the transaction.")
+            seen.add(full)
+            requirements, updates = md.changes(change)
+            if md.asserts_create(requirements):
+                raise IcebergError(400, "BadRequestException", "A multi-table transaction cannot create tables.")
+            planned.append((full, requirements, updates))
+        await self._commit_all(caller, planned)
+
+    async def _commit_all(self, caller: Caller, planned: list) -> list:
+        """Commit each (table, requirements, updates): new metadata files first, then one metastore
+        write that moves every pointer if none moved meanwhile; otherwise redo on the newer metadata."""
+        ms = caller.metastore()
+        for _ in range(COMMIT_ATTEMPTS):
+            prepared = []
+            for full_name, requirements, updates in planned:
+                asset = await self._table(caller, full_name)
+                (await authorizer(self.shard, caller)).require_data(asset, write=True)     # MODIFY
+                base_location = _props(asset)[md.METADATA_LOCATION]
+                base = await asyncio.to_thread(md.read_metadata, base_location)
+                metadata = md.updated(base, base_location, requirements, updates)
+                if self._url(metadata.location) != asset.storage_path:
+                    raise IcebergError(400, "BadRequestException",
+                                       f"Table '{full_name}' is at '{asset.storage_path}'; a commit cannot move it "
+                                       f"to '{metadata.location}'.")
+                prepared.append((asset, base_location, metadata, md.next_location(metadata, base_location)))
+            await asyncio.gather(*(asyncio.to_thread(md.write_metadata, m, loc) for _, _, m, loc in prepared))
+            try:
+                await self._move_pointers(caller, prepared)
+            except _Moved:
+                await self.shard.reconcile(await self.shard.state(ms))
+                continue
+            return [(m, loc) for _, _, m, loc in prepared]
+        raise IcebergError(409, "CommitFailedException", "The tables changed too often while committing; "
+                                                         "refresh them and try again.")
+
+    async def _move_pointers(self, caller: Caller, prepared: list) -> None:
+        authz = await authorizer(self.shard, caller)
+        now = now_ms()
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            for asset, base_location, metadata, location in prepared:
+                current = await tx.get_by_id(asset.id)
+                if current is None or current.full_name != asset.full_name or \
+                        _props(current).get(md.METADATA_LOCATION) != base_location:
+                    raise _Moved()
+                authz.require_data(current, write=True)
+                props = {**_props(current), md.METADATA_LOCATION: location,
+                         md.PREVIOUS_METADATA_LOCATION: base_location}
+                info = {**current.info, "properties": props, "columns": md.columns_of(metadata.schema()),
+                        "updated_at": now, "updated_by": caller.name}
+                await tx.put(dataclasses.replace(current, info=info))
+
+        await self.shard.write(caller.metastore(), write)
+
+    # ---- tables: drop and rename ------------------------------------------------------------------
+
+    async def drop(self, caller: Caller, full_name: str, purge: bool, view: bool = False) -> None:
+        asset = await self._table(caller, full_name, view)
+        await self.catalogs.delete(caller, "table", full_name)
+        path = _local_path(asset.storage_path) if purge and asset.storage_path else None
+        if path is not None:        # purge: data and metadata go too (local storage; cloud storage is kept)
+            await asyncio.to_thread(shutil.rmtree, path, True)
+
+    async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
+        source, destination = body.get("source"), body.get("destination")
+        if not isinstance(source, dict) or not isinstance(destination, dict) or \
+                not isinstance(source.get("name"), str) or not isinstance(destination.get("name"), str):
+            raise IcebergError(400, "BadRequestException", "Fields 'source' and 'destination' must be identifiers "
+                                                           "{namespace, name}.")
+        src = self.table_name(warehouse, source.get("namespace") or [], source["name"])
+        dst = self.table_name(warehouse, destination.get("namespace") or [], destination["name"])
+        await self._table(caller, src, view)
+        if src.rsplit(".", 1)[0] != dst.rsplit(".", 1)[0]:
+            await self._schema(caller, dst.rsplit(".", 1)[0])
+            raise IcebergError(400, "BadRequestException", "A table or view can be renamed within its namespace, "
+                                                           "not moved to another one.")
+        try:
+            await self.catalogs.update(caller, "table", src, {"new_name": dst.rsplit(".", 1)[1]})
+        except CatalogError as e:
+            if e.code == "ALREADY_EXISTS":
+                raise IcebergError(409, "AlreadyExistsException", e.message) from None
+            raise
+
+    # ---- views ---------------------------------------------------------------------------------------
+
+    async def create_view(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        request = md.view_request(body)
+        name = check_name(request.name, "table")
+        schema_full = self.schema_name(self.namespace(warehouse, raw))
+        schema = await self._schema(caller, schema_full)
+        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        view_id = str(uuid.uuid4())
+        location = self._url(request.location) if request.location else \
+            await self._managed_location(caller, schema, view_id, "views")
+        view = md.new_view_metadata(request, location)
+        metadata_location = md.next_view_location(view, None)
+        if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
+            raise IcebergError(409, "AlreadyExistsException", f"View '{schema_full}.{name}' already exists.")
+        await asyncio.to_thread(md.write_view, view, metadata_location)
+        info = {"table_type": "VIEW", "view_definition": md.view_sql(view),
+                "columns": md.columns_of(view.schemas[-1] if len(view.schemas) == 1 else
+                                         next(s for s in view.schemas if s.schema_id == self._view_schema_id(view))),
+                "properties": {md.METADATA_LOCATION: metadata_location}}
+        await self._insert(caller, schema_full, name, view_id, info, None)
+        return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
+
+    @staticmethod
+    def _view_schema_id(view) -> int:
+        return next(v for v in view.versions if v.version_id == view.current_version_id).schema_id
+
+    async def load_view(self, caller: Caller, full_name: str) -> dict:
+        asset = await self._table(caller, full_name, view=True)
+        (await authorizer(self.shard, caller)).require_data(asset, write=False)    # SELECT on the view
+        location = _props(asset)[md.METADATA_LOCATION]
+        view = await asyncio.to_thread(md.read_view, location)
+        return {"metadata-location": location, "metadata": md.metadata_json(view), "config": {}}
+
+    async def replace_view(self, caller: Caller, full_name: str, body: dict) -> dict:
+        requirements, updates = body.get("requirements") or [], body.get("updates") or []
+        if not isinstance(requirements, list) or not isinstance(updates, list):
+            raise IcebergError(400, "BadRequestException", "'requirements' and 'updates' must be lists.")
+        for _ in range(COMMIT_ATTEMPTS):
+            asset = await self._table(caller, full_name, view=True)
+            authz = await authorizer(self.shard, caller)
+            authz.require("table", "update", asset)                  # the view's owner or MANAGE
+            base_location = _props(asset)[md.METADATA_LOCATION]
+            base = await asyncio.to_thread(md.read_view, base_location)
+            view = md.updated_view(base, requirements, updates)
+            location = md.next_view_location(view, base_location)
+            await asyncio.to_thread(md.write_view, view, location)
+            now = now_ms()
+            schema_id = self._view_schema_id(view)
+
+            async def write(tx: WriteTx, state: MetastoreState):
+                current = await tx.get_by_id(asset.id)
+                if current is None or _props(current).get(md.METADATA_LOCATION) != base_location:
+                    raise _Moved()
+                authz.require("table", "update", current)
+                info = {**current.info, "view_definition": md.view_sql(view),
+                        "columns": md.columns_of(next(s for s in view.schemas if s.schema_id == schema_id)),
+                        "properties": {**_props(current), md.METADATA_LOCATION: location,
+                                       md.PREVIOUS_METADATA_LOCATION: base_location},
+                        "updated_at": now, "updated_by": caller.name}
+                await tx.put(dataclasses.replace(current, info=info))
+
+            try:
+                await self.shard.write(caller.metastore(), write)
+            except _Moved:
+                await self.shard.reconcile(await self.shard.state(caller.metastore()))
+                continue
+            return {"metadata-location": location, "metadata": md.metadata_json(view), "config": {}}
+        raise IcebergError(409, "CommitFailedException", "The view changed too often; try again.")
+
+
+# ---- HTTP -------------------------------------------------------------------------------------------
+
+
+def _error_response(e: IcebergError) -> web.Response:
+    from .service import encode_json
+    body = {"error": {"message": e.message, "type": e.kind, "code": e.status}}
+    return web.Response(status=e.status, body=encode_json(body), content_type="application/json")
+
+
+def iceberg_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+    """The Iceberg REST catalog's routes under `prefix` + each of BASES, with and without a warehouse prefix."""
+    from .http import json_body, ok
+
+    ice = IcebergCatalog(shard)
+
+    def handler(method):
+        async def handle(request: web.Request):
+            try:
+                result = await method(request, request["caller"], request.match_info.get("catalog"))
+            except CatalogError as e:
+                return _error_response(_iceberg(e))
+            except IcebergError as e:
+                return _error_response(e)
+            return web.Response(status=204) if result is None else ok(result)
+        return handle
+
+    def table(request, warehouse):
+        m = request.match_info
+        return ice.table_name(warehouse, m["namespace"], m.get("table") or m.get("view"))
+
+    def ns(request):
+        return request.match_info["namespace"]
+
+    def page(request):
+        return request.query.get("pageSize"), request.query.get("pageToken")
+
+    async def config(r, c, w):
+        return await ice.config(c, r.query.get("warehouse") or None)
+
+    async def purge(r):
+        value = r.query.get("purgeRequested", "false").lower()
+        if value not in ("true", "false"):
+            raise IcebergError(400, "BadRequestException", "purgeRequested must be true or false.")
+        return value == "true"
+
+    routes = {
+        ("GET", "/namespaces"): lambda r, c, w: ice.list_namespaces(c, w, r.query.get("parent"), *page(r)),
+        ("POST", "/namespaces"): lambda r, c, w: _with_body(r, lambda b: ice.create_namespace(c, w, b)),
+        ("GET", "/namespaces/{namespace}"): lambda r, c, w: ice.load_namespace(c, w, ns(r)),
+        ("HEAD", "/namespaces/{namespace}"): lambda r, c, w: _none(ice.load_namespace(c, w, ns(r))),
+        ("DELETE", "/namespaces/{namespace}"): lambda r, c, w: ice.drop_namespace(c, w, ns(r)),
+        ("POST", "/namespaces/{namespace}/properties"):
+            lambda r, c, w: _with_body(r, lambda b: ice.update_properties(c, w, ns(r), b)),
+        ("GET", "/namespaces/{namespace}/tables"): lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
+        ("POST", "/namespaces/{namespace}/tables"):
+            lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
+        ("POST", "/namespaces/{namespace}/register"):
+            lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
+        ("GET", "/namespaces/{namespace}/tables/{table}"): lambda r, c, w: ice.load_table(c, table(r, w)),
+        ("HEAD", "/namespaces/{namespace}/tables/{table}"): lambda r, c, w: ice.exists(c, table(r, w)),
+        ("POST", "/namespaces/{namespace}/tables/{table}"):
+            lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
+        ("DELETE", "/namespaces/{namespace}/tables/{table}"):
+            lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
+        ("GET", "/namespaces/{namespace}/tables/{table}/credentials"):
+            lambda r, c, w: ice.load_credentials(c, table(r, w)),
+        ("POST", "/namespaces/{namespace}/tables/{table}/metrics"):
+            lambda r, c, w: ice.report_metrics(c, table(r, w)),
+        ("POST", "/tables/rename"): lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b)),
+        ("POST", "/transactions/commit"): lambda r, c, w: _with_body(r, lambda b: ice.transaction(c, w, b)),
+        ("GET", "/namespaces/{namespace}/views"):
+            lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r), views=True),
+        ("POST", "/namespaces/{namespace}/views"):
+            lambda r, c, w: _with_body(r, lambda b: ice.create_view(c, w, ns(r), b)),
+        ("GET", "/namespaces/{namespace}/views/{view}"): lambda r, c, w: ice.load_view(c, table(r, w)),
+        ("HEAD", "/namespaces/{namespace}/views/{view}"): lambda r, c, w: ice.exists(c, table(r, w), view=True),
+        ("POST", "/namespaces/{namespace}/views/{view}"):
+            lambda r, c, w: _with_body(r, lambda b: ice.replace_view(c, table(r, w), b)),
+        ("DELETE", "/namespaces/{namespace}/views/{view}"):
+            lambda r, c, w: ice.drop(c, table(r, w), False, view=True),
+        ("POST", "/views/rename"): lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b, view=True)),
+    }
+
+    async def _with_body(request, call):
+        return await call(await json_body(request))
+
+    out = []
+    for base in BASES:
+        root = f"{prefix}{base}/v1"
+        out.append(web.get(f"{root}/config", handler(config), allow_head=False))
+        for (method, path), call in routes.items():
+            for with_prefix in (f"{root}/catalogs/{{catalog}}", root):
+                out.append(web.route(method, with_prefix + path, handler(_call(call))))
+    return out
+
+
+def _call(call):
+    async def run(request, caller, warehouse):
+        return await call(request, caller, warehouse)
+    return run
+
+
+async def _none(awaitable) -> None:
+    await awaitable
+
+
+async def _then(first, then):
+    return await then(await first)

@@ -1,0 +1,135 @@
+"""pyiceberg's REST catalog client against shardcat's Iceberg REST catalog, through shardcat alone:
+the warehouse is a catalog; create a namespace and a table, append twice with pyarrow, read back at
+both snapshots, a conflicting commit refused, a staged create, rename and drop; the grants decide
+(no SELECT: no load; no MODIFY: no commit).
+
+pyiceberg is synchronous and the server shares this test's event loop, so every pyiceberg call
+runs in a worker thread. Data files go to the file:// managed storage the catalog hands out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pyarrow as pa
+import pytest
+from governance_users import grant, user
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import CommitFailedException, ForbiddenError, NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
+
+
+def rows(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array([f"n{i}" for i in ids], pa.string())})
+
+
+def catalog(ws, warehouse: str = "ice", base: str = "iceberg"):
+    return load_catalog("shardcat", type="rest", uri=f"{ws.api}/{base}", warehouse=warehouse, token=ws.token)
+
+
+async def run(fn, *args, **kwargs):
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+@pytest.fixture
+async def ice(ws):
+    status, body = await ws.call("POST", "/catalogs", json={"name": "ice"})
+    assert status == 200, body
+    return await run(catalog, ws)
+
+
+async def test_create_append_twice_read_both_snapshots(ws, ice):
+    await run(ice.create_namespace, "sales", {"comment": "orders"})
+    assert ("sales",) in await run(ice.list_namespaces)
+    assert (await run(ice.load_namespace_properties, "sales"))["comment"] == "orders"
+    table = await run(ice.create_table, "sales.orders", SCHEMA)
+    await run(table.append, rows(1, 2))
+    first = table.current_snapshot().snapshot_id
+    await run(table.append, rows(3))
+    second = table.current_snapshot().snapshot_id
+    assert first != second
+
+    again = await run(ice.load_table, "sales.orders")          # a fresh load, through the catalog
+    assert sorted((await run(lambda: again.scan().to_arrow()))["id"].to_pylist()) == [1, 2, 3]
+    at_first = await run(lambda: again.scan(snapshot_id=first).to_arrow())
+    assert sorted(at_first["id"].to_pylist()) == [1, 2]
+    assert [s.snapshot_id for s in again.snapshots()] == [first, second]
+    assert await run(ice.list_tables, "sales") == [("sales", "orders")]
+
+    # The table is a shardcat table: ICEBERG, managed, its columns and current metadata file in its row.
+    status, row = await ws.call("GET", "/tables/ice.sales.orders")
+    assert status == 200, row
+    assert (row["data_source_format"], row["table_type"]) == ("ICEBERG", "MANAGED")
+    assert [c["name"] for c in row["columns"]] == ["id", "name"]
+    assert row["properties"]["metadata_location"] == again.metadata_location
+    assert again.metadata.location == row["storage_location"]
+
+
+async def test_conflicting_commit_is_refused(ws, ice):
+    await run(ice.create_namespace, "s")
+    # No retries in the client: pyiceberg would otherwise refresh and redo a refused append.
+    await run(ice.create_table, "s.t", SCHEMA, properties={"commit.retry.num-retries": "0"})
+    one, two = await run(ice.load_table, "s.t"), await run(ice.load_table, "s.t")
+    await run(one.append, rows(1))
+    with pytest.raises(CommitFailedException):
+        await run(two.append, rows(2))                  # based on the snapshot before `one`'s
+    fresh = await run(ice.load_table, "s.t")
+    assert (await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist() == [1]
+    # A commit whose requirements still hold is redone on the newer metadata: a property change
+    # has none, and keeps the other writer's snapshot.
+    def set_property():
+        with two.transaction() as tx:
+            tx.set_properties(owner_team="a")
+    await run(set_property)
+    fresh = await run(ice.load_table, "s.t")
+    assert fresh.properties["owner_team"] == "a" and fresh.current_snapshot().snapshot_id == \
+        one.current_snapshot().snapshot_id
+
+
+async def test_staged_create_rename_drop(ws, ice):
+    await run(ice.create_namespace, "s")
+
+    def staged():
+        tx = ice.create_table_transaction("s.staged", SCHEMA)
+        tx.append(rows(7))
+        tx.commit_transaction()
+    await run(staged)
+    table = await run(ice.load_table, "s.staged")
+    assert (await run(lambda: table.scan().to_arrow()))["id"].to_pylist() == [7]
+    status, row = await ws.call("GET", "/tables/ice.s.staged")
+    assert row["table_type"] == "MANAGED" and row["table_id"] and status == 200
+
+    await run(ice.rename_table, "s.staged", "s.renamed")
+    assert await run(ice.list_tables, "s") == [("s", "renamed")]
+    with pytest.raises(NoSuchTableError):
+        await run(ice.load_table, "s.staged")
+    await run(ice.purge_table, "s.renamed")
+    with pytest.raises(NoSuchTableError):
+        await run(ice.load_table, "s.renamed")
+    status, _ = await ws.call("GET", "/tables/ice.s.renamed")
+    assert status == 404
+
+
+async def test_grants_decide(ws, server, ice):
+    await run(ice.create_namespace, "s")
+    table = await run(ice.create_table, "s.t", SCHEMA)
+    await run(table.append, rows(1))
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "ice", reader.name, "USE CATALOG", "USE SCHEMA")
+    theirs = await run(catalog, reader)
+    with pytest.raises(ForbiddenError):
+        await run(theirs.load_table, "s.t")             # no SELECT: no metadata, no data
+    await grant(ws, "table", "ice.s.t", reader.name, "SELECT")
+    mine = await run(theirs.load_table, "s.t")
+    assert (await run(lambda: mine.scan().to_arrow()))["id"].to_pylist() == [1]
+    version = (await server.store.get_metastore(ws.metastore_id)).version
+    with pytest.raises(ForbiddenError):
+        await run(mine.append, rows(2))                 # no MODIFY: no commit
+    assert (await server.store.get_metastore(ws.metastore_id)).version == version
+    await grant(ws, "table", "ice.s.t", reader.name, "MODIFY")
+    await run(mine.append, rows(2))
+    fresh = await run(ice.load_table, "s.t")
+    assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2]
