@@ -133,3 +133,47 @@ async def test_grants_decide(ws, server, ice):
     await run(mine.append, rows(2))
     fresh = await run(ice.load_table, "s.t")
     assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2]
+
+
+# ---- DuckDB's iceberg extension on the same catalog ------------------------------------------------
+
+
+def _duckdb():
+    """DuckDB with the iceberg extension (and avro, which it reads manifests with, and httpfs) loaded from
+    their pip packages' files: no network."""
+    import glob
+    import os
+
+    import duckdb
+    import duckdb_extension_avro
+    import duckdb_extension_httpfs
+    import duckdb_extension_iceberg
+
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
+    for package, name in ((duckdb_extension_httpfs, "httpfs"), (duckdb_extension_avro, "avro"),
+                          (duckdb_extension_iceberg, "iceberg")):
+        (path,) = glob.glob(os.path.join(os.path.dirname(package.__file__), "extensions", "*", f"{name}.duckdb_extension"))
+        con.execute(f"LOAD '{path}'")
+    return con
+
+
+async def test_duckdb_reads_a_table_pyiceberg_wrote(ws, ice):
+    await run(ice.create_namespace, "s")
+    table = await run(ice.create_table, "s.t", SCHEMA)
+    await run(table.append, rows(1, 2))
+    await run(table.append, rows(3))
+
+    def query():
+        con = _duckdb()
+        con.execute(f"CREATE SECRET shardcat (TYPE ICEBERG, TOKEN '{ws.token}')")
+        con.execute(f"ATTACH 'ice' AS lake (TYPE ICEBERG, ENDPOINT '{ws.api}/iceberg', SECRET shardcat)")
+        tables = con.execute("SHOW ALL TABLES").fetchall()
+        got = con.execute("SELECT id, name FROM lake.s.t ORDER BY id").fetchall()
+        con.execute("INSERT INTO lake.s.t VALUES (4, 'n4')")       # a commit through shardcat
+        return tables, got
+
+    tables, got = await run(query)
+    assert ("lake", "s", "t") in [t[:3] for t in tables]
+    assert got == [(1, "n1"), (2, "n2"), (3, "n3")]
+    fresh = await run(ice.load_table, "s.t")                # DuckDB's write, read back by pyiceberg
+    assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2, 3, 4]
