@@ -9,11 +9,11 @@ Iceberg tables are shardcat tables (`data_source_format` ICEBERG, MANAGED under 
 catalog's managed storage, or EXTERNAL where `location` says), governed by the same grants and
 the one-asset-per-path rule; Iceberg views are VIEW rows. A row's `metadata_location` property is
 its current metadata file. A commit writes the new metadata file, then makes one metastore write
-(`Shard.write`: serialized per metastore, version-conditioned) that moves the pointer only if it
-still is the one the commit was based on; if not, the commit is redone on the newer metadata, and
-refused (409 CommitFailedException) when its requirements no longer hold. A multi-table
-transaction moves all its pointers in that one write, or none. Metadata work is pyiceberg's
-(shardcat/iceberg/metadata.py). Errors answer in Iceberg's error model.
+(`Shard.write`: serialized per metastore, version-conditioned) that moves the pointer if it still
+is the one the commit was based on; if it moved meanwhile, the commit is redone on the newer
+metadata inside that write, and refused (409 CommitFailedException) when its requirements no
+longer hold. A multi-table transaction moves all its pointers in that one write, or none.
+Metadata work is pyiceberg's (shardcat/iceberg/metadata.py). Errors answer in Iceberg's error model.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from ..auth import Caller
 from ..cache.urls import InvalidUrl, join_url, normalize_url
 from ..entities.asset import Asset
 from ..entities.names import check_name
-from ..entities.types import TYPES
-from ..errors import STATUS, CatalogError, invalid, not_found
+from ..errors import STATUS, CatalogError
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
@@ -43,7 +42,6 @@ from .shard import MetastoreState, Shard
 
 BASES = ("/iceberg", "/iceberg-rest")
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
-COMMIT_ATTEMPTS = 5            # a commit redone on newer metadata this often before giving up
 ENDPOINTS = [f"{method} /v1/{{prefix}}{path}" for method, path in (
     ("GET", "/namespaces"), ("POST", "/namespaces"), ("GET", "/namespaces/{namespace}"),
     ("HEAD", "/namespaces/{namespace}"), ("DELETE", "/namespaces/{namespace}"),
@@ -81,10 +79,6 @@ def _iceberg(e: CatalogError) -> IcebergError:
     status = STATUS[e.code]
     kind = _KINDS.get(e.code) or ("BadRequestException" if status == 400 else "InternalServerError")
     return IcebergError(status, kind, e.message)
-
-
-class _Moved(Exception):
-    """A table's pointer moved between reading its metadata and the write: redo the commit."""
 
 
 class _Lookups:
@@ -197,7 +191,8 @@ class IcebergCatalog:
             raise IcebergError(400, "BadRequestException", "Field 'properties' must be a map of strings.")
         if len(levels) > 2:
             raise IcebergError(400, "BadRequestException", "Namespaces have at most two levels: catalog and schema.")
-        fields = {"name": levels[-1], "properties": {k: v for k, v in props.items() if k not in ("comment", "location")}}
+        own = {k: v for k, v in props.items() if k not in ("comment", "location")}
+        fields = {"name": levels[-1], "properties": own}
         if "comment" in props:
             fields["comment"] = props["comment"]
         if "location" in props:
@@ -428,8 +423,8 @@ class IcebergCatalog:
             if not is_iceberg_table(existing) or existing.storage_path != location:
                 raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
                                                                   f"table at '{location}': it cannot be overwritten.")
-            await self._move_pointers(caller, [(existing, _props(existing)[md.METADATA_LOCATION], metadata,
-                                                metadata_location)])
+            await self._commit_all(caller, [(full, [], [])], preset={
+                existing.id: (_props(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
         else:
             await self._schema(caller, schema_full)
             info = self._table_info(metadata, metadata_location, location, managed=False)
@@ -481,51 +476,58 @@ class IcebergCatalog:
             planned.append((full, requirements, updates))
         await self._commit_all(caller, planned)
 
-    async def _commit_all(self, caller: Caller, planned: list) -> list:
-        """Commit each (table, requirements, updates): new metadata files first, then one metastore
-        write that moves every pointer if none moved meanwhile; otherwise redo on the newer metadata."""
-        ms = caller.metastore()
-        for _ in range(COMMIT_ATTEMPTS):
-            prepared = []
-            for full_name, requirements, updates in planned:
-                asset = await self._table(caller, full_name)
-                (await authorizer(self.shard, caller)).require_data(asset, write=True)     # MODIFY
-                base_location = _props(asset)[md.METADATA_LOCATION]
-                base = await asyncio.to_thread(md.read_metadata, base_location)
-                metadata = md.updated(base, base_location, requirements, updates)
-                if self._url(metadata.location) != asset.storage_path:
-                    raise IcebergError(400, "BadRequestException",
-                                       f"Table '{full_name}' is at '{asset.storage_path}'; a commit cannot move it "
-                                       f"to '{metadata.location}'.")
-                prepared.append((asset, base_location, metadata, md.next_location(metadata, base_location)))
-            await asyncio.gather(*(asyncio.to_thread(md.write_metadata, m, loc) for _, _, m, loc in prepared))
-            try:
-                await self._move_pointers(caller, prepared)
-            except _Moved:
-                await self.shard.reconcile(await self.shard.state(ms))
-                continue
-            return [(m, loc) for _, _, m, loc in prepared]
-        raise IcebergError(409, "CommitFailedException", "The tables changed too often while committing; "
-                                                         "refresh them and try again.")
+    async def _prepare(self, asset: Asset, requirements, updates) -> tuple[str, object, str]:
+        """A commit against the table's current metadata: (base location, new metadata, its new file),
+        the file written. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
+        base_location = _props(asset)[md.METADATA_LOCATION]
+        base = await asyncio.to_thread(md.read_metadata, base_location)
+        metadata = md.updated(base, base_location, requirements, updates)
+        if self._url(metadata.location) != asset.storage_path:
+            raise IcebergError(400, "BadRequestException", f"Table '{asset.full_name}' is at '{asset.storage_path}'; "
+                                                           f"a commit cannot move it to '{metadata.location}'.")
+        location = md.next_location(metadata, base_location)
+        await asyncio.to_thread(md.write_metadata, metadata, location)
+        return base_location, metadata, location
 
-    async def _move_pointers(self, caller: Caller, prepared: list) -> None:
+    async def _commit_all(self, caller: Caller, planned: list, preset: dict | None = None) -> list:
+        """Commit each (table, requirements, updates) in one metastore write. Each new metadata file is
+        written before the write, against the table as cached; inside the write, a table whose pointer
+        moved meanwhile has its commit redone on the newer metadata (serialized under the metastore's
+        write, so concurrent writers all land unless their requirements conflict). `preset`: a table
+        id's ready (base, metadata, file) that cannot be redone (register with overwrite)."""
         authz = await authorizer(self.shard, caller)
+        prepared = dict(preset or {})
+        ids = []
+        for full_name, requirements, updates in planned:
+            asset = await self._table(caller, full_name)
+            authz.require_data(asset, write=True)                         # MODIFY
+            ids.append(asset.id)
+            if asset.id not in prepared:
+                prepared[asset.id] = await self._prepare(asset, requirements, updates)
         now = now_ms()
 
         async def write(tx: WriteTx, state: MetastoreState):
-            for asset, base_location, metadata, location in prepared:
-                current = await tx.get_by_id(asset.id)
-                if current is None or current.full_name != asset.full_name or \
-                        _props(current).get(md.METADATA_LOCATION) != base_location:
-                    raise _Moved()
+            out = []
+            for (full_name, requirements, updates), table_id in zip(planned, ids):
+                current = await tx.get_by_id(table_id)
+                if not is_iceberg_table(current) or current.full_name != full_name:
+                    raise no_such("Table", f"Table '{full_name}' was dropped or renamed while committing.")
                 authz.require_data(current, write=True)
+                base_location, metadata, location = prepared[table_id]
+                if _props(current)[md.METADATA_LOCATION] != base_location:
+                    if preset and table_id in preset:
+                        raise IcebergError(409, "CommitFailedException", f"Table '{full_name}' changed meanwhile.")
+                    base_location, metadata, location = prepared[table_id] = \
+                        await self._prepare(current, requirements, updates)
                 props = {**_props(current), md.METADATA_LOCATION: location,
                          md.PREVIOUS_METADATA_LOCATION: base_location}
                 info = {**current.info, "properties": props, "columns": md.columns_of(metadata.schema()),
                         "updated_at": now, "updated_by": caller.name}
                 await tx.put(dataclasses.replace(current, info=info))
+                out.append((metadata, location))
+            return out
 
-        await self.shard.write(caller.metastore(), write)
+        return await self.shard.write(caller.metastore(), write)
 
     # ---- tables: drop and rename ------------------------------------------------------------------
 
@@ -573,15 +575,15 @@ class IcebergCatalog:
             raise IcebergError(409, "AlreadyExistsException", f"View '{schema_full}.{name}' already exists.")
         await asyncio.to_thread(md.write_view, view, metadata_location)
         info = {"table_type": "VIEW", "view_definition": md.view_sql(view),
-                "columns": md.columns_of(view.schemas[-1] if len(view.schemas) == 1 else
-                                         next(s for s in view.schemas if s.schema_id == self._view_schema_id(view))),
+                "columns": md.columns_of(self._view_schema(view)),
                 "properties": {md.METADATA_LOCATION: metadata_location}}
         await self._insert(caller, schema_full, name, view_id, info, None)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
 
     @staticmethod
-    def _view_schema_id(view) -> int:
-        return next(v for v in view.versions if v.version_id == view.current_version_id).schema_id
+    def _view_schema(view):
+        schema_id = next(v for v in view.versions if v.version_id == view.current_version_id).schema_id
+        return next(s for s in view.schemas if s.schema_id == schema_id)
 
     async def load_view(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name, view=True)
@@ -594,37 +596,39 @@ class IcebergCatalog:
         requirements, updates = body.get("requirements") or [], body.get("updates") or []
         if not isinstance(requirements, list) or not isinstance(updates, list):
             raise IcebergError(400, "BadRequestException", "'requirements' and 'updates' must be lists.")
-        for _ in range(COMMIT_ATTEMPTS):
-            asset = await self._table(caller, full_name, view=True)
-            authz = await authorizer(self.shard, caller)
-            authz.require("table", "update", asset)                  # the view's owner or MANAGE
-            base_location = _props(asset)[md.METADATA_LOCATION]
+        asset = await self._table(caller, full_name, view=True)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "update", asset)                      # the view's owner or MANAGE
+
+        async def prepare(current: Asset):
+            base_location = _props(current)[md.METADATA_LOCATION]
             base = await asyncio.to_thread(md.read_view, base_location)
             view = md.updated_view(base, requirements, updates)
             location = md.next_view_location(view, base_location)
             await asyncio.to_thread(md.write_view, view, location)
-            now = now_ms()
-            schema_id = self._view_schema_id(view)
+            return base_location, view, location
 
-            async def write(tx: WriteTx, state: MetastoreState):
-                current = await tx.get_by_id(asset.id)
-                if current is None or _props(current).get(md.METADATA_LOCATION) != base_location:
-                    raise _Moved()
-                authz.require("table", "update", current)
-                info = {**current.info, "view_definition": md.view_sql(view),
-                        "columns": md.columns_of(next(s for s in view.schemas if s.schema_id == schema_id)),
-                        "properties": {**_props(current), md.METADATA_LOCATION: location,
-                                       md.PREVIOUS_METADATA_LOCATION: base_location},
-                        "updated_at": now, "updated_by": caller.name}
-                await tx.put(dataclasses.replace(current, info=info))
+        prepared = await prepare(asset)
+        now = now_ms()
 
-            try:
-                await self.shard.write(caller.metastore(), write)
-            except _Moved:
-                await self.shard.reconcile(await self.shard.state(caller.metastore()))
-                continue
+        async def write(tx: WriteTx, state: MetastoreState):
+            nonlocal prepared
+            current = await tx.get_by_id(asset.id)
+            if not is_iceberg_view(current) or current.full_name != full_name:
+                raise no_such("View", f"View '{full_name}' was dropped or renamed while replacing it.")
+            authz.require("table", "update", current)
+            if _props(current)[md.METADATA_LOCATION] != prepared[0]:
+                prepared = await prepare(current)                   # redone on the newer view, under the write
+            base_location, view, location = prepared
+            info = {**current.info, "view_definition": md.view_sql(view),
+                    "columns": md.columns_of(self._view_schema(view)),
+                    "properties": {**_props(current), md.METADATA_LOCATION: location,
+                                   md.PREVIOUS_METADATA_LOCATION: base_location},
+                    "updated_at": now, "updated_by": caller.name}
+            await tx.put(dataclasses.replace(current, info=info))
             return {"metadata-location": location, "metadata": md.metadata_json(view), "config": {}}
-        raise IcebergError(409, "CommitFailedException", "The view changed too often; try again.")
+
+        return await self.shard.write(caller.metastore(), write)
 
 
 # ---- HTTP -------------------------------------------------------------------------------------------

@@ -152,7 +152,8 @@ def _duckdb():
     con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
     for package, name in ((duckdb_extension_httpfs, "httpfs"), (duckdb_extension_avro, "avro"),
                           (duckdb_extension_iceberg, "iceberg")):
-        (path,) = glob.glob(os.path.join(os.path.dirname(package.__file__), "extensions", "*", f"{name}.duckdb_extension"))
+        files = os.path.join(os.path.dirname(package.__file__), "extensions", "*", f"{name}.duckdb_extension")
+        (path,) = glob.glob(files)
         con.execute(f"LOAD '{path}'")
     return con
 
