@@ -127,23 +127,48 @@ def next_location(metadata: TableMetadata, previous: str | None) -> str:
 _READ: LRUCache = LRUCache(maxsize=512)
 
 
-def read_metadata(location: str) -> TableMetadata:
+def read_metadata(location: str, io: dict) -> TableMetadata:
+    """The metadata file at `location`; `io`: pyiceberg FileIO properties (storage credentials)."""
     hit = _READ.get(location)
     if hit is not None:
         return hit
     try:
-        found = FromInputFile.table_metadata(load_file_io({}, location).new_input(location))
+        found = FromInputFile.table_metadata(load_file_io(io, location).new_input(location))
     except FileNotFoundError:
         raise CatalogError("FAILED_PRECONDITION", f"The metadata file '{location}' does not exist.") from None
     except (ValueError, ValidationError) as e:
         raise invalid(f"'{location}' is not an Iceberg table metadata file: {e}") from None
+    except OSError as e:
+        raise _storage_error("read", location, e) from None
     _READ[location] = found
     return found
 
 
-def write_metadata(metadata: TableMetadata, location: str) -> None:
-    ToOutputFile.table_metadata(metadata, load_file_io({}, location).new_output(location))
+def _storage_error(verb: str, location: str, e: OSError) -> CatalogError:
+    """The storage refused the catalog's own metadata I/O (access denied, unreachable): said plainly."""
+    return CatalogError("FAILED_PRECONDITION", f"The catalog could not {verb} '{location}': {e}")
+
+
+def write_metadata(metadata: TableMetadata, location: str, io: dict) -> None:
+    try:
+        ToOutputFile.table_metadata(metadata, load_file_io(io, location).new_output(location))
+    except OSError as e:
+        raise _storage_error("write", location, e) from None
     _READ[location] = metadata
+
+
+def storage_properties(vended: dict, endpoint: str | None, region: str) -> dict:
+    """pyiceberg FileIO properties for a TemporaryCredentials answer (governance/vending.py): S3 keys,
+    their expiry, the region and an S3-compatible endpoint if one is configured; none for file://."""
+    aws = vended.get("aws_temp_credentials")
+    if not aws:
+        return {}
+    out = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
+           "s3.session-token": aws["session_token"], "s3.region": region,
+           "s3.session-token-expires-at-ms": str(vended["expiration_time"])}
+    if endpoint:
+        out["s3.endpoint"] = endpoint
+    return out
 
 
 def metadata_json(metadata: TableMetadata | ViewMetadata) -> dict:
@@ -231,20 +256,25 @@ def view_sql(view: ViewMetadata) -> str:
     return version.representations[0].root.sql
 
 
-def read_view(location: str) -> ViewMetadata:
+def read_view(location: str, io: dict) -> ViewMetadata:
     try:
-        raw = load_file_io({}, location).new_input(location).open().read()
+        raw = load_file_io(io, location).new_input(location).open().read()
     except FileNotFoundError:
         raise CatalogError("FAILED_PRECONDITION", f"The view metadata file '{location}' does not exist.") from None
+    except OSError as e:
+        raise _storage_error("read", location, e) from None
     try:
         return ViewMetadata.model_validate_json(raw)
     except ValidationError as e:
         raise invalid(f"'{location}' is not an Iceberg view metadata file: {_problem(e)}.") from None
 
 
-def write_view(view: ViewMetadata, location: str) -> None:
-    with load_file_io({}, location).new_output(location).create(overwrite=False) as out:
-        out.write(view.model_dump_json(by_alias=True, exclude_none=True).encode())
+def write_view(view: ViewMetadata, location: str, io: dict) -> None:
+    try:
+        with load_file_io(io, location).new_output(location).create(overwrite=False) as out:
+            out.write(view.model_dump_json(by_alias=True, exclude_none=True).encode())
+    except OSError as e:
+        raise _storage_error("write", location, e) from None
 
 
 def next_view_location(view: ViewMetadata, previous: str | None) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
 import uuid
 from urllib.parse import unquote, urlparse
@@ -33,6 +34,7 @@ from ..entities.names import check_name
 from ..errors import STATUS, CatalogError
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
+from ..governance import vending
 from ..governance.vending import vend
 from ..iceberg import metadata as md
 from ..store.db import WriteTx, now_ms
@@ -275,25 +277,29 @@ class IcebergCatalog:
         asset = await self._table(caller, full_name, view)
         (await authorizer(self.shard, caller)).require("table", "read", asset)
 
+    async def _io(self, caller: Caller, url: str, *, write: bool) -> dict:
+        """FileIO properties for the catalog's own metadata reads and writes at `url` (authorized by the
+        caller): the same vended, down-scoped credentials an engine gets; none for file://."""
+        if url.startswith("file:"):
+            return {}
+        return md.storage_properties(await vend(self.shard, caller, url, write=write),
+                                     os.environ.get("SHARDCAT_S3_ENDPOINT"), vending.region())
+
     async def _credentials(self, caller: Caller, asset: Asset, authz) -> list[dict]:
-        """The table's vended storage credentials as Iceberg storage-credentials (none for file://)."""
+        """The table's vended storage credentials as Iceberg storage-credentials (none for file://):
+        read-write for a caller who may MODIFY the table, else read-only."""
         write = data_decision(authz, asset, write=True).allowed
-        found = await vend(self.shard, caller, asset.storage_path, write=write)
-        aws = found.get("aws_temp_credentials")
-        if not aws:
-            return []
-        config = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
-                  "s3.session-token": aws["session_token"],
-                  "s3.session-token-expires-at-ms": str(found["expiration_time"])}
-        return [{"prefix": asset.storage_path, "config": config}]
+        config = await self._io(caller, asset.storage_path, write=write)
+        return [{"prefix": asset.storage_path, "config": config}] if config else []
 
     async def load_table(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name)
         authz = await authorizer(self.shard, caller)
         authz.require_data(asset, write=False)                  # SELECT (and USE CATALOG / USE SCHEMA)
         location = _props(asset)[md.METADATA_LOCATION]
-        metadata = await asyncio.to_thread(md.read_metadata, location)
         credentials = await self._credentials(caller, asset, authz)
+        io = credentials[0]["config"] if credentials else {}
+        metadata = await asyncio.to_thread(md.read_metadata, location, io)
         return {"metadata-location": location, "metadata": md.metadata_json(metadata),
                 "config": dict(credentials[0]["config"]) if credentials else {},
                 "storage-credentials": credentials}
@@ -378,7 +384,8 @@ class IcebergCatalog:
         metadata_location = md.next_location(metadata, None)
         if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
             raise IcebergError(409, "AlreadyExistsException", f"Table '{schema_full}.{name}' already exists.")
-        await asyncio.to_thread(md.write_metadata, metadata, metadata_location)
+        io = await self._io(caller, location, write=True)
+        await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
         info = self._table_info(metadata, metadata_location, None if managed else location, managed)
         await self._insert(caller, schema_full, name, table_id, info, location)
         return await self.load_table(caller, f"{schema_full}.{name}")
@@ -414,7 +421,10 @@ class IcebergCatalog:
         schema_full = self.schema_name(self.namespace(warehouse, raw))
         full = f"{schema_full}.{name}"
         metadata_location = self._url(request.metadata_location)
-        metadata = await asyncio.to_thread(md.read_metadata, metadata_location)
+        schema = await self._schema(caller, schema_full)
+        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
+        metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
         location = self._url(metadata.location)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
@@ -426,7 +436,6 @@ class IcebergCatalog:
             await self._commit_all(caller, [(full, [], [])], preset={
                 existing.id: (_props(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
         else:
-            await self._schema(caller, schema_full)
             info = self._table_info(metadata, metadata_location, location, managed=False)
             await self._insert(caller, schema_full, name, str(uuid.uuid4()), info, location)
         return await self.load_table(caller, full)
@@ -451,7 +460,8 @@ class IcebergCatalog:
         staging = await self.shard.lookup(caller.metastore(), "staging_table", full_name, caller.min_version)
         managed = staging is not None and staging.storage_path == location
         metadata_location = md.next_location(metadata, None)
-        await asyncio.to_thread(md.write_metadata, metadata, metadata_location)
+        io = await self._io(caller, location, write=True)
+        await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
         info = self._table_info(metadata, metadata_location, location, managed)
         await self._insert(caller, schema.full_name, name, staging.id if managed else str(uuid.uuid4()), info, location)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(metadata)}
@@ -476,17 +486,18 @@ class IcebergCatalog:
             planned.append((full, requirements, updates))
         await self._commit_all(caller, planned)
 
-    async def _prepare(self, asset: Asset, requirements, updates) -> tuple[str, object, str]:
+    async def _prepare(self, caller: Caller, asset: Asset, requirements, updates) -> tuple[str, object, str]:
         """A commit against the table's current metadata: (base location, new metadata, its new file),
         the file written. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
+        io = await self._io(caller, asset.storage_path, write=True)
         base_location = _props(asset)[md.METADATA_LOCATION]
-        base = await asyncio.to_thread(md.read_metadata, base_location)
+        base = await asyncio.to_thread(md.read_metadata, base_location, io)
         metadata = md.updated(base, base_location, requirements, updates)
         if self._url(metadata.location) != asset.storage_path:
             raise IcebergError(400, "BadRequestException", f"Table '{asset.full_name}' is at '{asset.storage_path}'; "
                                                            f"a commit cannot move it to '{metadata.location}'.")
         location = md.next_location(metadata, base_location)
-        await asyncio.to_thread(md.write_metadata, metadata, location)
+        await asyncio.to_thread(md.write_metadata, metadata, location, io)
         return base_location, metadata, location
 
     async def _commit_all(self, caller: Caller, planned: list, preset: dict | None = None) -> list:
@@ -503,7 +514,7 @@ class IcebergCatalog:
             authz.require_data(asset, write=True)                         # MODIFY
             ids.append(asset.id)
             if asset.id not in prepared:
-                prepared[asset.id] = await self._prepare(asset, requirements, updates)
+                prepared[asset.id] = await self._prepare(caller, asset, requirements, updates)
         now = now_ms()
 
         async def write(tx: WriteTx, state: MetastoreState):
@@ -518,7 +529,7 @@ class IcebergCatalog:
                     if preset and table_id in preset:
                         raise IcebergError(409, "CommitFailedException", f"Table '{full_name}' changed meanwhile.")
                     base_location, metadata, location = prepared[table_id] = \
-                        await self._prepare(current, requirements, updates)
+                        await self._prepare(caller, current, requirements, updates)
                 props = {**_props(current), md.METADATA_LOCATION: location,
                          md.PREVIOUS_METADATA_LOCATION: base_location}
                 info = {**current.info, "properties": props, "columns": md.columns_of(metadata.schema()),
@@ -573,7 +584,8 @@ class IcebergCatalog:
         metadata_location = md.next_view_location(view, None)
         if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
             raise IcebergError(409, "AlreadyExistsException", f"View '{schema_full}.{name}' already exists.")
-        await asyncio.to_thread(md.write_view, view, metadata_location)
+        await asyncio.to_thread(md.write_view, view, metadata_location,
+                                await self._io(caller, location, write=True))
         info = {"table_type": "VIEW", "view_definition": md.view_sql(view),
                 "columns": md.columns_of(self._view_schema(view)),
                 "properties": {md.METADATA_LOCATION: metadata_location}}
@@ -589,7 +601,8 @@ class IcebergCatalog:
         asset = await self._table(caller, full_name, view=True)
         (await authorizer(self.shard, caller)).require_data(asset, write=False)    # SELECT on the view
         location = _props(asset)[md.METADATA_LOCATION]
-        view = await asyncio.to_thread(md.read_view, location)
+        io = await self._io(caller, location.rsplit("/", 1)[0], write=False)     # the metadata folder
+        view = await asyncio.to_thread(md.read_view, location, io)
         return {"metadata-location": location, "metadata": md.metadata_json(view), "config": {}}
 
     async def replace_view(self, caller: Caller, full_name: str, body: dict) -> dict:
@@ -602,10 +615,11 @@ class IcebergCatalog:
 
         async def prepare(current: Asset):
             base_location = _props(current)[md.METADATA_LOCATION]
-            base = await asyncio.to_thread(md.read_view, base_location)
+            io = await self._io(caller, base_location.rsplit("/", 1)[0], write=True)    # the metadata folder
+            base = await asyncio.to_thread(md.read_view, base_location, io)
             view = md.updated_view(base, requirements, updates)
             location = md.next_view_location(view, base_location)
-            await asyncio.to_thread(md.write_view, view, location)
+            await asyncio.to_thread(md.write_view, view, location, io)
             return base_location, view, location
 
         prepared = await prepare(asset)

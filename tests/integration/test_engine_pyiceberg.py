@@ -27,6 +27,7 @@ def rows(*ids: int) -> pa.Table:
 
 
 def catalog(ws, warehouse: str = "ice", base: str = "iceberg"):
+    """pyiceberg's REST catalog on shardcat, as a user configures it: the endpoint, a catalog, a token."""
     return load_catalog("shardcat", type="rest", uri=f"{ws.api}/{base}", warehouse=warehouse, token=ws.token)
 
 
@@ -178,3 +179,4 @@ async def test_duckdb_reads_a_table_pyiceberg_wrote(ws, ice):
     assert got == [(1, "n1"), (2, "n2"), (3, "n3")]
     fresh = await run(ice.load_table, "s.t")                # DuckDB's write, read back by pyiceberg
     assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2, 3, 4]
+

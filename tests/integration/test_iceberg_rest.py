@@ -9,11 +9,16 @@ import asyncio
 import os
 from urllib.parse import urlparse
 
+import boto3
 import pytest
 from governance_users import grant, user
 from pyiceberg.catalog import load_catalog
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
+from test_vending import denied, lake, moto, session_policies_enforced, sts  # noqa: F401  (IAM, STS, S3 on loopback)
 
 ICE = "/iceberg/v1"
 P = f"{ICE}/catalogs/ice"          # the prefix the config hands out for warehouse 'ice'
@@ -172,6 +177,9 @@ async def test_external_location_register_and_purge(ice, tmp_path):
     assert status == 200 and body["metadata-location"] == created["metadata-location"], body
     status, body = await ice.call("POST", f"{P}/namespaces/s/register", json=register)
     assert status == 409 and body["error"]["type"] == "AlreadyExistsException"
+    status, body = await ice.call("POST", f"{P}/namespaces/s/register", json={
+        "name": "none", "metadata-location": (tmp_path / "nowhere" / "00000-x.metadata.json").as_uri()})
+    assert status == 400 and "does not exist" in body["error"]["message"], body
 
     status, _ = await ice.call("DELETE", f"{P}/namespaces/s/tables/back", params={"purgeRequested": "true"})
     assert status == 204
@@ -282,3 +290,53 @@ async def test_concurrent_commits_are_serialized(ice):
                          "snapshot-id": snapshot_id}]})
     answers = await asyncio.gather(append(11), append(12))
     assert sorted(status for status, _ in answers) == [200, 409], answers
+
+
+# ---- s3:// storage: the catalog reads with, and hands out, vended down-scoped credentials --------------
+
+
+async def test_s3_table_config_carries_vended_credentials(ws, server, sts, monkeypatch):
+    """moto plays IAM, STS and S3 with IAM enforced. The table's first metadata file is put there with
+    the role's own keys; shardcat registers it, reading it with keys it vends for the table's prefix,
+    and hands the caller keys for that prefix only, read-write with MODIFY, read-only with SELECT.
+    (Writing metadata to moto's S3 through pyarrow is not tested: pyarrow 26's S3 client and moto 5
+    disagree on multipart uploads and on signing listings.)"""
+    monkeypatch.setenv("SHARDCAT_S3_ENDPOINT", sts["url"])
+    b = sts["bucket"]
+    await lake(ws, sts)                         # catalog main, schema s, external location s3://<b>/data (a role)
+    location = f"s3://{b}/data/reg"
+    metadata = new_table_metadata(Schema(NestedField(1, "id", LongType(), required=False)),
+                                  UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location)
+    key = "data/reg/metadata/00000-1.metadata.json"
+    role = boto3.client("sts", endpoint_url=sts["url"], region_name="us-east-1",
+                        aws_access_key_id=sts["key"]["AccessKeyId"],
+                        aws_secret_access_key=sts["key"]["SecretAccessKey"]).assume_role(
+        RoleArn=sts["role"], RoleSessionName="setup")["Credentials"]
+    s3(sts, role["AccessKeyId"], role["SecretAccessKey"], role["SessionToken"]).put_object(
+        Bucket=b, Key=key, Body=metadata.model_dump_json().encode())
+
+    status, body = await ws.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/register",
+                                 json={"name": "reg", "metadata-location": f"s3://{b}/{key}"})
+    assert status == 200, body
+    assert body["metadata"]["table-uuid"] == str(metadata.table_uuid)
+    (credential,) = body["storage-credentials"]
+    config = credential["config"]
+    assert credential["prefix"] == location and config["s3.endpoint"] == sts["url"] and config == body["config"]
+    mine = s3(sts, config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+    assert mine.get_object(Bucket=b, Key=key)["Body"].read()
+    mine.put_object(Bucket=b, Key="data/reg/data/x", Body=b"x")        # the owner may MODIFY: read-write keys
+    assert denied(lambda: mine.get_object(Bucket=b, Key="data/t1/part-0.parquet"))
+
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "main", reader.name, "USE CATALOG", "USE SCHEMA", "SELECT")
+    status, body = await reader.call("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/reg")
+    assert status == 200, body
+    config = body["config"]
+    theirs = s3(sts, config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+    assert theirs.get_object(Bucket=b, Key=key)["Body"].read()
+    assert denied(lambda: theirs.put_object(Bucket=b, Key="data/reg/data/y", Body=b"y"))
+
+
+def s3(fake_aws, key_id: str, secret: str, token: str):
+    return boto3.client("s3", endpoint_url=fake_aws["url"], region_name="us-east-1", aws_access_key_id=key_id,
+                        aws_secret_access_key=secret, aws_session_token=token)
