@@ -114,6 +114,20 @@ async def test_staged_create_rename_drop(ws, ice):
     assert status == 404
 
 
+async def test_views(ice):
+    from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
+
+    await run(ice.create_namespace, "s")
+    version = ViewVersion(schema_id=0, representations=[SQLViewRepresentation(
+        type="sql", sql="SELECT id FROM ice.s.t", dialect="spark")], default_namespace=["s"])
+    await run(ice.create_view, "s.v", SCHEMA, version)
+    assert await run(ice.list_views, "s") == [("s", "v")]
+    assert await run(ice.view_exists, "s.v") and not await run(ice.view_exists, "s.nope")
+    assert await run(ice.list_tables, "s") == []
+    await run(ice.drop_view, "s.v")
+    assert not await run(ice.view_exists, "s.v")
+
+
 async def test_grants_decide(ws, server, ice):
     await run(ice.create_namespace, "s")
     table = await run(ice.create_table, "s.t", SCHEMA)

@@ -221,10 +221,15 @@ async def test_views(ice):
     assert status == 409 and body["error"]["type"] == "CommitFailedException"
     status, body = await ice.call("GET", f"{P}/namespaces/s/views/t")
     assert status == 404 and body["error"]["type"] == "NoSuchViewException"
-    status, _ = await ice.call("DELETE", f"{P}/namespaces/s/views/v")
+    status, _ = await ice.call("POST", f"{P}/views/rename", json={
+        "source": {"namespace": ["s"], "name": "v"}, "destination": {"namespace": ["s"], "name": "w"}})
     assert status == 204
     status, body = await ice.call("GET", f"{P}/namespaces/s/views/v")
     assert status == 404
+    status, _ = await ice.call("DELETE", f"{P}/namespaces/s/views/w")
+    assert status == 204
+    status, body = await ice.call("GET", f"{P}/namespaces/s/views")
+    assert body == {"identifiers": []}
 
 
 async def test_grants_decide_what_is_listed_and_loaded(ice, server):
