@@ -32,11 +32,10 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 from cachetools import TLRUCache
 
-from ..cache.urls import is_within, url_segments
+from ..cache.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..store.db import now_ms
 
@@ -50,10 +49,9 @@ SESSION_NAME = "shardcat"
 
 
 def s3_location(url: str) -> tuple[str, str]:
-    """(bucket, key prefix without slashes at either end) of a canonical s3:// URL."""
-    segments = url_segments(url)
-    bucket = segments[0].removeprefix("s3://")
-    return bucket, "/".join(unquote(s) for s in segments[1:])
+    """(bucket, key prefix without slashes at either end) of a canonical s3:// URL: decoded
+    in cache/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
+    return s3_bucket_key(url)
 
 
 def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
