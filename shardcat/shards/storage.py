@@ -303,22 +303,19 @@ def _list_local(location_url: str, url: str, after: str, limit: int) -> tuple[li
             os.close(fd)
             fd = inner
         with os.scandir(fd) as listing:
-            found = {e.name: e for e in listing if e.name > after}
+            # Names no storage URL may spell (control characters, backslash, not UTF-8) are left out.
+            found = sorted((e.name, path) for e in listing if e.name > after and (path := _child_url(url, e.name)))
+        out = []
+        for name, path in found[:limit]:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)   # a link is listed as itself
+            except OSError:
+                continue    # vanished while listing
+            out.append(_file_entry(path, name, st))
     except OSError as e:
         raise CatalogError("FAILED_PRECONDITION", f"Cannot list '{url}': {e.strerror}.") from None
     finally:
         os.close(fd)
-    out = []
-    for name in sorted(found)[:limit]:
-        try:
-            path = join_url(url, name)
-        except InvalidUrl:
-            continue    # a name no storage URL may spell (control characters, backslash, not UTF-8)
-        try:
-            st = found[name].stat(follow_symlinks=False)   # a link is listed as itself, never followed
-        except OSError:
-            continue    # vanished while listing
-        out.append(_file_entry(path, name, st))
     return out, len(found) > limit
 
 

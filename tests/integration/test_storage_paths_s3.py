@@ -60,3 +60,25 @@ async def test_s3_paths_inside_a_table_are_the_tables_to_decide(ws, server, sts)
                       json={"url": f"s3://{b}/data/t1/_delta_log", "operation": "PATH_READ"})
     assert answer["url"] == f"s3://{b}/data/t1/_delta_log"
     assert vended_s3(sts, answer).get_object(Bucket=b, Key="data/t1/_delta_log/0.json")["Body"].read()
+
+
+async def test_no_credentials_for_keys_iam_reads_as_wildcards(ws, server, sts):
+    """`s3://b/data/*` owned by nobody is READ FILES's, but a policy on `data/*/*` is every table's."""
+    b = sts["bucket"]
+    await lake(ws, sts)
+    bob = await user(server, ws)
+    await grant(ws, "external_location", "data", bob.name, "READ FILES", "WRITE FILES")
+    for tail in ("*", "%2A", "t%2a", "%3F%3F", "t%3F", "$%7Baws:username%7D", "$", "x/*/y"):
+        url = f"s3://{b}/data/{tail}"
+        for operation in ("PATH_READ", "PATH_READ_WRITE"):
+            status, body = await bob.call("POST", "/temporary-path-credentials",
+                                          json={"url": url, "operation": operation})
+            assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), (url, body)
+            assert "wildcard" in body["message"] and "aws_temp_credentials" not in body
+    # A table registered at such a key gets no credentials either (its own would reach its siblings).
+    table = await ok(ws, "POST", "/tables", json={
+        "name": "star", "catalog_name": "main", "schema_name": "s", "table_type": "EXTERNAL",
+        "data_source_format": "DELTA", "columns": [], "storage_location": f"s3://{b}/data/t%3F"})
+    status, body = await ws.call("POST", "/temporary-table-credentials",
+                                 json={"table_id": table["table_id"], "operation": "READ"})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
