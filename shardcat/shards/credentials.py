@@ -21,7 +21,7 @@ from ..governance import audit
 from ..governance.authorize import require_data_access
 from ..governance.vending import vend
 from .locations import require_external_location
-from .path_access import authorize_path, refuse_managed_root
+from .path_access import authorize_path, authorize_subtree, refuse_managed_root
 from .shard import Shard
 from .storage import storage_url
 
@@ -97,8 +97,9 @@ class TemporaryCredentials:
             if hit is not None:
                 raise invalid(f"The url '{url}' overlaps the storage of {hit[1].type} '{hit[1].full_name}' "
                               f"at '{hit[0]}': no new table can be created there.")
-        # Same rules by path as by name (path_access.py).
+        # Same rules by path as by name (path_access.py), for everything the credentials reach.
         await authorize_path(self.shard, caller, state, url, write=operation in WRITES)
+        await authorize_subtree(self.shard, caller, state, url, write=operation in WRITES)
         return await self._vend(caller, url, operation)
 
 

@@ -5,7 +5,9 @@ credentials, `GET /files`) authorizes through `authorize_path`, so governance by
 by name cannot differ: a path inside a table or volume needs the same privileges as the
 table or volume by name; a path in managed storage (a catalog's, schema's or the
 metastore's root) is reached only through its tables and volumes; a path that no asset
-owns is governed by its external location's READ FILES / WRITE FILES. `url` is canonical.
+owns is governed by its external location's READ FILES / WRITE FILES. Credentials for a path
+reach everything below it too, so `authorize_subtree` asks the same of each table and volume
+there (a listing shows one level of names only, and needs no more). `url` is canonical.
 """
 
 from __future__ import annotations
@@ -45,3 +47,20 @@ async def authorize_path(shard: Shard, caller: Caller, state: MetastoreState, ur
         raise not_found(f"External location '{location.full_name}' no longer exists.")
     audit.annotate("EXTERNAL_LOCATION", asset.full_name, asset.id)
     await require_data_access(shard, caller, asset, write=write)
+
+
+async def authorize_subtree(shard: Shard, caller: Caller, state: MetastoreState, url: str, *, write: bool) -> None:
+    """Raise unless `caller` may read (write) every table and volume below `url`, as by name;
+    managed storage below `url` is refused, as at it."""
+    below = list(state.trie.descendants(url))
+    if not below:
+        return
+    for entry_url, owner in below:
+        if owner.is_root:
+            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' holds managed storage (of {owner.type} "
+                                                    f"'{owner.full_name}' at '{entry_url}'): ask by table or volume name.")
+    snapshot = await shard.snapshot(caller.metastore(), [], [u for u, _ in below], caller.min_version)
+    for entry_url, _ in below:
+        found = snapshot.by_path[entry_url]
+        if found is not None and found[1] is not None:
+            await require_data_access(shard, caller, found[1], write=write)

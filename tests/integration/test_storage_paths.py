@@ -238,3 +238,20 @@ async def test_files_in_managed_storage_inside_a_location_are_reached_by_name_on
         status, body = await lake["bob"].call("GET", "/files", params={"url": url})
         assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), (url, body)
         assert "managed storage" in body["message"]
+
+
+async def test_path_credentials_above_tables_and_volumes_need_their_privileges(lake, ws):
+    bob = lake["bob"]
+    for url in _spelled(lake, "") + [f"{lake['root']}/free/.."]:
+        status, body = await bob.call("POST", "/temporary-path-credentials", json={"url": url, "operation": "PATH_READ"})
+        assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), (url, body)
+    await grant(ws, "table", "main.s.a_t", bob.name, "SELECT")
+    status, body = await bob.call("POST", "/temporary-path-credentials",
+                                  json={"url": lake["base"], "operation": "PATH_READ"})
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED") and "main.s.v" in body["message"], body
+    await grant(ws, "volume", "main.s.v", bob.name, "READ VOLUME")
+    answer = await ok(bob, "POST", "/temporary-path-credentials", json={"url": lake["base"], "operation": "PATH_READ"})
+    assert answer["url"] == lake["base"]
+    # Listing the location needs no more than READ FILES: one level of names, no table's files.
+    await grant(ws, "table", "main.s.a_t", bob.name, remove=["SELECT"])
+    assert (await bob.call("GET", "/files", params={"url": lake["base"]}))[0] == 200

@@ -82,3 +82,23 @@ async def test_no_credentials_for_keys_iam_reads_as_wildcards(ws, server, sts):
     status, body = await ws.call("POST", "/temporary-table-credentials",
                                  json={"table_id": table["table_id"], "operation": "READ"})
     assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
+
+
+async def test_path_credentials_above_a_table_need_its_privileges(ws, server, sts):
+    """Keys for s3://b/data reach data/t1 too: READ FILES on the location is not SELECT on t1."""
+    b = sts["bucket"]
+    await lake(ws, sts)
+    bob = await user(server, ws)
+    await grant(ws, "external_location", "data", bob.name, "READ FILES", "WRITE FILES")
+    await grant(ws, "catalog", "main", bob.name, "USE CATALOG", "USE SCHEMA")
+    for url in (f"s3://{b}/data", f"s3a://{b}/data/", f"s3://{b}/data/free/.."):
+        status, body = await bob.call("POST", "/temporary-path-credentials", json={"url": url, "operation": "PATH_READ"})
+        assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), (url, body)
+        assert "main.s.t1" in body["message"] and "aws_temp_credentials" not in body
+    await grant(ws, "table", "main.s.t1", bob.name, "SELECT")
+    answer = await ok(bob, "POST", "/temporary-path-credentials", json={"url": f"s3://{b}/data", "operation": "PATH_READ"})
+    assert vended_s3(sts, answer).get_object(Bucket=b, Key="data/t1/part-0.parquet")["Body"].read()
+    # Writing needs MODIFY on the table as well.
+    status, body = await bob.call("POST", "/temporary-path-credentials",
+                                  json={"url": f"s3://{b}/data", "operation": "PATH_READ_WRITE"})
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), body
