@@ -19,6 +19,7 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..entities.types import TYPES
+from ..entities.text import bad_char
 from ..errors import invalid
 from ..governance.authorize import authorizer
 from .service import decode_page_token, encode_page_token, page_size
@@ -63,7 +64,8 @@ def _after(token: str | None) -> tuple[int, str, str]:
         return _START
     try:
         rank, full_name, asset_id = json.loads(raw)
-        if type(rank) is int and 0 <= rank <= 3 and isinstance(full_name, str):     # ranks are 0 to 3
+        # ranks are 0 to 3; the name goes to PostgreSQL, which takes no NUL or lone surrogate
+        if type(rank) is int and 0 <= rank <= 3 and isinstance(full_name, str) and bad_char(full_name) is None:
             return rank, full_name, str(uuid.UUID(asset_id))
     except (ValueError, TypeError, AttributeError):
         pass

@@ -30,6 +30,7 @@ from ..auth import Caller
 from ..cache.urls import InvalidUrl, is_within, join_url, normalize_url, url_segments
 from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
+from ..entities.text import bad_char
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import require_data_access
 from ..store.db import WriteTx
@@ -242,7 +243,7 @@ def _files_after(token: str | None) -> str:
         return ""
     try:
         after = json.loads(base64.urlsafe_b64decode(token.encode()))["files_after"]
-        if isinstance(after, str):
+        if isinstance(after, str) and bad_char(after) is None:
             return after
     except (ValueError, KeyError, TypeError):
         pass
