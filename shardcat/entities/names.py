@@ -55,7 +55,8 @@ def normal_text_name(name, what: str, max_length: int = MAX_NAME_LENGTH) -> str:
         refused = _refused_char(name)
     if refused is not None:
         char, kind = refused
-        raise invalid(f"The {what} name contains {kind} (U+{ord(char):04X}), which names may not hold.")
+        raise invalid(f"The {what} name contains an invalid character, {kind} (U+{ord(char):04X}): "
+                      "names may not hold control or invisible characters.")
     if len(name) > max_length:
         raise invalid(f"The {what} name is {len(name)} characters long; the limit is {max_length}.")
     return name

@@ -145,7 +145,7 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
     app = web.Application(middlewares=[audit.middleware(audit_log), error_middleware(MAX_BODY_BYTES),
-                                       text_input, authenticator.middleware],
+                                       authenticator.middleware, text_input],
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
     app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator

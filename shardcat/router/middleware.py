@@ -83,8 +83,9 @@ def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: in
 @web.middleware
 async def text_input(request: web.Request, handler):
     """Refuse, before anything reaches the database, a request whose query parameters or path
-    segments hold text no parameter may: NUL or other control characters, percent-escapes that are
-    not UTF-8, unpaired surrogates. (JSON bodies: shards/http.py `json_object`.)"""
+    segments hold what is not text PostgreSQL can store: NUL, percent-escapes that are not UTF-8,
+    unpaired surrogates. (Other control characters are each parameter's own rule to refuse, with a
+    message that says what it wanted: names do. JSON bodies: shards/http.py `json_object`.)"""
     raw = request.raw_path
     if raw.isascii() and raw.isprintable() and "%" not in raw:
         return await handler(request)        # nothing decodes to anything odd: the common case
@@ -95,7 +96,7 @@ async def text_input(request: web.Request, handler):
                            "The request's path or query has percent-escapes that are not valid UTF-8.") from None
     for where, items in (("Query parameter", request.query.items()), ("Path parameter", request.match_info.items())):
         for name, value in items:
-            wrong = bad_char(name) or bad_char(value)
+            wrong = bad_char(name, controls=False) or bad_char(value, controls=False)
             if wrong is not None:
                 shown = repr(name)[1:-1][:60]
                 raise CatalogError("INVALID_PARAMETER_VALUE",

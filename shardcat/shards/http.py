@@ -343,9 +343,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
     audit_log = AuditLog(shard.store)
     app = web.Application(
-        middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), text_input,
-                     authenticator.middleware,
-                     _metastore_session(shard)],
+        middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
+                     text_input, _metastore_session(shard)],
         client_max_size=max_body_bytes)
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)

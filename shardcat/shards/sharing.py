@@ -194,6 +194,7 @@ class Shares(TopLevel):
         for c in changes:
             if not isinstance(c, dict) or not isinstance(c.get("principal"), str):
                 raise invalid("Each change needs a 'principal' (a recipient name).")
+            c["principal"] = check_name(c["principal"], "recipient")   # a recipient's name: the asset name rule
             for key in ("add", "remove"):
                 privs = c.get(key) or []
                 if not isinstance(privs, list) or any(p not in SHARE_PRIVILEGES for p in privs):
@@ -207,7 +208,7 @@ class Shares(TopLevel):
             authz.require("share", "grant", share)   # the 2.1 spec: a metastore admin or the share's owner
             grants = {k: set(v) for k, v in share.info.get("permissions", {}).items()}
             for c in changes:
-                recipient = await tx.get("recipient", c["principal"].lower())
+                recipient = await tx.get("recipient", c["principal"])
                 if recipient is None:
                     raise not_found(f"Recipient '{c['principal']}' does not exist.")
                 if c.get("add"):      # the 2.1 spec: new grants also need the recipient's owner

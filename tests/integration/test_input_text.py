@@ -1,5 +1,5 @@
-"""Query parameters and path segments that no parameter may hold (issue 28, class 6): NUL and other
-control characters, percent-escapes that are not UTF-8, lone surrogates. Every endpoint refuses
+"""Query parameters and path segments that no parameter may hold (issue 28, class 6): NUL,
+percent-escapes that are not UTF-8, lone surrogates (text PostgreSQL refuses or that is not text). Every endpoint refuses
 them with a 400 in Unity Catalog error JSON before anything reaches the database; JSON bodies
 with "\\u0000" or a lone surrogate likewise.
 
@@ -31,11 +31,8 @@ cluster = serving("input-text", shards=1)
 BAD = [
     pytest.param("%00", id="nul"),
     pytest.param("a%00b", id="nul-inside"),
-    pytest.param("%01", id="control"),
-    pytest.param("%7F", id="del"),
     pytest.param("%FF", id="not-utf8"),
     pytest.param("%ED%A0%80", id="lone-surrogate-utf8"),
-    pytest.param("%C2%85", id="c1-control"),
 ]
 
 # Every endpoint that reads a query parameter, with the parameters its handler reads.
@@ -75,7 +72,7 @@ QUERY_CASES = [pytest.param(m, p, q, id=f"{m} {p} {q}") for m, p, q_list in QUER
 def _check_refused(status: int, body, what) -> None:
     assert status == 400, (what, status, body)
     assert isinstance(body, dict) and body.get("error_code") == "INVALID_PARAMETER_VALUE", (what, body)
-    assert re.search(r"NUL|surrogate|control|UTF-8", body["message"]), (what, body)
+    assert re.search(r"NUL|surrogate|UTF-8", body["message"]), (what, body)
 
 
 async def _raw(url: str, token: str, method: str, target: str, body: bytes = b"") -> tuple[int, dict | None]:
@@ -145,7 +142,7 @@ async def test_every_route_refuses_bad_text_in_a_path_segment(world, server):
     for method, path in _routes(server.runner.app):
         if "/x" not in path:
             continue
-        for bad in ("a%00", "%FF", "%1B"):
+        for bad in ("a%00", "%FF", "%ED%B0%80"):
             target = path.replace("/x", f"/{bad}", 1)
             status, body = await _raw(world.url, world.token, method, target)
             _check_refused(status, body, (method, target))
