@@ -31,6 +31,8 @@ _REFUSED_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible format c
 def _refused_char(text: str) -> tuple[str, str] | None:
     """(the first character no name may hold, what it is), or None. ASCII beyond the controls is fine."""
     if text.isascii():
+        if text.isprintable():      # the common case, without a loop in Python
+            return None
         for c in text:
             if c < " " or c == "\x7f":
                 return c, "a control character"
@@ -69,7 +71,8 @@ def check_name(name, what: str) -> str:
     if bad:
         raise invalid(f"The {what} name '{name}' contains an invalid character {bad.group()!r}: "
                       "names may not contain periods, spaces, slashes or control characters.")
-    return name.lower()
+    # lower-casing can leave NFC (a few letters lower to a letter and a combining mark): normalise again
+    return name.lower() if name.isascii() else unicodedata.normalize("NFC", name.lower())
 
 
 def check_principal(value, what: str) -> str:
