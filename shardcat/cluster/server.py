@@ -59,10 +59,11 @@ class Running:
 async def start(config: ServeConfig) -> Running:
     data_dir = config.data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    secrets = SecretBox(load_keys(data_dir, config.secret_key))    # a bad key source stops here, first
     db_url = config.db or await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")
-    keys = load_keys(data_dir, config.secret_key)      # before the database: a bad key source stops here
+    keys = secrets.keys
     store = await Store.open(db_url)
-    store.secrets = SecretBox(keys)
+    store.secrets = secrets
     await store.migrate()
     await reseal_credentials(store, store.secrets)     # plain text (older versions) and older keys' seals
     token_path = await ensure_admin_token(store, data_dir)
