@@ -16,7 +16,8 @@ SECRET_CONTAINERS = frozenset({
     "azure_user_delegation_sas", "gcp_oauth_token", "r2_temporary_credentials", "aws_access_key",
 })
 SECRET_FIELDS = frozenset({"token", "token_value", "bearer_token", "authorization", "api_key", "sas_token",
-                           "access_key", "secret", "password", "credentials"})
+                           "access_key", "secret", "password", "credentials",
+                           "recipient_profile_str", "recipient_profile"})     # a Delta Sharing profile holds a bearer token
 _SECRET_WORDS = ("secret", "password", "private_key", "session_token", "access_token", "refresh_token",
                  "bearer", "sas_token", "oauth_token", "api_key")
 REDACTED = "[REDACTED]"

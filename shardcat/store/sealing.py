@@ -1,6 +1,7 @@
-"""Credential secrets encrypted at rest, with a key kept outside the database.
+"""Secrets encrypted at rest, with a key kept outside the database.
 
-A secret field of a credential (an Azure client_secret, a GCP private_key) is stored as
+A secret field of a credential (an Azure client_secret, a GCP private_key) or a provider's
+bearer token (inside its Delta Sharing profile) is stored as
 `sealed:v1:<Fernet token>`: AES-128-CBC with an HMAC-SHA256 (the `cryptography` package's
 Fernet), under the first of the server's secret keys. The keys come from a key file, one
 url-safe base64 Fernet key a line, the first one encrypting and every one decrypting
@@ -17,6 +18,8 @@ stored in plain text by earlier versions. Nothing ever reads a secret back to a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import os
 import stat
@@ -83,22 +86,52 @@ def is_sealed(stored) -> bool:
     return isinstance(stored, str) and stored.startswith(SEALED)
 
 
+def _map_secrets(type_name: str, info: dict, change) -> tuple[dict, int]:
+    """(`info` with `change(stored)` for each secret it holds, how many changed). The secrets of a
+    credential are fields of its kind's object; a provider's is the bearerToken of its Delta
+    Sharing profile (a JSON text)."""
+    out, changed = dict(info), 0
+    if type_name == "credential":
+        for kind, fields in SECRET_FIELDS.items():
+            value = out.get(kind)
+            if not isinstance(value, dict):
+                continue
+            value = dict(value)
+            for field in fields:
+                if isinstance(value.get(field), str):
+                    new = change(value[field])
+                    changed += new != value[field]
+                    value[field] = new
+            out[kind] = value
+    elif type_name == "provider" and isinstance(out.get("recipient_profile_str"), str):
+        try:
+            profile = json.loads(out["recipient_profile_str"])
+        except ValueError:
+            return out, 0
+        if isinstance(profile, dict) and isinstance(profile.get("bearerToken"), str):
+            new = change(profile["bearerToken"])
+            if new != profile["bearerToken"]:
+                out["recipient_profile_str"] = json.dumps({**profile, "bearerToken": new})
+                changed += 1
+    return out, changed
+
+
+SEALED_TYPES = ("credential", "provider")     # the asset types that hold secrets
+
+
+def seal_info(box: SecretBox | None, type_name: str, info: dict) -> dict:
+    """An asset's info with every secret it holds sealed (an already sealed one kept as it is)."""
+    def seal(stored: str) -> str:
+        if is_sealed(stored):
+            return stored
+        if box is None:
+            raise SecretKeyError("no secret key is configured: a secret cannot be stored")
+        return box.seal(stored)
+    return _map_secrets(type_name, info, seal)[0]
+
+
 def seal_credential_info(box: SecretBox | None, info: dict) -> dict:
-    """A credential's info with every secret field sealed (an already sealed one kept as it is)."""
-    out = dict(info)
-    for kind, fields in SECRET_FIELDS.items():
-        value = out.get(kind)
-        if not isinstance(value, dict):
-            continue
-        value = dict(value)
-        for field in fields:
-            secret = value.get(field)
-            if isinstance(secret, str) and not is_sealed(secret):
-                if box is None:
-                    raise SecretKeyError("no secret key is configured: a credential secret cannot be stored")
-                value[field] = box.seal(secret)
-        out[kind] = value
-    return out
+    return seal_info(box, "credential", info)
 
 
 def _parse_keys(text: str, where: str) -> list[bytes]:
@@ -163,13 +196,14 @@ def rotate_key_file(path: Path) -> None:
 
 
 async def reseal_credentials(store, box: SecretBox) -> dict:
-    """Re-encrypt every credential secret not sealed under the first key: plain text (stored
-    before sealing) and older keys' seals. Each metastore's changes are one versioned write
+    """Re-encrypt every secret (of credentials and providers) not sealed under the first key:
+    plain text (stored before sealing) and older keys' seals. Each metastore's changes are one versioned write
     (DESIGN.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
     under a key this server does not hold is left as it is, and counted."""
     from .db import MetastoreGone, VersionConflict
     counts = {"resealed": 0, "unreadable": 0}
-    rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = 'credential'")
+    rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = ANY($1::text[])",
+                                  list(SEALED_TYPES))
     for row in rows:
         metastore_id = str(row["metastore_id"])
         for attempt in range(5):
@@ -189,12 +223,10 @@ async def reseal_credentials(store, box: SecretBox) -> dict:
 
 
 async def _reseal_metastore(store, box: SecretBox, metastore_id: str, counts: dict) -> int:
-    import dataclasses
     version = await store.metastore_version(metastore_id)
-    credentials = await store.assets_of_type(metastore_id, "credential")
     changed = []
-    for asset in credentials:
-        info, resealed = _resealed_info(box, asset.info, counts)
+    for asset in [a for t in SEALED_TYPES for a in await store.assets_of_type(metastore_id, t)]:
+        info, resealed = _resealed_info(box, asset.type, asset.info, counts)
         if resealed:
             changed.append((dataclasses.replace(asset, info=info), resealed))
     if not changed:
@@ -205,21 +237,13 @@ async def _reseal_metastore(store, box: SecretBox, metastore_id: str, counts: di
     return sum(n for _, n in changed)
 
 
-def _resealed_info(box: SecretBox, info: dict, counts: dict) -> tuple[dict, int]:
-    out, resealed = dict(info), 0
-    for kind, fields in SECRET_FIELDS.items():
-        value = out.get(kind)
-        if not isinstance(value, dict):
-            continue
-        value = dict(value)
-        for field in fields:
-            stored = value.get(field)
-            if not isinstance(stored, str) or box.is_current(stored):
-                continue
-            try:
-                value[field] = box.reseal(stored)
-                resealed += 1
-            except SecretKeyError:
-                counts["unreadable"] += 1
-        out[kind] = value
-    return out, resealed
+def _resealed_info(box: SecretBox, type_name: str, info: dict, counts: dict) -> tuple[dict, int]:
+    def reseal(stored: str) -> str:
+        if box.is_current(stored):
+            return stored
+        try:
+            return box.reseal(stored)
+        except SecretKeyError:
+            counts["unreadable"] += 1
+            return stored
+    return _map_secrets(type_name, info, reseal)

@@ -104,6 +104,13 @@ async def test_plain_text_is_encrypted_at_start_and_rotation_re_encrypts(pg_url,
         await running.store.pool.execute(
             "UPDATE assets SET info = jsonb_set(info, '{azure_service_principal,client_secret}', to_jsonb($2::text)) "
             "WHERE id = $1", uuid.UUID(cid), SECRET)
+        profile = json.dumps({"endpoint": "https://x.example.com/", "bearerToken": SECRET})
+        status, provider = await ws.call("POST", "/providers", json={
+            "name": "vendor", "authentication_type": "TOKEN", "recipient_profile_str": profile})
+        assert status == 200, provider
+        await running.store.pool.execute(
+            "UPDATE assets SET info = jsonb_set(info, '{recipient_profile_str}', to_jsonb($2::text)) "
+            "WHERE metastore_id = $1 AND type = 'provider'", uuid.UUID(ws.metastore_id), profile)
         version_before = await running.store.metastore_version(ws.metastore_id)
     finally:
         await running.stop()
@@ -114,6 +121,10 @@ async def test_plain_text_is_encrypted_at_start_and_rotation_re_encrypts(pg_url,
         stored = await _stored(running.store, cid)
         assert stored.startswith("sealed:v1:") and SECRET not in stored
         assert Fernet(first_key).decrypt(stored[len("sealed:v1:"):].encode()).decode() == SECRET
+        text = await running.store.pool.fetchval(
+            "SELECT info->>'recipient_profile_str' FROM assets WHERE metastore_id = $1 AND type = 'provider'",
+            uuid.UUID(ws.metastore_id))
+        assert SECRET not in text and running.store.secrets.open(json.loads(text)["bearerToken"]) == SECRET
         # one versioned write: shards that cache the credential see the change
         assert await running.store.metastore_version(ws.metastore_id) == version_before + 1
         ws.url = running.url
@@ -170,3 +181,24 @@ async def test_a_missing_key_source_stops_the_start(pg_url, tmp_path):
     with pytest.raises(SecretKeyError):
         await start(ServeConfig(port=0, data_dir=tmp_path, db=pg_url, secret_key=str(tmp_path / "missing.key")))
     os.environ.pop("SHARDCAT_NO_SUCH_VARIABLE", None)
+
+
+async def test_a_providers_bearer_token_is_stored_encrypted_and_never_echoed(ws, server):
+    profile = {"shareCredentialsVersion": 1, "endpoint": "https://sharing.example.com/delta-sharing/",
+               "bearerToken": SECRET}
+    status, made = await ws.call("POST", "/providers", json={"name": "vendor", "authentication_type": "TOKEN",
+                                                             "recipient_profile_str": json.dumps(profile)})
+    assert status == 200 and SECRET not in json.dumps(made), made
+    status, made = await ws.call("PATCH", "/providers/vendor", json={
+        "recipient_profile_str": json.dumps({**profile, "bearerToken": SECRET + "-2"})})
+    assert status == 200 and SECRET not in json.dumps(made), made
+    text = await server.store.pool.fetchval(
+        "SELECT info->>'recipient_profile_str' FROM assets WHERE metastore_id = $1 AND type = 'provider'",
+        uuid.UUID(ws.metastore_id))
+    assert SECRET[:12] not in text
+    assert server.store.secrets.open(json.loads(text)["bearerToken"]) == SECRET + "-2"
+    # in the wrong shape: refused without showing it
+    status, answer = await ws.call("POST", "/providers", json={"name": "v2", "authentication_type": "TOKEN",
+                                                               "recipient_profile_str": {"bearerToken": SECRET}})
+    assert status == 400 and SECRET[:12] not in json.dumps(answer), answer
+    assert SECRET[:12] not in await _audit_text(server, ws)
