@@ -17,7 +17,9 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from shardcat.cluster.cli import main as cli_main
 from shardcat.cluster.server import ServeConfig, start
-from tests.conftest import new_workspace
+from tests.conftest import new_workspace, serving
+
+cluster = serving("secrets-cluster", shards=1)
 
 SECRET = "Sup3r-secret-value-" + uuid.uuid4().hex
 AZURE = {"directory_id": "dir", "application_id": "app", "client_secret": SECRET}
@@ -202,3 +204,12 @@ async def test_a_providers_bearer_token_is_stored_encrypted_and_never_echoed(ws,
                                                                "recipient_profile_str": {"bearerToken": SECRET}})
     assert status == 400 and SECRET[:12] not in json.dumps(answer), answer
     assert SECRET[:12] not in await _audit_text(server, ws)
+
+
+async def test_shard_actors_seal_with_the_servers_key(cluster, http, tmp_path):
+    """With --shards the credential is written by a shard actor: it seals with the server's keys."""
+    ws = await new_workspace(cluster, http, tmp_path)
+    status, made = await ws.call("POST", "/credentials", json={"name": "az", "azure_service_principal": AZURE})
+    assert status == 200 and SECRET not in json.dumps(made), made
+    stored = await _stored(cluster.store, made["id"])
+    assert stored.startswith("sealed:v1:") and cluster.store.secrets.open(stored) == SECRET
