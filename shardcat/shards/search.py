@@ -13,6 +13,7 @@ when the caller may not see some matches; its `next_page_token` still moves on.
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 
 from aiohttp import web
@@ -37,7 +38,8 @@ def _like(word: str) -> str:
 
 
 def _words(query: str | None) -> list[str]:
-    words = (query or "").lower().split()
+    # NFC, as names are stored: a decomposed `café` finds the composed one
+    words = unicodedata.normalize("NFC", (query or "").lower()).split()
     if not words:
         raise invalid("Query parameter 'query' must hold at least one word.")
     if len(query) > MAX_QUERY_CHARS or len(words) > MAX_WORDS:

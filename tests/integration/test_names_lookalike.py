@@ -168,3 +168,13 @@ async def test_principal_names_are_nfc_wherever_they_enter(ws):
     assert [a["principal"] for a in answer["privilege_assignments"]] == [user_nfc]
     status, answer = await ws.call("PATCH", "/catalogs/main", json={"owner": user_nfd})
     assert status == 200 and answer["owner"] == user_nfc, answer
+
+
+async def test_search_finds_a_name_by_either_spelling(ws):
+    await _world(ws)
+    status, made = await ws.call("POST", "/catalogs", json={"name": NFD})
+    assert status == 200, made
+    for spelling in (NFC, NFD):
+        status, found = await ws.call("GET", "/shardcat/search", params={"query": spelling})
+        assert status == 200, found
+        assert NFC in [r["full_name"] for r in found["results"]], (spelling, found)
