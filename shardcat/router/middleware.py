@@ -1,12 +1,13 @@
-"""aiohttp middlewares of the front: Unity Catalog error JSON for every failure, and authentication."""
+"""aiohttp middlewares of the front: Unity Catalog error JSON for every failure (never showing a
+secret the request carried), authentication, and the refusal of parameters PostgreSQL cannot store."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from urllib.parse import unquote_to_bytes
 from collections.abc import Callable
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
