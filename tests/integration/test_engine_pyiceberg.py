@@ -194,3 +194,27 @@ async def test_duckdb_reads_a_table_pyiceberg_wrote(ws, ice):
     fresh = await run(ice.load_table, "s.t")                # DuckDB's write, read back by pyiceberg
     assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2, 3, 4]
 
+
+async def test_duckdb_reads_nothing_without_select(ws, server, ice):
+    import duckdb
+
+    await run(ice.create_namespace, "s")
+    table = await run(ice.create_table, "s.t", SCHEMA)
+    await run(table.append, rows(1))
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "ice", reader.name, "USE CATALOG", "USE SCHEMA")
+
+    def select(token: str):
+        con = _duckdb()
+        con.execute(f"CREATE SECRET shardcat (TYPE ICEBERG, TOKEN '{token}')")
+        con.execute(f"ATTACH 'ice' AS lake (TYPE ICEBERG, ENDPOINT '{ws.api}/iceberg', SECRET shardcat)")
+        try:
+            return con.execute("SELECT id FROM lake.s.t").fetchall()
+        except duckdb.Error as e:
+            return e
+
+    refused = await run(select, reader.token)
+    assert isinstance(refused, Exception) and "403" in str(refused) and "SELECT" in str(refused), refused
+    await grant(ws, "table", "ice.s.t", reader.name, "SELECT")
+    assert await run(select, reader.token) == [(1,)]
+
