@@ -665,6 +665,8 @@ def iceberg_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
             try:
                 result = await method(request, request["caller"], request.match_info.get("catalog"))
             except CatalogError as e:
+                if e.code == "NOT_OWNER":
+                    raise           # shardcat's own shard-to-router signal, answered as everywhere else
                 return _error_response(_iceberg(e))
             except IcebergError as e:
                 return _error_response(e)
