@@ -44,19 +44,29 @@ from .shard import MetastoreState, Shard
 
 BASES = ("/iceberg", "/iceberg-rest")
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
-ENDPOINTS = [f"{method} /v1/{{prefix}}{path}" for method, path in (
-    ("GET", "/namespaces"), ("POST", "/namespaces"), ("GET", "/namespaces/{namespace}"),
-    ("HEAD", "/namespaces/{namespace}"), ("DELETE", "/namespaces/{namespace}"),
-    ("POST", "/namespaces/{namespace}/properties"), ("GET", "/namespaces/{namespace}/tables"),
-    ("POST", "/namespaces/{namespace}/tables"), ("GET", "/namespaces/{namespace}/tables/{table}"),
-    ("HEAD", "/namespaces/{namespace}/tables/{table}"), ("POST", "/namespaces/{namespace}/tables/{table}"),
-    ("DELETE", "/namespaces/{namespace}/tables/{table}"), ("POST", "/namespaces/{namespace}/register"),
-    ("GET", "/namespaces/{namespace}/tables/{table}/credentials"),
-    ("POST", "/namespaces/{namespace}/tables/{table}/metrics"), ("POST", "/tables/rename"),
-    ("POST", "/transactions/commit"), ("GET", "/namespaces/{namespace}/views"),
-    ("POST", "/namespaces/{namespace}/views"), ("GET", "/namespaces/{namespace}/views/{view}"),
-    ("HEAD", "/namespaces/{namespace}/views/{view}"), ("POST", "/namespaces/{namespace}/views/{view}"),
-    ("DELETE", "/namespaces/{namespace}/views/{view}"))]
+# The REST spec's operations served under each base, with and without a warehouse prefix:
+# (method, path under /v1/{prefix}, the spec's operationId). GET /v1/config is served besides.
+OPERATIONS = (
+    ("GET", "/namespaces", "listNamespaces"), ("POST", "/namespaces", "createNamespace"),
+    ("GET", "/namespaces/{namespace}", "loadNamespaceMetadata"),
+    ("HEAD", "/namespaces/{namespace}", "namespaceExists"), ("DELETE", "/namespaces/{namespace}", "dropNamespace"),
+    ("POST", "/namespaces/{namespace}/properties", "updateProperties"),
+    ("GET", "/namespaces/{namespace}/tables", "listTables"), ("POST", "/namespaces/{namespace}/tables", "createTable"),
+    ("POST", "/namespaces/{namespace}/register", "registerTable"),
+    ("GET", "/namespaces/{namespace}/tables/{table}", "loadTable"),
+    ("HEAD", "/namespaces/{namespace}/tables/{table}", "tableExists"),
+    ("POST", "/namespaces/{namespace}/tables/{table}", "updateTable"),
+    ("DELETE", "/namespaces/{namespace}/tables/{table}", "dropTable"),
+    ("GET", "/namespaces/{namespace}/tables/{table}/credentials", "loadCredentials"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/metrics", "reportMetrics"),
+    ("POST", "/tables/rename", "renameTable"), ("POST", "/transactions/commit", "commitTransaction"),
+    ("GET", "/namespaces/{namespace}/views", "listViews"), ("POST", "/namespaces/{namespace}/views", "createView"),
+    ("GET", "/namespaces/{namespace}/views/{view}", "loadView"),
+    ("HEAD", "/namespaces/{namespace}/views/{view}", "viewExists"),
+    ("POST", "/namespaces/{namespace}/views/{view}", "replaceView"),
+    ("DELETE", "/namespaces/{namespace}/views/{view}", "dropView"), ("POST", "/views/rename", "renameView"),
+)
+ENDPOINTS = [f"{method} /v1/{{prefix}}{path}" for method, path, _ in OPERATIONS]     # what /v1/config lists
 
 
 class IcebergError(Exception):
@@ -692,42 +702,31 @@ def iceberg_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
             raise IcebergError(400, "BadRequestException", "purgeRequested must be true or false.")
         return value == "true"
 
-    routes = {
-        ("GET", "/namespaces"): lambda r, c, w: ice.list_namespaces(c, w, r.query.get("parent"), *page(r)),
-        ("POST", "/namespaces"): lambda r, c, w: _with_body(r, lambda b: ice.create_namespace(c, w, b)),
-        ("GET", "/namespaces/{namespace}"): lambda r, c, w: ice.load_namespace(c, w, ns(r)),
-        ("HEAD", "/namespaces/{namespace}"): lambda r, c, w: _none(ice.load_namespace(c, w, ns(r))),
-        ("DELETE", "/namespaces/{namespace}"): lambda r, c, w: ice.drop_namespace(c, w, ns(r)),
-        ("POST", "/namespaces/{namespace}/properties"):
-            lambda r, c, w: _with_body(r, lambda b: ice.update_properties(c, w, ns(r), b)),
-        ("GET", "/namespaces/{namespace}/tables"): lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
-        ("POST", "/namespaces/{namespace}/tables"):
-            lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
-        ("POST", "/namespaces/{namespace}/register"):
-            lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
-        ("GET", "/namespaces/{namespace}/tables/{table}"): lambda r, c, w: ice.load_table(c, table(r, w)),
-        ("HEAD", "/namespaces/{namespace}/tables/{table}"): lambda r, c, w: ice.exists(c, table(r, w)),
-        ("POST", "/namespaces/{namespace}/tables/{table}"):
-            lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
-        ("DELETE", "/namespaces/{namespace}/tables/{table}"):
-            lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
-        ("GET", "/namespaces/{namespace}/tables/{table}/credentials"):
-            lambda r, c, w: ice.load_credentials(c, table(r, w)),
-        ("POST", "/namespaces/{namespace}/tables/{table}/metrics"):
-            lambda r, c, w: ice.report_metrics(c, table(r, w)),
-        ("POST", "/tables/rename"): lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b)),
-        ("POST", "/transactions/commit"): lambda r, c, w: _with_body(r, lambda b: ice.transaction(c, w, b)),
-        ("GET", "/namespaces/{namespace}/views"):
-            lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r), views=True),
-        ("POST", "/namespaces/{namespace}/views"):
-            lambda r, c, w: _with_body(r, lambda b: ice.create_view(c, w, ns(r), b)),
-        ("GET", "/namespaces/{namespace}/views/{view}"): lambda r, c, w: ice.load_view(c, table(r, w)),
-        ("HEAD", "/namespaces/{namespace}/views/{view}"): lambda r, c, w: ice.exists(c, table(r, w), view=True),
-        ("POST", "/namespaces/{namespace}/views/{view}"):
-            lambda r, c, w: _with_body(r, lambda b: ice.replace_view(c, table(r, w), b)),
-        ("DELETE", "/namespaces/{namespace}/views/{view}"):
-            lambda r, c, w: ice.drop(c, table(r, w), False, view=True),
-        ("POST", "/views/rename"): lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b, view=True)),
+    handlers = {
+        "listNamespaces": lambda r, c, w: ice.list_namespaces(c, w, r.query.get("parent"), *page(r)),
+        "createNamespace": lambda r, c, w: _with_body(r, lambda b: ice.create_namespace(c, w, b)),
+        "loadNamespaceMetadata": lambda r, c, w: ice.load_namespace(c, w, ns(r)),
+        "namespaceExists": lambda r, c, w: _none(ice.load_namespace(c, w, ns(r))),
+        "dropNamespace": lambda r, c, w: ice.drop_namespace(c, w, ns(r)),
+        "updateProperties": lambda r, c, w: _with_body(r, lambda b: ice.update_properties(c, w, ns(r), b)),
+        "listTables": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
+        "createTable": lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
+        "registerTable": lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
+        "loadTable": lambda r, c, w: ice.load_table(c, table(r, w)),
+        "tableExists": lambda r, c, w: ice.exists(c, table(r, w)),
+        "updateTable": lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
+        "dropTable": lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
+        "loadCredentials": lambda r, c, w: ice.load_credentials(c, table(r, w)),
+        "reportMetrics": lambda r, c, w: ice.report_metrics(c, table(r, w)),
+        "renameTable": lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b)),
+        "commitTransaction": lambda r, c, w: _with_body(r, lambda b: ice.transaction(c, w, b)),
+        "listViews": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r), views=True),
+        "createView": lambda r, c, w: _with_body(r, lambda b: ice.create_view(c, w, ns(r), b)),
+        "loadView": lambda r, c, w: ice.load_view(c, table(r, w)),
+        "viewExists": lambda r, c, w: ice.exists(c, table(r, w), view=True),
+        "replaceView": lambda r, c, w: _with_body(r, lambda b: ice.replace_view(c, table(r, w), b)),
+        "dropView": lambda r, c, w: ice.drop(c, table(r, w), False, view=True),
+        "renameView": lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b, view=True)),
     }
 
     async def _with_body(request, call):
@@ -737,9 +736,9 @@ def iceberg_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
     for base in BASES:
         root = f"{prefix}{base}/v1"
         out.append(web.get(f"{root}/config", handler(config), allow_head=False))
-        for (method, path), call in routes.items():
+        for method, path, operation in OPERATIONS:
             for with_prefix in (f"{root}/catalogs/{{catalog}}", root):
-                out.append(web.route(method, with_prefix + path, handler(_call(call))))
+                out.append(web.route(method, with_prefix + path, handler(_call(handlers[operation]))))
     return out
 
 
