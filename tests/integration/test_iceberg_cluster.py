@@ -57,5 +57,9 @@ async def test_a_stale_owner_cannot_lose_a_commit(cluster, http, tmp_path):
 
     fresh = await asyncio.to_thread(catalog.load_table, "s.t")
     assert "lost" not in fresh.properties
+    # Through the router: HEAD (pyiceberg's table_exists) and a two-level namespace in a path (%1F).
+    assert await asyncio.to_thread(catalog.table_exists, "s.t")
+    async with http.get(f"{ws.api}/iceberg/v1/namespaces/ice%1Fs/tables", headers=ws.headers) as r:
+        assert (r.status, await r.json()) == (200, {"identifiers": [{"namespace": ["ice", "s"], "name": "t"}]})
     assert sorted((await asyncio.to_thread(lambda: fresh.scan().to_arrow()))["n"].to_pylist()) == [0, 1]
     assert len(fresh.snapshots()) == 2
