@@ -423,6 +423,9 @@ class IcebergCatalog:
             else:
                 location = staging.storage_path
         metadata = md.new_metadata(request, location)
+        local = _local_path(location)
+        if local is not None:       # a local file system needs the folders object stores do not (DuckDB writes there)
+            await asyncio.to_thread(os.makedirs, os.path.join(local, "metadata"), exist_ok=True)
         return {"metadata": md.metadata_json(metadata), "config": {}, "storage-credentials": []}
 
     async def register_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:

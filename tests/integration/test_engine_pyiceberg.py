@@ -186,6 +186,7 @@ async def test_duckdb_reads_a_table_pyiceberg_wrote(ws, ice):
         tables = con.execute("SHOW ALL TABLES").fetchall()
         got = con.execute("SELECT id, name FROM lake.s.t ORDER BY id").fetchall()
         con.execute("INSERT INTO lake.s.t VALUES (4, 'n4')")       # a commit through shardcat
+        con.execute("CREATE TABLE lake.s.made AS SELECT range AS x FROM range(3)")     # DuckDB creates one too
         return tables, got
 
     tables, got = await run(query)
@@ -193,6 +194,11 @@ async def test_duckdb_reads_a_table_pyiceberg_wrote(ws, ice):
     assert got == [(1, "n1"), (2, "n2"), (3, "n3")]
     fresh = await run(ice.load_table, "s.t")                # DuckDB's write, read back by pyiceberg
     assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2, 3, 4]
+    made = await run(ice.load_table, "s.made")
+    assert sorted((await run(lambda: made.scan().to_arrow()))["x"].to_pylist()) == [0, 1, 2]
+    status, row = await ws.call("GET", "/tables/ice.s.made")       # staged, then created by its first commit
+    assert (status, row["table_type"], row["data_source_format"]) == (200, "MANAGED", "ICEBERG")
+    assert row["storage_location"].endswith(f"/tables/{row['table_id']}")
 
 
 async def test_duckdb_reads_nothing_without_select(ws, server, ice):
