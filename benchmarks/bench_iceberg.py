@@ -31,7 +31,8 @@ SECTION = "## Iceberg commits: shardcat's Iceberg REST vs pyiceberg's SqlCatalog
 def _schema():
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
-    return Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
+    return Schema(NestedField(1, "id", LongType(), required=False),
+                  NestedField(2, "name", StringType(), required=False))
 
 
 def _rows(i: int):
