@@ -39,6 +39,7 @@ from ..governance.vending import vend
 from ..iceberg import metadata as md
 from ..store.db import WriteTx, now_ms
 from . import service
+from .locations import require_external_location
 from .service import CatalogService
 from .shard import MetastoreState, Shard
 
@@ -390,6 +391,8 @@ class IcebergCatalog:
         managed = not request.location
         location = await self._managed_location(caller, schema, table_id) if managed else \
             self._url(request.location)
+        if not managed:
+            await self._check_external(caller, location, "location")
         metadata = md.new_metadata(request, location)
         metadata_location = md.next_location(metadata, None)
         if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
@@ -407,11 +410,27 @@ class IcebergCatalog:
         except InvalidUrl as e:
             raise IcebergError(400, "BadRequestException", f"Invalid location: {e}") from None
 
+    async def _check_external(self, caller: Caller, url: str, what: str) -> None:
+        """Before the catalog writes or reads a file at `url` for a new EXTERNAL table (or a view's own
+        location): the rules its creation will check again in the write. One asset per path (no
+        other asset's storage at, above or below it, managed roots included), inside an external
+        location when the metastore has any, and CREATE EXTERNAL TABLE on that location."""
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        hit = state.trie.first_overlap(url)
+        if hit is not None:
+            raise IcebergError(400, "BadRequestException", f"The {what} '{url}' overlaps the storage of "
+                                                           f"{hit[1].type} '{hit[1].full_name}' at '{hit[0]}'.")
+        require_external_location(state, url, what)
+        probe = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type="table", namespace="table",
+                      parent_id=state.id, name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
+        (await authorizer(self.shard, caller)).require_storage(state, probe)
+
     async def _stage(self, caller: Caller, schema: Asset, name: str, request) -> dict:
         """stage-create: metadata for a table a later commit (with assert-create) creates. A managed
         table's location is reserved as a Unity Catalog staging table, which that commit consumes."""
         if request.location:
             location = self._url(request.location)
+            await self._check_external(caller, location, "location")
         else:
             full = f"{schema.full_name}.{name}"
             staging = await self.shard.lookup(caller.metastore(), "staging_table", full, caller.min_version)
@@ -436,14 +455,21 @@ class IcebergCatalog:
         metadata_location = self._url(request.metadata_location)
         schema = await self._schema(caller, schema_full)
         (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is None:        # nothing is read where no new external table could be
+            await self._check_external(caller, metadata_location, "metadata-location")
+        elif not request.overwrite:
+            raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+        elif not is_iceberg_table(existing) or not metadata_location.startswith(existing.storage_path + "/"):
+            raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
+                                                              f"table holding '{metadata_location}'.")
+        else:
+            (await authorizer(self.shard, caller)).require_data(existing, write=True)    # MODIFY, to repoint it
         io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
         metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
         location = self._url(metadata.location)
-        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
-            if not request.overwrite:
-                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
-            if not is_iceberg_table(existing) or existing.storage_path != location:
+            if existing.storage_path != location:
                 raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
                                                                   f"table at '{location}': it cannot be overwritten.")
             await self._commit_all(caller, [(full, [], [])], preset={
@@ -472,6 +498,9 @@ class IcebergCatalog:
         schema = await self._schema(caller, schema_full)
         staging = await self.shard.lookup(caller.metastore(), "staging_table", full_name, caller.min_version)
         managed = staging is not None and staging.storage_path == location
+        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        if not managed:
+            await self._check_external(caller, location, "location")
         metadata_location = md.next_location(metadata, None)
         io = await self._io(caller, location, write=True)
         await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
@@ -591,8 +620,11 @@ class IcebergCatalog:
         schema = await self._schema(caller, schema_full)
         (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
         view_id = str(uuid.uuid4())
-        location = self._url(request.location) if request.location else \
-            await self._managed_location(caller, schema, view_id, "views")
+        if request.location:
+            location = self._url(request.location)
+            await self._check_external(caller, location, "location")
+        else:
+            location = await self._managed_location(caller, schema, view_id, "views")
         view = md.new_view_metadata(request, location)
         metadata_location = md.next_view_location(view, None)
         if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):

@@ -345,3 +345,37 @@ async def test_s3_table_config_carries_vended_credentials(ws, server, sts, monke
 def s3(fake_aws, key_id: str, secret: str, token: str):
     return boto3.client("s3", endpoint_url=fake_aws["url"], region_name="us-east-1", aws_access_key_id=key_id,
                         aws_secret_access_key=secret, aws_session_token=token)
+
+
+async def test_no_file_is_written_or_read_where_no_new_table_could_be(ice, server, tmp_path):
+    """A location inside another table's storage, or a managed root, is refused before the catalog
+    writes metadata there (create, stage-create, views) or reads it (register)."""
+    other = await create(ice, "other")
+    inside = other["metadata"]["location"] + "/sub"
+    status, row = await ice.call("GET", "/tables/ice.s.other")
+    root = row["storage_location"].rsplit("/tables/", 1)[0]
+    for body in ({"name": "a", "schema": SCHEMA, "location": inside},
+                 {"name": "b", "schema": SCHEMA, "location": inside, "stage-create": True},
+                 {"name": "c", "schema": SCHEMA, "location": root + "/elsewhere"}):
+        status, answer = await ice.call("POST", f"{P}/namespaces/s/tables", json=body)
+        assert status == 400 and "overlaps" in answer["error"]["message"], (body, answer)
+    assert not os.path.exists(urlparse(inside).path)
+    status, answer = await ice.call("POST", f"{P}/namespaces/s/register", json={
+        "name": "r", "metadata-location": other["metadata-location"]})
+    assert status == 400 and "overlaps" in answer["error"]["message"], answer
+    # A user with CREATE TABLE but no CREATE EXTERNAL TABLE on the external location: refused first.
+    await ice.call("POST", "/storage-credentials", json={"name": "cred", "aws_iam_role": {"role_arn": "arn:x"}})
+    ext = str(tmp_path / "ext")
+    status, body = await ice.call("POST", "/external-locations", json={
+        "name": "ext", "url": f"file://{ext}", "credential_name": "cred"})
+    assert status == 200, body
+    maker = await user(server, ice)
+    await grant(ice, "catalog", "ice", maker.name, "USE CATALOG", "USE SCHEMA", "CREATE TABLE")
+    status, body = await maker.call("POST", f"{P}/namespaces/s/tables",
+                                    json={"name": "d", "schema": SCHEMA, "location": f"file://{ext}/d"})
+    assert status == 403 and "CREATE EXTERNAL TABLE" in body["error"]["message"], body
+    assert not os.path.exists(f"{ext}/d")
+    await grant(ice, "external_location", "ext", maker.name, "CREATE EXTERNAL TABLE")
+    status, body = await maker.call("POST", f"{P}/namespaces/s/tables",
+                                    json={"name": "d", "schema": SCHEMA, "location": f"file://{ext}/d"})
+    assert status == 200, body
