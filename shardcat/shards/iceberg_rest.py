@@ -23,12 +23,11 @@ import dataclasses
 import os
 import shutil
 import uuid
-from urllib.parse import unquote, urlparse
 
 from aiohttp import web
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, join_url, normalize_url
+from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url
 from ..entities.asset import Asset
 from ..entities.names import check_name
 from ..errors import STATUS, CatalogError
@@ -118,7 +117,8 @@ def is_iceberg_view(asset: Asset | None) -> bool:
 
 
 def _local_path(url: str) -> str | None:
-    return unquote(urlparse(url).path) if url.startswith("file:") else None
+    """A file:// URL's local path (decoded the one way, cache/urls.py); None for other storage."""
+    return local_path(url) if url.startswith("file:") else None
 
 
 class IcebergCatalog:
@@ -460,7 +460,7 @@ class IcebergCatalog:
             await self._check_external(caller, metadata_location, "metadata-location")
         elif not request.overwrite:
             raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
-        elif not is_iceberg_table(existing) or not metadata_location.startswith(existing.storage_path + "/"):
+        elif not is_iceberg_table(existing) or not is_within(metadata_location, existing.storage_path):
             raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
                                                               f"table holding '{metadata_location}'.")
         else:
