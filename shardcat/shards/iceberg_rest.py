@@ -109,7 +109,7 @@ def _props(asset: Asset) -> dict:
 
 def is_iceberg_table(asset: Asset | None) -> bool:
     return asset is not None and asset.info.get("data_source_format") == "ICEBERG" and \
-        asset.info.get("table_type") not in service.VIEW_TYPES and md.METADATA_LOCATION in _props(asset)
+        asset.info.get("table_type") in ("MANAGED", "EXTERNAL") and md.METADATA_LOCATION in _props(asset)
 
 
 def is_iceberg_view(asset: Asset | None) -> bool:
