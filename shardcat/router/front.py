@@ -49,7 +49,7 @@ class Front:
 
     def _fast_path(self, request: http1.Request) -> bool:
         path = request.path
-        if request.too_large or "%" in path or not path.startswith(PREFIX + "/"):
+        if "%" in path or not path.startswith(PREFIX + "/"):
             return False
         if request.method not in ("GET", "POST") or not safe_to_resend(request.method, path):
             return False

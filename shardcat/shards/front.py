@@ -90,7 +90,7 @@ class ShardFront:
             return None
         segment, slash, name = path[len(PREFIX) + 1:].partition("/")
         if request.method == "POST":
-            if segment != "resolve" or slash or query or request.too_large:
+            if segment != "resolve" or slash or query:
                 return None
             return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
         read = _READS.get(segment)
