@@ -47,6 +47,7 @@ BACKLOG = 1024                  # connections waiting to be accepted: a burst of
 MAX_QUEUED = 16                 # pipelined requests read ahead per connection before reading pauses (as does a
                                 # body's worth of queued bodies)
 # Not relayed either way: they describe one connection, or a framing this hop redoes.
+_END_OF_HEAD = b"\r\n\r\n"
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "expect", "host",
                          "te", "trailer", "upgrade", "proxy-connection"})
 
@@ -192,6 +193,7 @@ class _Connection(asyncio.Protocol):
         self.in_message = False                 # the parser has a request's head, its body is not complete
         self.feeding_body = False               # a body is being fed (a request beginning there is unframed)
         self.body_left: int | None = None       # Content-Length bytes yet to feed; None when chunked
+        self.tail = b""                         # the last bytes of a chunked body fed (see `_chunked_end`)
         self.since = 0.0                        # loop time the current wait began: see `_arm`
         self.deadline: float | None = None      # loop time `overdue` acts, None for never
         self.server_task: asyncio.Task | None = None
@@ -270,12 +272,16 @@ class _Connection(asyncio.Protocol):
                     return
                 head, at = got
                 self.in_message = True
+                self.tail = b""
                 self.parser.feed_data(head)     # the whole head at once; a request without a body completes here
                 continue
-            # a body: exactly what Content-Length says, so the next head is the HeadReader's again
-            end = len(data) if self.body_left is None else min(len(data), at + self.body_left)
+            # a body, fed so that it ends where a feed ends and the next head is the HeadReader's again:
+            # exactly what Content-Length says, or a chunked body up to where it could end
             if self.body_left is not None:
+                end = min(len(data), at + self.body_left)
                 self.body_left -= end - at
+            else:
+                end = self._chunked_end(data, at)
             self.since = self.loop.time()
             self.feeding_body = True
             try:
@@ -284,6 +290,19 @@ class _Connection(asyncio.Protocol):
                 self.feeding_body = False
             at = end
 
+    def _chunked_end(self, data: bytes, at: int) -> int:
+        """Where in `data` the chunked body fed from `at` on could end: a chunked message ends with
+        an empty line (after the last chunk, or its trailers), so just after the next CRLF CRLF,
+        counting the last bytes fed before; else the end of `data`."""
+        across = (self.tail + data[at:at + 3]).find(_END_OF_HEAD)
+        if across >= 0:
+            end = at + across + 4 - len(self.tail)
+        else:
+            found = data.find(_END_OF_HEAD, at)
+            end = len(data) if found < 0 else found + 4
+        self.tail = (self.tail + data[max(at, end - 3):end])[-3:]
+        return end
+
     def _note_buffered(self, size: int) -> None:
         if size > self.server.largest_buffered:
             self.server.largest_buffered = size
@@ -291,9 +310,10 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks (a LimitExceeded raised here stops the parser: see `_take`)
     def on_message_begin(self) -> None:
         if self.feeding_body:
-            # A request pipelined straight after a chunked body, in the same read: its head would
-            # reach the parser without the HeadReader's limits. Answer what came before, then close
-            # (RFC 9112 9.3.2: a client retries what a closed connection left unanswered).
+            # A request began inside what was fed as a body (bodies are fed to end where they can
+            # end, so this should not happen): its head would reach the parser without the
+            # HeadReader's limits. Answer what came before, then close (RFC 9112 9.3.2: a client
+            # retries what a closed connection left unanswered).
             raise _Unframed()
 
     def on_url(self, url: bytes) -> None:
