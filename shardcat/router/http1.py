@@ -14,9 +14,9 @@ Why not a well-kept server instead (a hand-written protocol server must earn its
 side by side (benchmarks/bench_http_servers.py, docs/benchmarks.md), serving the same constant
 getTable-sized answer, aiohttp's low-level server (web_server.Server, C parser) took about 1.6x
 this server's CPU per request, uvicorn's httptools protocol about 1.8x and its h11 protocol about
-5x; and none enforces these limits by itself: aiohttp's answers 1,000 headers and refuses long
-lines with a plain-text 400 (and its source has no header-read timer, only keep-alive after an answer), uvicorn's httptools protocol
-reads a header sent in pieces without end, h11 takes a 64 KiB header.
+5x; and none enforces these limits by itself: aiohttp's answers 1,000 headers, refuses long
+lines with a plain-text 400 and has no header-read timer (only keep-alive, after an answer);
+uvicorn's httptools protocol reads a header sent in pieces without end; h11 takes a 64 KiB header.
 """
 
 from __future__ import annotations
