@@ -162,7 +162,8 @@ class Server:
                                     limits.body_timeout / 4, limits.linger / 4))
             now = loop.time()
             for connection in list(self.connections):
-                if connection.deadline is not None and connection.deadline < now:
+                deadline = connection.deadline()
+                if deadline is not None and deadline < now:
                     connection.overdue()
 
 
@@ -196,8 +197,7 @@ class _Connection(asyncio.Protocol):
         self.feeding_body = False               # a body is being fed (a request beginning there is unframed)
         self.body_left: int | None = None       # Content-Length bytes yet to feed; None when chunked
         self.tail = b""                         # the last bytes of a chunked body fed (see `_chunked_end`)
-        self.since = 0.0                        # loop time the current wait began: see `_arm`
-        self.deadline: float | None = None      # loop time `overdue` acts, None for never
+        self.since = 0.0                        # loop time the current wait began: see `deadline`
         self.server_task: asyncio.Task | None = None
         self.loop = asyncio.get_running_loop()
         self._start()
@@ -211,7 +211,6 @@ class _Connection(asyncio.Protocol):
         self.server.connections.add(self)
         self.server_task = self.loop.create_task(self._serve())
         self.since = self.loop.time()           # the first head is due within header_timeout of now
-        self._arm()
 
     def data_received(self, data: bytes) -> None:
         if self.done or self.transport.is_closing():     # refused: the rest is read and dropped
@@ -257,7 +256,6 @@ class _Connection(asyncio.Protocol):
                 self._refuse(error_answer(400, "MALFORMED_REQUEST", f"Malformed HTTP request: {e}."))
         except LimitExceeded as limit:
             self._refuse(refusal(limit))
-        self._arm()
 
     def _parse(self, data: bytes) -> None:
         at = 0
@@ -266,10 +264,11 @@ class _Connection(asyncio.Protocol):
                 self.held.append(data[at:])
                 return
             if not self.in_message:
-                if not len(self.head):
-                    self.since = self.loop.time()   # a head's first byte: the head is due within header_timeout
+                first = not len(self.head)
                 got = self.head.feed(data, at)
                 if got is None:
+                    if first:
+                        self.since = self.loop.time()   # a head's first bytes: the rest is due within header_timeout
                     self._note_buffered(len(self.head))
                     return
                 head, at = got
@@ -310,16 +309,14 @@ class _Connection(asyncio.Protocol):
             self.server.largest_buffered = size
 
     # -- httptools callbacks (a LimitExceeded raised here stops the parser: see `_take`)
-    def on_message_begin(self) -> None:
+    def on_url(self, url: bytes) -> None:
         if self.feeding_body:
             # A request began inside what was fed as a body (bodies are fed to end where they can
             # end, so this should not happen): its head would reach the parser without the
             # HeadReader's limits. Answer what came before, then close (RFC 9112 9.3.2: a client
             # retries what a closed connection left unanswered).
             raise _Unframed()
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url                         # once per request: the head is parsed whole
+        self.url = url                          # once per request: the head is parsed whole
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
@@ -360,7 +357,6 @@ class _Connection(asyncio.Protocol):
             self.ready.clear()
             while self.queue:
                 self.answering = True
-                self._arm()
                 request = self.queue.popleft()
                 if not isinstance(request, Request):        # a refusal or the end: the last thing written
                     await self.writable.wait()
@@ -380,14 +376,14 @@ class _Connection(asyncio.Protocol):
                 if not request.keep_alive:
                     self._linger()
                     return
-                self._resume()
+                if self.paused:
+                    self._resume()
             self.answering = False
             self.since = self.loop.time()       # idle from now, or the next head is due within header_timeout
-            self._arm()
 
     def _resume(self) -> None:
         """Reads on once the queue is short again, first what was read while paused."""
-        if self.paused and len(self.queue) < MAX_QUEUED // 2 and self.queued_bytes <= self.limits.max_body_bytes \
+        if len(self.queue) < MAX_QUEUED // 2 and self.queued_bytes <= self.limits.max_body_bytes \
                 and not self.done:
             self.paused = False
             held, self.held = self.held, []
@@ -441,33 +437,29 @@ class _Connection(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         self.since = self.loop.time()
-        self._arm()
 
-    # -- deadlines
-    def _arm(self) -> None:
-        """The deadline of what the connection waits for now."""
+    # -- deadlines (looked at by the server's sweep, not kept up to date per request)
+    def deadline(self) -> float | None:
+        """The loop time by which what the connection waits for now is due; None for no limit."""
         limits = self.limits
+        if self.answering or self.queue:
+            return None                         # the app's time, not the client's
         if self.done:
-            self.deadline = None if self.answering or self.queue else self.since + limits.linger
-        elif self.answering or self.queue:
-            self.deadline = None
-        elif self.in_message:
-            self.deadline = self.since + limits.body_timeout
-        elif len(self.head) or self.fresh:
-            self.deadline = self.since + limits.header_timeout
-        else:
-            self.deadline = self.since + limits.keep_alive
+            return self.since + limits.linger
+        if self.in_message:
+            return self.since + limits.body_timeout
+        if len(self.head) or self.fresh:
+            return self.since + limits.header_timeout
+        return self.since + limits.keep_alive
 
     def overdue(self) -> None:
         """Past the deadline: a refusal lingered, an idle connection, a head or a body too slow."""
-        self.deadline = None
         if self.done or not (len(self.head) or self.in_message):
             self.transport.close()              # lingered enough, or idle (never sent a byte: nothing to answer)
         elif self.in_message:
             self._refuse(refusal(body_too_slow(self.limits)))
         else:
             self._refuse(refusal(headers_too_slow(self.limits)))
-        self._arm()
 
 
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}

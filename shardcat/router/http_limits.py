@@ -93,6 +93,8 @@ class HeadReader:
         self.buffer = bytearray()
         self._line_end = -1         # where the request line's CRLF starts, once seen
         self._searched = 0          # bytes of `buffer` already searched for the end of the head
+        # a head no longer than this passes every limit (a header line has at least 3 bytes): not checked
+        self._short = min(limits.max_request_line + 2, limits.max_header_bytes, 3 * limits.max_headers + 2)
 
     def __len__(self) -> int:
         return len(self.buffer)
@@ -108,13 +110,15 @@ class HeadReader:
             if start == len(data):
                 return None
             # the common case, a whole head in one read: searched where it is, not copied
-            line_end = data.find(_CRLF, start, start + limits.max_request_line + 2)
-            if line_end >= 0:
-                end = data.find(_END_OF_HEAD, line_end, start + limits.max_head)
-                if end >= 0:
-                    end += len(_END_OF_HEAD)
+            end = data.find(_END_OF_HEAD, start, start + limits.max_head)
+            if end >= 0:
+                end += len(_END_OF_HEAD)
+                if end - start > self._short:
+                    line_end = data.find(_CRLF, start, start + limits.max_request_line + 2)
+                    if line_end < 0:
+                        raise request_line_too_long(limits)
                     self._check(data, line_end, end)
-                    return memoryview(data)[start:end], end
+                return (data if start == 0 and end == len(data) else memoryview(data)[start:end]), end
         held = len(buffer)
         room = limits.max_head - held
         buffer += memoryview(data)[start:start + room]     # never more than a head may have: the rest stays
