@@ -123,6 +123,14 @@ def report(run_info: dict) -> str:
         own = at["http1", r["operation"]]["server_us"]
         lines.append(f"| {r['operation']} | {NAMES[r['server']]} | {r['req_per_s']:,.0f} | {r['server_us']:.1f} | "
                      f"{r['server_us'] / own:.2f}× | {r['client_us']:.1f} |")
+    own = at["http1", "getTable"]["server_us"]
+    best = min((r for r in run_info["rows"] if r["operation"] == "getTable" and r["server"] != "http1"),
+               key=lambda r: r["server_us"])
+    ratio = best["server_us"] / own
+    lines += ["", f"Per getTable-sized answer the closest candidate, {NAMES[best['server']]}, spends "
+              f"{best['server_us']:.1f} µs of server CPU against router/http1.py's {own:.1f} µs ({ratio:.2f}×). "
+              + ("Within 10%: the fronts could switch to it." if ratio <= 1.1 else
+                 "More than 10% over: the fronts keep router/http1.py, with its limits (router/http_limits.py).")]
     lines += ["", "What each answered to requests past common limits (its first status line within 3 s):", "",
               "| request | " + " | ".join(NAMES[s] for s in SERVERS) + " |",
               "| --- |" + " --- |" * len(SERVERS)]

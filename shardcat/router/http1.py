@@ -11,12 +11,14 @@ each passed answered in Unity Catalog error JSON before the connection is closed
 collected whole by a HeadReader before httptools sees them, so buffering is linear and bounded.
 
 Why not a well-kept server instead (a hand-written protocol server must earn its place): measured
-side by side (benchmarks/bench_http_servers.py, docs/benchmarks.md), serving the same constant
-getTable-sized answer, aiohttp's low-level server (web_server.Server, C parser) took about 1.6x
-this server's CPU per request, uvicorn's httptools protocol about 1.8x and its h11 protocol about
-5x; and none enforces these limits by itself: aiohttp's answers 1,000 headers, refuses long
-lines with a plain-text 400 and has no header-read timer (only keep-alive, after an answer);
-uvicorn's httptools protocol reads a header sent in pieces without end; h11 takes a 64 KiB header.
+side by side (benchmarks/bench_http_servers.py, docs/benchmarks.md) serving the same constant
+getTable-sized answer, aiohttp's low-level server (web_server.Server, C parser) and uvicorn's
+httptools protocol each took about 1.6x this server's CPU per request, uvicorn's h11 protocol
+about 5x; the rule was to switch to one within 10%. Nor does any of them enforce these limits by
+itself: aiohttp's counts no headers, checks a URL's length per piece received (a 1 MiB URL sent
+in 4 KiB pieces was read on), refuses with plain-text 400s and has no header-read timer;
+uvicorn's httptools protocol reads a URL or header sent in pieces without end; h11 takes a
+64 KiB request line or header at once.
 """
 
 from __future__ import annotations
