@@ -21,7 +21,7 @@ from tests.conftest import PREFIX, new_workspace, serving
 cluster = serving("http-limits", shards=1)
 
 # Short times so the test does not wait long; every size limit at its default.
-TIGHT = dataclasses.replace(HttpLimits(), header_timeout=2.0, linger=2.0)
+TIGHT = dataclasses.replace(HttpLimits(), header_timeout=3.0, linger=2.0)
 
 
 async def connect(url: str):
@@ -74,7 +74,7 @@ async def attacked(listening: http1.Listening, ws, monkeypatch) -> None:
     assert status == 200
     header = f"GET {PREFIX}/catalogs HTTP/1.1\r\nHost: x\r\nX-Flood: ".encode()
     attackers = asyncio.gather(
-        flood(ws.url, header, b"a" * 1024, 200, 0.005),          # 200 KiB, slowly
+        flood(ws.url, header, b"a" * 2048, 100, 0.01),           # 200 KiB, slowly
         flood(ws.url, header, b"a" * (1 << 20), 256, 0),          # up to 256 MiB, as fast as it goes
         never_finishes(ws.url))
     statuses = []
