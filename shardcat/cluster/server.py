@@ -14,6 +14,7 @@ from ..router.app import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
 from ..router.http1 import Listening
+from ..router.http_limits import HttpLimits
 from ..router.routing import RoutingTable
 from ..shards.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
@@ -35,6 +36,7 @@ class ServeConfig:
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
     cache: CacheConfig = field(default_factory=CacheConfig)
     event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
+    http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
 
 
 @dataclass
@@ -66,9 +68,11 @@ async def start(config: ServeConfig) -> Running:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
                              event_loop=config.event_loop)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
+        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port,
+                                  config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port)
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port,
+                                    limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 
 

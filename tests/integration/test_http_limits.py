@@ -18,10 +18,10 @@ from shardcat.router.http_limits import HttpLimits
 from shardcat.router.shard_client import Answer
 from tests.conftest import PREFIX, new_workspace, serving
 
-cluster = serving("http-limits", shards=1)
-
 # Short times so the test does not wait long; every size limit at its default.
 TIGHT = dataclasses.replace(HttpLimits(), header_timeout=3.0, linger=2.0)
+
+cluster = serving("http-limits", shards=1, http_limits=TIGHT)
 
 
 async def connect(url: str):
@@ -95,6 +95,7 @@ async def attacked(listening: http1.Listening, ws, monkeypatch) -> None:
 
 
 async def test_attackers_do_not_hold_up_others_through_the_router_front(cluster, http, tmp_path, monkeypatch):
+    assert cluster.front.server.limits == TIGHT         # as `shardcat serve`'s ServeConfig gave them
     await attacked(cluster.front, await new_workspace(cluster, http, tmp_path), monkeypatch)
 
 
