@@ -116,7 +116,8 @@ def report(run_info: dict) -> str:
              f"{run_info['seconds']:g} s each, the median window. CPU per answered request: the server, and this "
              "process (the client).",
              "",
-             "| operation | server | req/s | server CPU µs per request | vs router/http1.py | client CPU µs per request |",
+             "| operation | server | req/s | server CPU µs per request | vs router/http1.py "
+             "| client CPU µs per request |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     at = {(r["server"], r["operation"]): r for r in run_info["rows"]}
     for r in run_info["rows"]:

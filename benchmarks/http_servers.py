@@ -49,7 +49,8 @@ async def serve_aiohttp_server(body_for, host: str, port: int) -> None:
         if request.method == "POST":
             await request.read()
         if body is None:
-            return web.Response(status=404, body=b'{"error_code":"ENDPOINT_NOT_FOUND"}', content_type="application/json")
+            return web.Response(status=404, body=b'{"error_code":"ENDPOINT_NOT_FOUND"}',
+                                content_type="application/json")
         return web.Response(body=body, content_type="application/json")
 
     server = web_server.Server(handler, access_log=None)
