@@ -18,7 +18,7 @@ from aiohttp import web
 from ..auth import Caller
 from ..errors import CatalogError, invalid, not_found
 from ..governance import audit
-from ..governance.authorize import require_data_access
+from ..governance.authorize import authorizer, require_data_access
 from ..governance.vending import vend
 from .locations import location_of, require_external_location
 from .shard import Shard
@@ -79,7 +79,8 @@ class TemporaryCredentials:
         asset_id = _asset_id(body, f"{type_name}_id")
         operation = _operation(body, operations)
         asset = await self._by_id(caller, asset_id, type_name, label)
-        await require_data_access(self.shard, caller, asset, write=operation in WRITES)
+        await require_data_access(self.shard, caller, asset, write=operation in WRITES,
+                                  missing=not_found(f"{label} with id '{asset_id}' does not exist."))
         if not asset.storage_path:
             kind = f" is a {asset.info.get('table_type')} and" if type_name == "table" else ""
             raise invalid(f"{label} '{asset.full_name}'{kind} has no storage.")
@@ -92,15 +93,25 @@ class TemporaryCredentials:
         require_external_location(state, url, "url")
         owner = state.trie.owner(url)
         if owner is not None and owner[1].is_root:
-            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' lies in managed storage (of {owner[1].type} "
-                                                    f"'{owner[1].full_name}'): ask for table or volume credentials.")
+            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' lies in managed storage (of "
+                                                    f"{await self._named(caller, owner[1])}): ask for table or "
+                                                    "volume credentials.")
         if operation == "PATH_CREATE_TABLE":
             hit = state.trie.first_overlap(url)
             if hit is not None:
-                raise invalid(f"The url '{url}' overlaps the storage of {hit[1].type} '{hit[1].full_name}' "
-                              f"at '{hit[0]}': no new table can be created there.")
+                raise invalid(f"The url '{url}' overlaps the storage of {await self._named(caller, hit[1])}: "
+                              "no new table can be created there.")
         await self._authorize_path(caller, state, url, operation)
         return await self._vend(caller, url, operation)
+
+    async def _named(self, caller: Caller, owner) -> str:
+        """How an answer names the asset owning a path: by name if the caller may see it, else
+        without a name (a refusal tells no one what exists)."""
+        if owner.type != "metastore":
+            asset = await self.shard.lookup_id(caller.metastore(), owner.asset_id, caller.min_version)
+            if asset is not None and (await authorizer(self.shard, caller)).sees(asset.type, asset):
+                return f"{owner.type} '{owner.full_name}'"
+        return "a securable the caller may not see" if owner.type != "metastore" else "the metastore"
 
     async def _authorize_path(self, caller: Caller, state, url: str, operation: str) -> None:
         """Same rules by path as by name: the asset owning `url` decides; a path no asset owns
@@ -112,7 +123,9 @@ class TemporaryCredentials:
             if asset is None:
                 raise not_found(f"The {owner.type} owning '{url}' no longer exists.")
             audit.annotate(asset.type.upper(), asset.full_name, asset.id)
-            await require_data_access(self.shard, caller, asset, write=write)
+            await require_data_access(self.shard, caller, asset, write=write, missing=CatalogError(
+                "PERMISSION_DENIED", f"'{url}' lies in the storage of a securable the caller may not see: "
+                                     "no credentials can be vended for it."))
             return
         location = location_of(state, url)
         if location is None:
