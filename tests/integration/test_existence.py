@@ -164,10 +164,19 @@ CASES = [
     Case("provider shares", "GET", lambda w, x: f"/providers/{x}/shares", varies="prov", neighbour=False),
     *top_level("storage-credentials", "cred"),
     *top_level("external-locations", "loc"),
+    # another workspace's metastore
+    Case("get metastore", "GET", lambda w, x: f"/metastores/{x}", varies="metastore", neighbour=False),
+    Case("update metastore", "PATCH", lambda w, x: f"/metastores/{x}", lambda w, x: {"comment": "x"},
+         varies="metastore", neighbour=False),
+    Case("delete metastore", "DELETE", lambda w, x: f"/metastores/{x}", varies="metastore", neighbour=False),
 ]
 
 
-def existing_and_missing(w: dict, varies: str) -> tuple[str, str]:
+async def existing_and_missing(ws, w: dict, varies: str) -> tuple[str, str]:
+    if varies == "metastore":
+        other = await ok(ws, "POST", "/metastores", json={"name": unique("ms"),
+                                                          "storage_root": ws.storage_root + "/other"})
+        return other["metastore_id"], str(uuid.uuid4())
     if varies == "table_id":
         return w["table"]["table_id"], str(uuid.uuid4())
     if varies == "volume_id":
@@ -196,7 +205,7 @@ async def test_an_invisible_securable_answers_as_a_missing_one(case, ws, server)
         await grant(ws, "catalog", w["c"], neighbour.name, "USE CATALOG")
         await grant(ws, "schema", f"{w['c']}.s", neighbour.name, "USE SCHEMA")
         callers["neighbour"] = neighbour
-    existing, missing = existing_and_missing(w, case.varies)
+    existing, missing = await existing_and_missing(ws, w, case.varies)
     for role, caller in callers.items():
         answers = []
         for x in (existing, missing):
@@ -206,6 +215,6 @@ async def test_an_invisible_securable_answers_as_a_missing_one(case, ws, server)
             answers.append(shown(status, body, x))
         assert answers[0] == answers[1], (case.id, role, answers)
     # The admin still tells them apart (the world was not broken along the way).
-    if case.method == "GET" and "?" not in case.path(w, existing) and case.varies != "table_id":
+    if case.method == "GET" and "?" not in case.path(w, existing) and case.varies not in ("table_id", "metastore"):
         status, _ = await ws.call("GET", case.path(w, existing), json=case.body(w, existing) if case.body else None)
         assert status == 200, case.id
