@@ -20,7 +20,7 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance import audit
 from ..governance.authorize import authorizer, require_data_access
 from ..governance.vending import vend
-from .locations import location_of, require_external_location
+from .locations import location_of, outside_locations, require_external_location
 from .shard import Shard
 from .storage import storage_url
 
@@ -135,7 +135,7 @@ class TemporaryCredentials:
         if asset is None:
             raise not_found(f"External location '{location.full_name}' no longer exists.")
         audit.annotate("EXTERNAL_LOCATION", asset.full_name, asset.id)
-        await require_data_access(self.shard, caller, asset, write=write)
+        await require_data_access(self.shard, caller, asset, write=write, missing=outside_locations(url, "url"))
 
 
 def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:

@@ -327,11 +327,12 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     after = _files_after(page_token)
     state = await shard.state(caller.metastore(), caller.min_version)
     owner = location_of(state, url)
+    outside = invalid(f"The url '{url}' is not inside any external location; only external locations can be listed.")
     if owner is None:
-        raise invalid(f"The url '{url}' is not inside any external location; only external locations can be listed.")
+        raise outside
     location = await shard.lookup(state.id, "external_location", owner.full_name, caller.min_version)
-    if location is not None:    # READ FILES on the external location
-        await require_data_access(shard, caller, location, write=False)
+    if location is not None:    # READ FILES on the external location; one the caller may not see: as if none
+        await require_data_access(shard, caller, location, write=False, missing=outside)
     scheme = url.split(":", 1)[0]
     if scheme == "file":
         files, more = await asyncio.to_thread(_list_local, url, after, limit)

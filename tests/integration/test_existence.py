@@ -164,6 +164,10 @@ CASES = [
     Case("provider shares", "GET", lambda w, x: f"/providers/{x}/shares", varies="prov", neighbour=False),
     *top_level("storage-credentials", "cred"),
     *top_level("external-locations", "loc"),
+    # by path, inside an external location (no table or volume there)
+    Case("list files", "GET", lambda w, x: f"/files?url={x}/sub", varies="location_url", neighbour=False),
+    Case("path credentials", "POST", lambda w, x: "/temporary-path-credentials",
+         lambda w, x: {"url": f"{x}/sub", "operation": "PATH_READ"}, varies="location_url", neighbour=False),
     # another workspace's metastore
     Case("get metastore", "GET", lambda w, x: f"/metastores/{x}", varies="metastore", neighbour=False),
     Case("update metastore", "PATCH", lambda w, x: f"/metastores/{x}", lambda w, x: {"comment": "x"},
@@ -177,6 +181,8 @@ async def existing_and_missing(ws, w: dict, varies: str) -> tuple[str, str]:
         other = await ok(ws, "POST", "/metastores", json={"name": unique("ms"),
                                                           "storage_root": ws.storage_root + "/other"})
         return other["metastore_id"], str(uuid.uuid4())
+    if varies == "location_url":
+        return f"s3://bucket/{w['loc']}", f"s3://bucket/{unique('loc')}"
     if varies == "table_id":
         return w["table"]["table_id"], str(uuid.uuid4())
     if varies == "volume_id":
