@@ -137,8 +137,8 @@ async def test_share_and_recipient_the_caller_may_not_see_answer_as_missing(ws, 
                                    ("GET", f"/shares/{name}/permissions", None),
                                    ("PATCH", f"/shares/{name}/permissions", change)):
             status, answer = await stranger.call(method, path, json=body)
-            assert (status, answer) == (404, {"error_code": "NOT_FOUND", "message": f"Share '{name}' does not exist."}), \
-                (method, path)
+            gone = {"error_code": "NOT_FOUND", "message": f"Share '{name}' does not exist."}
+            assert (status, answer) == (404, gone), (method, path)
     # a recipient the share's owner may not see, and one that does not exist: granting or revoking
     for name in (recipient, unique("nope")):
         for verb in ("add", "remove"):
