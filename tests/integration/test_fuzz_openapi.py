@@ -37,38 +37,55 @@ PREFIX = "/api/2.1/unity-catalog"
 EXAMPLES = 6                # generated requests per operation, of each kind
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
-# The objects the document's examples name, each as (the path that reads it, how to create it).
+# The objects the document's examples name: (the path that reads one, with its parameters) and
+# (the method, path, path parameters and body that create it).
+P = PREFIX
 SEEDS = [
-    ("/catalogs/main", "POST", "/catalogs", {"name": "main"}),
-    ("/schemas/main.default", "POST", "/schemas", {"name": "default", "catalog_name": "main"}),
-    ("/credentials/lake", "POST", "/credentials", {"name": "lake", "aws_iam_role": {
-        "role_arn": "arn:aws:iam::123456789012:role/lake"}}),
-    ("/external-locations/landing", "POST", "/external-locations", {
-        "name": "landing", "url": "file:///data/landing", "credential_name": "lake"}),
-    ("/tables/main.default.orders", "POST", "/tables", {
-        "name": "orders", "catalog_name": "main", "schema_name": "default", "table_type": "EXTERNAL",
-        "data_source_format": "DELTA", "storage_location": "file:///data/landing/orders",
-        "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '{"type": "long"}',
-                     "position": 0}]}),
-    ("/volumes/main.default.raw", "POST", "/volumes", {
-        "name": "raw", "catalog_name": "main", "schema_name": "default", "volume_type": "MANAGED"}),
-    ("/functions/main.default.add_one", "POST", "/functions", {"function_info": {
-        "name": "add_one", "catalog_name": "main", "schema_name": "default", "data_type": "INT",
-        "full_data_type": "int", "routine_body": "SQL", "routine_definition": "x + 1", "parameter_style": "S",
-        "is_deterministic": True, "sql_data_access": "NO_SQL", "is_null_call": False, "security_type": "DEFINER",
-        "specific_name": "add_one", "input_params": {"parameters": [
-            {"name": "x", "type_name": "INT", "type_text": "int", "type_json": '{"type": "integer"}', "position": 0}]}}}),
-    ("/models/main.default.churn", "POST", "/models", {"name": "churn", "catalog_name": "main", "schema_name": "default"}),
-    ("/models/main.default.churn/versions/1", "POST", "/models/versions", {
-        "catalog_name": "main", "schema_name": "default", "model_name": "churn", "source": "runs:/1/model"}),
-    ("/models/main.default.churn/aliases/champion", "PUT", "/models/main.default.churn/aliases/champion",
-     {"version_num": 1}),
-    ("/shares/sales", "POST", "/shares", {"name": "sales"}),
-    ("/recipients/partner", "POST", "/recipients", {"name": "partner", "authentication_type": "TOKEN"}),
-    ("/providers/upstream", "POST", "/providers", {
-        "name": "upstream", "authentication_type": "TOKEN",
-        "recipient_profile_str": '{"shareCredentialsVersion": 1, "endpoint": "https://sharing.example.com", '
-                                 '"bearerToken": "t"}'}),
+    ((f"{P}/catalogs/{{name}}", {"name": "main"}), ("POST", f"{P}/catalogs", {}, {"name": "main"})),
+    ((f"{P}/schemas/{{full_name}}", {"full_name": "main.default"}),
+     ("POST", f"{P}/schemas", {}, {"name": "default", "catalog_name": "main"})),
+    ((f"{P}/credentials/{{name}}", {"name": "lake"}),
+     ("POST", f"{P}/credentials", {}, {"name": "lake", "aws_iam_role": {"role_arn": "arn:aws:iam::123456789012:role/lake"}})),
+    ((f"{P}/external-locations/{{name}}", {"name": "landing"}),
+     ("POST", f"{P}/external-locations", {}, {"name": "landing", "url": "file:///data/landing", "credential_name": "lake"})),
+    ((f"{P}/tables/{{full_name}}", {"full_name": "main.default.orders"}),
+     ("POST", f"{P}/tables", {}, {
+         "name": "orders", "catalog_name": "main", "schema_name": "default", "table_type": "EXTERNAL",
+         "data_source_format": "DELTA", "storage_location": "file:///data/landing/orders",
+         "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '{"type": "long"}',
+                      "position": 0}]})),
+    ((f"{P}/volumes/{{name}}", {"name": "main.default.raw"}),
+     ("POST", f"{P}/volumes", {}, {"name": "raw", "catalog_name": "main", "schema_name": "default",
+                                   "volume_type": "MANAGED"})),
+    ((f"{P}/functions/{{name}}", {"name": "main.default.add_one"}),
+     ("POST", f"{P}/functions", {}, {"function_info": {
+         "name": "add_one", "catalog_name": "main", "schema_name": "default", "data_type": "INT",
+         "full_data_type": "int", "routine_body": "SQL", "routine_definition": "x + 1", "parameter_style": "S",
+         "is_deterministic": True, "sql_data_access": "NO_SQL", "is_null_call": False, "security_type": "DEFINER",
+         "specific_name": "add_one", "input_params": {"parameters": [
+             {"name": "x", "type_name": "INT", "type_text": "int", "type_json": '{"type": "integer"}', "position": 0}]}}})),
+    ((f"{P}/models/{{full_name}}", {"full_name": "main.default.churn"}),
+     ("POST", f"{P}/models", {}, {"name": "churn", "catalog_name": "main", "schema_name": "default"})),
+    ((f"{P}/models/{{full_name}}/versions/{{version}}", {"full_name": "main.default.churn", "version": 1}),
+     ("POST", f"{P}/models/versions", {}, {"catalog_name": "main", "schema_name": "default", "model_name": "churn",
+                                           "source": "runs:/1/model"})),
+    ((f"{P}/models/{{full_name}}/aliases/{{alias}}", {"full_name": "main.default.churn", "alias": "champion"}),
+     ("PUT", f"{P}/models/{{full_name}}/aliases/{{alias}}", {"full_name": "main.default.churn", "alias": "champion"},
+      {"version_num": 1})),
+    ((f"{P}/shares/{{name}}", {"name": "sales"}), ("POST", f"{P}/shares", {}, {"name": "sales"})),
+    ((f"{P}/recipients/{{name}}", {"name": "partner"}),
+     ("POST", f"{P}/recipients", {}, {"name": "partner", "authentication_type": "TOKEN"})),
+    ((f"{P}/providers/{{name}}", {"name": "upstream"}),
+     ("POST", f"{P}/providers", {}, {"name": "upstream", "authentication_type": "TOKEN", "recipient_profile_str":
+         '{"shareCredentialsVersion": 1, "endpoint": "https://sharing.example.com", "bearerToken": "t"}'})),
+]
+# Account-level objects known by the id the server gives them: (the item path, how to create one).
+SCIM = "/api/1.0/unity-control"
+ID_SEEDS = [
+    (f"{SCIM}/scim2/Users/{{id}}", "id", f"{SCIM}/scim2/Users", {"userName": "fuzz.user@example.com"}),
+    (f"{SCIM}/scim2/Groups/{{id}}", "id", f"{SCIM}/scim2/Groups", {"displayName": "fuzzers"}),
+    (f"{SCIM}/scim2/ServicePrincipals/{{id}}", "id", f"{SCIM}/scim2/ServicePrincipals", {"displayName": "fuzz-engine"}),
+    (f"{SCIM}/auth/tokens/{{token_id}}", "token_id", f"{SCIM}/auth/tokens", {"comment": "fuzz"}),
 ]
 
 
@@ -102,20 +119,44 @@ async def fuzz_catalog(pg_url, tmp_path_factory):
         await admin_db.close()
 
 
-def seed(session: requests.Session, api: str) -> None:
-    """Create the examples' objects that do not exist (again, after a rename or delete)."""
-    for read, method, path, body in SEEDS:
-        if session.get(api + read).status_code == 404:
-            if "storage_location" in body:      # a renamed table keeps its storage: a new place for the new one
-                body = {**body, "storage_location": f"{body['storage_location']}-{uuid.uuid4().hex[:8]}"}
-            answer = session.request(method, api + path, json=body)
-            # The first time all must be made; later, a renamed parent may stand in the way (then that run
-            # with the examples' names finds less: still fuzzing).
-            assert answer.status_code == 200 or seed.done, (path, answer.text)
-    seed.done = True
+class Seeder:
+    """Makes the objects the examples name (again, after the fuzzer renamed or deleted one), each request
+    a case of the document checked as the fuzzed ones are: every create's success answer is checked too."""
 
+    def __init__(self, schema, base_url: str, session: requests.Session):
+        self.schema, self.base_url, self.session = schema, base_url, session
+        self.ids: dict[str, dict] = {}      # item path -> its path parameters, for ID_SEEDS
+        self.first = True
 
-seed.done = False
+    def call(self, method: str, path: str, path_parameters: dict, body=None) -> requests.Response:
+        case = self.schema[path][method].Case(path_parameters=path_parameters or None,
+                                              **({} if body is None else {"body": body, "media_type": "application/json"}))
+        response = case.call(base_url=self.base_url, session=self.session)
+        case.validate_response(response, checks=CHECKS)
+        return response
+
+    def made(self, response: requests.Response, what: str) -> None:
+        # The first time all must be made; later a renamed parent may stand in the way (then the runs
+        # with the examples' names find less: still fuzzing).
+        assert response.status_code in (200, 201) or not self.first, (what, response.text)
+
+    def seed(self) -> None:
+        for (read, read_parameters), (method, path, parameters, body) in SEEDS:
+            if self.call("GET", read, read_parameters).status_code == 404:
+                if "storage_location" in body:      # a renamed table keeps its storage: a new place for the new one
+                    body = {**body, "storage_location": f"{body['storage_location']}-{uuid.uuid4().hex[:8]}"}
+                self.made(self.call(method, path, parameters, body), path)
+        for item, key, collection, body in ID_SEEDS:
+            if item in self.ids and self.call("GET", item, self.ids[item]).status_code == 200:
+                continue
+            if key == "id":     # SCIM names are unique: a fresh one each time
+                body = {k: f"{uuid.uuid4().hex[:6]}-{v}" for k, v in body.items()}
+            response = self.call("POST", collection, {}, body)
+            self.made(response, collection)
+            if response.status_code in (200, 201):
+                answer = response.json()
+                self.ids[item] = {key: str(answer["id"] if key == "id" else answer["token_info"]["token_id"])}
+        self.first = False
 
 
 def fuzz_operation(operation, base_url: str, session: requests.Session, own_token_id: str, fixed: dict | None,
@@ -144,8 +185,8 @@ def fuzz(base_url: str, token: str, own_token_id: str) -> tuple[list[str], dict[
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     schema = schemathesis.openapi.from_url(base_url + PREFIX + "/openapi.json")
-    api = base_url + PREFIX
-    seed(session, api)
+    seeder = Seeder(schema, base_url, session)
+    seeder.seed()
     operations = [result.ok() for result in schema.get_all_operations()]
     # Deletes last, so the other operations find the examples' objects more often.
     operations.sort(key=lambda op: (op.method.upper() == "DELETE", op.path, op.method))
@@ -153,6 +194,7 @@ def fuzz(base_url: str, token: str, own_token_id: str) -> tuple[list[str], dict[
     for operation in operations:
         answered = statuses[f"{operation.method.upper()} {operation.path}"] = Counter()
         fixed = {p.name: p.definition["example"] for p in operation.path_parameters if "example" in p.definition}
+        fixed = fixed or seeder.ids.get(operation.path, {})
         runs = [({}, GenerationMode.POSITIVE), ({}, GenerationMode.NEGATIVE)]
         if fixed:
             runs.append((fixed, GenerationMode.POSITIVE))
@@ -165,7 +207,10 @@ def fuzz(base_url: str, token: str, own_token_id: str) -> tuple[list[str], dict[
                 failures.append(f"{operation.method.upper()} {operation.path} ({mode.value}"
                                 f"{', examples' if path_parameters else ''}): {str(e).strip()[:3000]}")
         if operation.method.upper() != "GET":
-            seed(session, api)
+            try:
+                seeder.seed()
+            except (Exception, BaseExceptionGroup) as e:
+                failures.append(f"making the examples' objects again after {operation.label}: {str(e).strip()[:3000]}")
     return failures, statuses
 
 
