@@ -7,6 +7,7 @@ the router app of a sharded catalog), so a new endpoint fails here until the doc
 from __future__ import annotations
 
 import yaml
+from aiohttp import web
 from openapi_spec_validator import validate
 
 from shardcat.openapi import document
@@ -65,3 +66,16 @@ async def test_the_document_is_served_as_json_and_yaml_without_a_token(server, h
     async with http.get(server.url + "/api/2.1/unity-catalog/openapi.yaml") as r:
         assert r.status == 200
         assert yaml.safe_load(await r.read()) == document()
+
+
+async def test_a_sharded_catalogs_router_serves_it_too(server, http):
+    runner = web.AppRunner(make_router_app(server.store, RoutingTable(server.store)))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]
+        async with http.get(f"http://127.0.0.1:{port}/api/2.1/unity-catalog/openapi.json") as r:
+            assert r.status == 200 and await r.json() == document()
+    finally:
+        await runner.cleanup()
