@@ -30,7 +30,7 @@ from ..auth import Caller
 from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url
 from ..entities.asset import Asset
 from ..entities.names import check_name
-from ..errors import STATUS, CatalogError
+from ..errors import STATUS, CatalogError, invalid
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance import vending
@@ -105,6 +105,9 @@ class _Lookups:
 
 def _props(asset: Asset) -> dict:
     return asset.info.get("properties") or {}
+
+
+POINTER_KEYS = (md.METADATA_LOCATION, md.PREVIOUS_METADATA_LOCATION)
 
 
 def is_iceberg_table(asset: Asset | None) -> bool:
@@ -357,9 +360,14 @@ class IcebergCatalog:
             full = f"{schema_full}.{name}"
             if await tx.get("table", full):
                 raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+            # The table rules see the row without its metadata pointer (they refuse one: see below).
+            props = info.get("properties") or {}
+            bare = {**info, "properties": {k: v for k, v in props.items() if k not in POINTER_KEYS}}
             asset = await service._CREATE_RULES["table"](self.catalogs, tx, state,
-                                                         self._row(caller, schema, name, table_id, info, now, state),
+                                                         self._row(caller, schema, name, table_id, bare, now, state),
                                                          schema)
+            pointer = {k: v for k, v in props.items() if k in POINTER_KEYS}
+            asset = dataclasses.replace(asset, info={**asset.info, "properties": {**_props(asset), **pointer}})
             if expect_path is not None and asset.storage_path != expect_path:
                 raise CatalogError("RESOURCE_CONFLICT", f"The schema's managed storage moved while creating '{full}'; "
                                                         "try again.")
@@ -789,3 +797,52 @@ async def _none(awaitable) -> None:
 
 async def _then(first, then):
     return await then(await first)
+
+
+# ---- the table rules: an Iceberg table's metadata pointer is this catalog's alone ----------------
+# The pointer names a file the catalog reads (with its own access) as the table's metadata, so only
+# this module sets it: through the Unity Catalog API no table is created holding one, and an update
+# keeps an Iceberg table's pointer and format (a properties map without the pointer keeps it).
+
+
+def refuse_pointer(table: Asset) -> None:
+    given = [k for k in POINTER_KEYS if k in _props(table)]
+    if given:
+        raise invalid(f"Property '{given[0]}' is set by the Iceberg REST catalog (create or register the table "
+                      "there, at /api/2.1/unity-catalog/iceberg/v1); it cannot be given.")
+
+
+def keep_pointer(before: Asset | None, table: Asset) -> Asset:
+    """`table` as an update through the Unity Catalog API may leave it, `before` being its stored row."""
+    if not (is_iceberg_table(before) or is_iceberg_view(before)):
+        refuse_pointer(table)
+        return table
+    old, new = _props(before), dict(_props(table))
+    for key in POINTER_KEYS:
+        if key in new and new[key] != old.get(key):
+            raise invalid(f"Property '{key}' of Iceberg {before.info.get('table_type', '').lower()} "
+                          f"'{before.full_name}' moves only with its commits (the Iceberg REST catalog).")
+        if key in old:
+            new[key] = old[key]
+    if table.info.get("data_source_format") != before.info.get("data_source_format"):
+        raise invalid(f"The data_source_format of Iceberg table '{before.full_name}' cannot change.")
+    return dataclasses.replace(table, info={**table.info, "properties": new})
+
+
+_create_table = service._CREATE_RULES["table"]
+_update_table = service._UPDATE_RULES["table"]
+
+
+async def _create_table_without_pointer(svc, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset):
+    refuse_pointer(asset)
+    return await _create_table(svc, tx, state, asset, schema)
+
+
+async def _update_table_keeping_pointer(svc, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
+    table = await _update_table(svc, tx, state, asset, fields)
+    if "properties" not in fields and "data_source_format" not in fields:
+        return table
+    return keep_pointer(await tx.get_by_id(asset.id), table)
+
+
+service.register_rules("table", create=_create_table_without_pointer, update=_update_table_keeping_pointer)

@@ -379,3 +379,29 @@ async def test_no_file_is_written_or_read_where_no_new_table_could_be(ice, serve
     status, body = await maker.call("POST", f"{P}/namespaces/s/tables",
                                     json={"name": "d", "schema": SCHEMA, "location": f"file://{ext}/d"})
     assert status == 200, body
+
+
+async def test_the_metadata_pointer_moves_only_through_the_iceberg_catalog(ice, tmp_path):
+    """Through the Unity Catalog API no table gets a metadata pointer (it names a file the catalog would
+    read as metadata), and an update keeps an Iceberg table's pointer and format."""
+    elsewhere = (tmp_path / "other.metadata.json").as_uri()
+    status, body = await ice.call("POST", "/tables", json={
+        "name": "forged", "catalog_name": "ice", "schema_name": "s", "table_type": "EXTERNAL",
+        "data_source_format": "ICEBERG", "columns": [], "storage_location": (tmp_path / "forged").as_uri(),
+        "properties": {"metadata_location": elsewhere}})
+    assert status == 400 and "metadata_location" in body["message"], body
+    created = await create(ice, "t")
+    status, body = await ice.call("PATCH", "/tables/ice.s.t", json={"properties": {"metadata_location": elsewhere}})
+    assert status == 400 and "metadata_location" in body["message"], body
+    status, body = await ice.call("PATCH", "/tables/ice.s.t", json={"data_source_format": "DELTA"})
+    assert status == 400, body
+    # A properties map without the pointer keeps it; the table stays an Iceberg table.
+    status, body = await ice.call("PATCH", "/tables/ice.s.t", json={"properties": {"team": "a"}, "comment": "c"})
+    assert status == 200 and body["properties"] == {"team": "a", "metadata_location": created["metadata-location"]}
+    assert (await table(ice, "t"))["metadata-location"] == created["metadata-location"]
+    status, body = await ice.call("POST", "/tables", json={
+        "name": "d", "catalog_name": "ice", "schema_name": "s", "table_type": "MANAGED", "data_source_format": "DELTA",
+        "columns": []})
+    status, body = await ice.call("PATCH", "/tables/ice.s.d", json={
+        "data_source_format": "ICEBERG", "properties": {"metadata_location": elsewhere}})
+    assert status == 400 and "metadata_location" in body["message"], body
