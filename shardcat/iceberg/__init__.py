@@ -1,1 +1,2 @@
-"""Iceberg format work for the Iceberg REST catalog (shards/iceberg_rest.py): metadata files through pyiceberg."""
+"""Iceberg for the Iceberg REST catalog (shards/iceberg_rest.py): metadata files through pyiceberg (metadata.py), and
+which catalog rows are Iceberg tables, whose metadata pointer only that catalog moves (tables.py)."""

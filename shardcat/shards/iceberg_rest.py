@@ -30,12 +30,14 @@ from ..auth import Caller
 from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url
 from ..entities.asset import Asset
 from ..entities.names import check_name
-from ..errors import STATUS, CatalogError, invalid
+from ..errors import STATUS, CatalogError
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance import vending
 from ..governance.vending import vend
 from ..iceberg import metadata as md
+from ..iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view, keep_pointer, refuse_pointer
+from ..iceberg.tables import props as _props
 from ..store.db import WriteTx, now_ms
 from . import service
 from .locations import require_external_location
@@ -101,22 +103,6 @@ class _Lookups:
 
     async def get(self, namespace: str, full_name: str):
         return await self.shard.lookup(self.caller.metastore(), namespace, full_name, self.caller.min_version)
-
-
-def _props(asset: Asset) -> dict:
-    return asset.info.get("properties") or {}
-
-
-POINTER_KEYS = (md.METADATA_LOCATION, md.PREVIOUS_METADATA_LOCATION)
-
-
-def is_iceberg_table(asset: Asset | None) -> bool:
-    return asset is not None and asset.info.get("data_source_format") == "ICEBERG" and \
-        asset.info.get("table_type") in ("MANAGED", "EXTERNAL") and md.METADATA_LOCATION in _props(asset)
-
-
-def is_iceberg_view(asset: Asset | None) -> bool:
-    return asset is not None and asset.info.get("table_type") == "VIEW" and md.METADATA_LOCATION in _props(asset)
 
 
 def _local_path(url: str) -> str | None:
@@ -799,35 +785,7 @@ async def _then(first, then):
     return await then(await first)
 
 
-# ---- the table rules: an Iceberg table's metadata pointer is this catalog's alone ----------------
-# The pointer names a file the catalog reads (with its own access) as the table's metadata, so only
-# this module sets it: through the Unity Catalog API no table is created holding one, and an update
-# keeps an Iceberg table's pointer and format (a properties map without the pointer keeps it).
-
-
-def refuse_pointer(table: Asset) -> None:
-    given = [k for k in POINTER_KEYS if k in _props(table)]
-    if given:
-        raise invalid(f"Property '{given[0]}' is set by the Iceberg REST catalog (create or register the table "
-                      "there, at /api/2.1/unity-catalog/iceberg/v1); it cannot be given.")
-
-
-def keep_pointer(before: Asset | None, table: Asset) -> Asset:
-    """`table` as an update through the Unity Catalog API may leave it, `before` being its stored row."""
-    if not (is_iceberg_table(before) or is_iceberg_view(before)):
-        refuse_pointer(table)
-        return table
-    old, new = _props(before), dict(_props(table))
-    for key in POINTER_KEYS:
-        if key in new and new[key] != old.get(key):
-            raise invalid(f"Property '{key}' of Iceberg {before.info.get('table_type', '').lower()} "
-                          f"'{before.full_name}' moves only with its commits (the Iceberg REST catalog).")
-        if key in old:
-            new[key] = old[key]
-    if table.info.get("data_source_format") != before.info.get("data_source_format"):
-        raise invalid(f"The data_source_format of Iceberg table '{before.full_name}' cannot change.")
-    return dataclasses.replace(table, info={**table.info, "properties": new})
-
+# ---- the table rules: the Unity Catalog API leaves an Iceberg table's metadata pointer alone --------
 
 _create_table = service._CREATE_RULES["table"]
 _update_table = service._UPDATE_RULES["table"]
