@@ -32,7 +32,7 @@ from ..entities.asset import Asset
 from ..entities.names import check_name
 from ..errors import STATUS, CatalogError
 from ..governance import audit
-from ..governance.authorize import authorizer, data_decision
+from ..governance.authorize import authorizer, data_decision, denied
 from ..governance import vending
 from ..governance.vending import vend
 from ..iceberg import metadata as md
@@ -81,6 +81,28 @@ class IcebergError(Exception):
 
 def no_such(kind: str, message: str) -> IcebergError:
     return IcebergError(404, f"NoSuch{kind}Exception", message)
+
+
+def require_data(authz, asset: Asset, *, write: bool) -> None:
+    """SELECT (MODIFY with `write`) on a table or view, with USE CATALOG and USE SCHEMA; a caller who may
+    not even know the asset exists gets the answer a missing one gives (docs/security.md)."""
+    decision = data_decision(authz, asset, write=write)
+    if not decision.allowed:
+        _refuse(authz, asset, decision.reason)
+
+
+def require(authz, op: str, asset: Asset) -> None:
+    """`op` ("read", "update") on a table or view; an asset the caller may not see answers as missing."""
+    decision = authz.decide("table", op, asset)
+    if not decision.allowed:
+        _refuse(authz, asset, decision.reason)
+
+
+def _refuse(authz, asset: Asset, reason: str):
+    if not authz.sees(asset.type, asset):
+        kind = "View" if asset.info.get("table_type") == "VIEW" else "Table"
+        raise no_such(kind, f"{kind} '{asset.full_name}' does not exist.")
+    raise denied(reason)
 
 
 _KINDS = {"ALREADY_EXISTS": "AlreadyExistsException", "RESOURCE_CONFLICT": "CommitFailedException",
@@ -275,7 +297,7 @@ class IcebergCatalog:
 
     async def exists(self, caller: Caller, full_name: str, view: bool = False) -> None:
         asset = await self._table(caller, full_name, view)
-        (await authorizer(self.shard, caller)).require("table", "read", asset)
+        require(await authorizer(self.shard, caller), "read", asset)
 
     async def _io(self, caller: Caller, url: str, *, write: bool) -> dict:
         """FileIO properties for the catalog's own metadata reads and writes at `url` (authorized by the
@@ -295,7 +317,7 @@ class IcebergCatalog:
     async def load_table(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name)
         authz = await authorizer(self.shard, caller)
-        authz.require_data(asset, write=False)                  # SELECT (and USE CATALOG / USE SCHEMA)
+        require_data(authz, asset, write=False)                 # SELECT (and USE CATALOG / USE SCHEMA)
         location = _props(asset)[md.METADATA_LOCATION]
         credentials = await self._credentials(caller, asset, authz)
         io = credentials[0]["config"] if credentials else {}
@@ -307,12 +329,12 @@ class IcebergCatalog:
     async def load_credentials(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name)
         authz = await authorizer(self.shard, caller)
-        authz.require_data(asset, write=False)
+        require_data(authz, asset, write=False)
         return {"storage-credentials": await self._credentials(caller, asset, authz)}
 
     async def report_metrics(self, caller: Caller, full_name: str) -> None:
         asset = await self._table(caller, full_name)          # acknowledged, not kept
-        (await authorizer(self.shard, caller)).require_data(asset, write=False)
+        require_data(await authorizer(self.shard, caller), asset, write=False)
 
     # ---- tables: creation -----------------------------------------------------------------------
 
@@ -458,7 +480,7 @@ class IcebergCatalog:
             raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
                                                               f"table holding '{metadata_location}'.")
         else:
-            (await authorizer(self.shard, caller)).require_data(existing, write=True)    # MODIFY, to repoint it
+            require_data(await authorizer(self.shard, caller), existing, write=True)    # MODIFY, to repoint it
         io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
         metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
         location = self._url(metadata.location)
@@ -547,7 +569,7 @@ class IcebergCatalog:
         ids = []
         for full_name, requirements, updates in planned:
             asset = await self._table(caller, full_name)
-            authz.require_data(asset, write=True)                         # MODIFY
+            require_data(authz, asset, write=True)                        # MODIFY
             ids.append(asset.id)
             if asset.id not in prepared:
                 prepared[asset.id] = await self._prepare(caller, asset, requirements, updates)
@@ -559,7 +581,7 @@ class IcebergCatalog:
                 current = await tx.get_by_id(table_id)
                 if not is_iceberg_table(current) or current.full_name != full_name:
                     raise no_such("Table", f"Table '{full_name}' was dropped or renamed while committing.")
-                authz.require_data(current, write=True)
+                require_data(authz, current, write=True)
                 base_location, metadata, location = prepared[table_id]
                 if _props(current)[md.METADATA_LOCATION] != base_location:
                     if preset and table_id in preset:
@@ -638,7 +660,7 @@ class IcebergCatalog:
 
     async def load_view(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name, view=True)
-        (await authorizer(self.shard, caller)).require_data(asset, write=False)    # SELECT on the view
+        require_data(await authorizer(self.shard, caller), asset, write=False)    # SELECT on the view
         location = _props(asset)[md.METADATA_LOCATION]
         io = await self._io(caller, location.rsplit("/", 1)[0], write=False)     # the metadata folder
         view = await asyncio.to_thread(md.read_view, location, io)
@@ -650,7 +672,7 @@ class IcebergCatalog:
             raise IcebergError(400, "BadRequestException", "'requirements' and 'updates' must be lists.")
         asset = await self._table(caller, full_name, view=True)
         authz = await authorizer(self.shard, caller)
-        authz.require("table", "update", asset)                      # the view's owner or MANAGE
+        require(authz, "update", asset)                              # the view's owner or MANAGE
 
         async def prepare(current: Asset):
             base_location = _props(current)[md.METADATA_LOCATION]
@@ -669,7 +691,7 @@ class IcebergCatalog:
             current = await tx.get_by_id(asset.id)
             if not is_iceberg_view(current) or current.full_name != full_name:
                 raise no_such("View", f"View '{full_name}' was dropped or renamed while replacing it.")
-            authz.require("table", "update", current)
+            require(authz, "update", current)
             if _props(current)[md.METADATA_LOCATION] != prepared[0]:
                 prepared = await prepare(current)                   # redone on the newer view, under the write
             base_location, view, location = prepared

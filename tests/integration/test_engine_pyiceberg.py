@@ -135,20 +135,22 @@ async def test_grants_decide(ws, server, ice):
     reader = await user(server, ws)
     await grant(ws, "catalog", "ice", reader.name, "USE CATALOG", "USE SCHEMA")
     theirs = await run(catalog, reader)
-    with pytest.raises(ForbiddenError):
-        await run(theirs.load_table, "s.t")             # no SELECT: no metadata, no data
-    await grant(ws, "table", "ice.s.t", reader.name, "SELECT")
+    with pytest.raises(NoSuchTableError):
+        await run(theirs.load_table, "s.t")             # no privilege on it: it answers as missing
+    await grant(ws, "table", "ice.s.t", reader.name, "MODIFY")
+    with pytest.raises(ForbiddenError, match="SELECT"):
+        await run(theirs.load_table, "s.t")             # seen, but no SELECT: no metadata, no data
+    await grant(ws, "table", "ice.s.t", reader.name, "SELECT", remove=["MODIFY"])
     mine = await run(theirs.load_table, "s.t")
     assert (await run(lambda: mine.scan().to_arrow()))["id"].to_pylist() == [1]
     version = (await server.store.get_metastore(ws.metastore_id)).version
-    with pytest.raises(ForbiddenError):
+    with pytest.raises(ForbiddenError, match="MODIFY"):
         await run(mine.append, rows(2))                 # no MODIFY: no commit
     assert (await server.store.get_metastore(ws.metastore_id)).version == version
     await grant(ws, "table", "ice.s.t", reader.name, "MODIFY")
     await run(mine.append, rows(2))
     fresh = await run(ice.load_table, "s.t")
     assert sorted((await run(lambda: fresh.scan().to_arrow()))["id"].to_pylist()) == [1, 2]
-
 
 # ---- DuckDB's iceberg extension on the same catalog ------------------------------------------------
 
@@ -219,7 +221,10 @@ async def test_duckdb_reads_nothing_without_select(ws, server, ice):
         except duckdb.Error as e:
             return e
 
-    refused = await run(select, reader.token)
+    missing = await run(select, reader.token)             # no privilege on the table: answers as missing
+    assert isinstance(missing, Exception) and "does not exist" in str(missing), missing
+    await grant(ws, "table", "ice.s.t", reader.name, "MODIFY")
+    refused = await run(select, reader.token)             # seen, but no SELECT
     assert isinstance(refused, Exception) and "403" in str(refused) and "SELECT" in str(refused), refused
     await grant(ws, "table", "ice.s.t", reader.name, "SELECT")
     assert await run(select, reader.token) == [(1,)]

@@ -241,6 +241,9 @@ async def test_grants_decide_what_is_listed_and_loaded(ice, server):
     status, body = await reader.call("GET", f"{P}/namespaces/s/tables")
     assert body == {"identifiers": [{"namespace": ["s"], "name": "u"}]}
     status, body = await reader.call("GET", f"{P}/namespaces/s/tables/t")
+    assert status == 404 and body["error"]["type"] == "NoSuchTableException", body     # unseen: as if missing
+    await grant(ice, "table", "ice.s.t", reader.name, "MODIFY")
+    status, body = await reader.call("GET", f"{P}/namespaces/s/tables/t")
     assert status == 403 and body["error"]["type"] == "ForbiddenException" and "SELECT" in body["error"]["message"]
     status, body = await reader.call("GET", f"{P}/namespaces/s/tables/u")
     assert status == 200
