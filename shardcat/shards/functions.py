@@ -139,6 +139,9 @@ async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: A
         raise invalid("external_language is only for EXTERNAL functions (routine_body SQL has none).")
     if not info["routine_definition"].strip():
         raise invalid("routine_definition must not be empty.")
+    if info.get("properties") == "null":
+        # A JSON-encoded null (unitycatalog-ai's default) means no properties.
+        info.pop("properties")
     if "properties" in info:
         try:
             props = json.loads(info["properties"])
