@@ -5,7 +5,8 @@ whole interpreter when imported, which the test session's own event loop should 
 
     python uc_ai_calls.py <api url> <token> <action> <json arguments>
 
-prints {"ok": <result>} or {"status": <HTTP status>, "error": <the server's error JSON>}.
+prints {"ok": <result>} or {"status": <HTTP status>, "error": <the server's error JSON>}. The async
+methods are used: unitycatalog-client 0.7's ApiClient needs a running event loop to be made.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ async def main(api: str, token: str, action: str, args: dict) -> dict:
     try:
         if action == "create":
             # The client's defaults, properties="null" among them, as a user calls it.
-            info = await client.create_python_function_async(func=add_numbers, catalog=args["catalog"], schema=args["schema"])
+            info = await client.create_python_function_async(func=add_numbers, catalog=args["catalog"],
+                                                             schema=args["schema"])
             return {"ok": {"full_name": info.full_name, "properties": info.properties,
                            "routine_body": info.routine_body, "external_language": info.external_language}}
         if action == "list":
