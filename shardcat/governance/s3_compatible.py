@@ -5,7 +5,8 @@ Catalog issue 43: stores without AWS's STS). Fields (shardcat's names; neither t
 spec nor Databricks has a general one -- Databricks' `cloudflare_api_token` is R2 only):
 
 - `endpoint_url` (required): http:// or https:// with a host and an optional port, no path.
-- `access_key_id`, `secret_access_key` (required; the secret is stored, never shown).
+- `access_key_id`, `secret_access_key` (required; the secret is sealed at rest, store/sealing.py,
+  and never shown; `opened` gives it back to vending and GET /files).
 - `region` (optional, default us-east-1; R2 takes `auto`).
 - `path_style_access` (optional boolean, default true: MinIO and most stores serve
   `endpoint/bucket/key`; false for virtual-hosted `bucket.endpoint/key`).
@@ -25,11 +26,11 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..errors import CatalogError
+from ..store.sealing import SecretKeyError, is_sealed
 
 KIND = "s3_compatible"
 REQUIRED = ("endpoint_url", "access_key_id", "secret_access_key")
 OPTIONAL = ("region", "role_arn")
-SECRETS = ("secret_access_key",)
 DEFAULT_REGION = "us-east-1"
 STATIC_LIFETIME_MS = 60 * 60 * 1000     # static keys do not expire; engines re-ask after this
 
@@ -68,6 +69,22 @@ def check(value: dict, out: dict) -> dict:
     if out.get("role_arn") and not out["role_arn"].startswith("arn:"):
         raise _invalid(f"Field '{KIND}.role_arn' must be an ARN (arn:aws:iam::...), got '{out['role_arn']:.80}'.")
     return out
+
+
+def opened(box, info: dict) -> dict:
+    """The credential's fields with its secret usable: opened with the server's SecretBox
+    (store/sealing.py) when sealed at rest."""
+    secret = info["secret_access_key"]
+    if is_sealed(secret):
+        if box is None:
+            raise CatalogError("FAILED_PRECONDITION", "The credential's secret is sealed and this server "
+                                                      "has no secret key to open it.")
+        try:
+            secret = box.open(secret)
+        except SecretKeyError:
+            raise CatalogError("FAILED_PRECONDITION", "The credential's secret is sealed under a key this "
+                                                      "server does not hold.") from None
+    return {**info, "secret_access_key": secret}
 
 
 def connection(info: dict) -> dict:

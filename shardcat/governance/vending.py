@@ -241,7 +241,7 @@ async def _aws_role(shard, caller, url: str) -> dict:
     if isinstance(credential, dict):    # the configured default role of managed storage
         return credential
     if credential.info.get(s3_compatible.KIND):
-        return {s3_compatible.KIND: credential.info[s3_compatible.KIND]}
+        return {s3_compatible.KIND: s3_compatible.opened(shard.store.secrets, credential.info[s3_compatible.KIND])}
     role = credential.info.get("aws_iam_role")
     if not role:
         raise CatalogError("FAILED_PRECONDITION", f"Credential '{credential.name}' covers '{url}' but holds no "
