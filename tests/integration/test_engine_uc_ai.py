@@ -3,6 +3,7 @@
 The client (package `unitycatalog-ai`) runs in a child process (uc_ai_calls.py says why). Its
 `create_python_function` sends `properties: "null"` by default, which shardcat used to refuse.
 The grants decide: without USE SCHEMA a caller lists nothing, without EXECUTE it runs nothing
+(a schema or function the caller may not see at all answers as a missing one)
 (the client reads the function's definition from the catalog before running it locally).
 """
 
@@ -66,14 +67,18 @@ async def test_grants_decide_listing_and_running(ws, server):
     assert "ok" in await uc_ai(ws, "create", catalog="ai", schema="tools")
     bob = await user(server, ws)
     await grant(ws, "catalog", "ai", bob.name, "USE CATALOG")
-    # No USE SCHEMA: the schema's functions are not bob's to list.
+    # No USE SCHEMA: the schema's functions are not bob's to list (a schema he may not see answers as missing).
     listed = await uc_ai(bob, "list", catalog="ai", schema="tools")
-    assert listed["status"] == 403 and listed["error"]["error_code"] == "PERMISSION_DENIED", listed
+    assert listed["status"] == 404 and listed["error"]["error_code"] == "NOT_FOUND", listed
     await grant(ws, "schema", "ai.tools", bob.name, "USE SCHEMA")
     # No EXECUTE: the function is neither listed to bob nor runnable by him.
     assert await uc_ai(bob, "list", catalog="ai", schema="tools") == {"ok": []}
     ran = await uc_ai(bob, "execute", name="ai.tools.add_numbers", parameters={"a": 1, "b": 2})
-    assert ran["status"] == 403 and ran["error"]["error_code"] == "PERMISSION_DENIED", ran
+    # Nothing runs: the client gets no definition (the function answers as missing to bob) and fails
+    # with an error of its own.
+    assert "ok" not in ran and "failed" in ran, ran
+    status, answer = await bob.call("GET", "/functions/ai.tools.add_numbers")
+    assert (status, answer["error_code"]) == (404, "NOT_FOUND"), answer
     await grant(ws, "function", "ai.tools.add_numbers", bob.name, "EXECUTE")
     assert await uc_ai(bob, "list", catalog="ai", schema="tools") == {"ok": ["add_numbers"]}
     ran = await uc_ai(bob, "execute", name="ai.tools.add_numbers", parameters={"a": 1, "b": 2})

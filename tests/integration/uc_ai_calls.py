@@ -5,7 +5,8 @@ whole interpreter when imported, which the test session's own event loop should 
 
     python uc_ai_calls.py <api url> <token> <action> <json arguments>
 
-prints {"ok": <result>} or {"status": <HTTP status>, "error": <the server's error JSON>}. The async
+prints {"ok": <result>}, {"status": <HTTP status>, "error": <the server's error JSON>}, or
+{"failed", "message"} for an error the client raised of its own (it wraps some of the server's). The async
 methods are used: unitycatalog-client 0.7's ApiClient needs a running event loop to be made.
 """
 
@@ -52,6 +53,8 @@ async def main(api: str, token: str, action: str, args: dict) -> dict:
         raise ValueError(action)
     except ApiException as e:
         return {"status": e.status, "error": json.loads(e.body) if e.body else None}
+    except Exception as e:      # the client wraps some of the server's refusals in its own errors
+        return {"failed": type(e).__name__, "message": str(e)}
     finally:
         await client.close_async()
 
