@@ -271,3 +271,12 @@ async def test_staging_table_credentials_are_for_who_may_create_the_table(ws, se
     status, body = await bob.call("POST", "/temporary-table-credentials",
                                   json={"table_id": staging["id"], "operation": "READ_WRITE"})
     assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), body
+
+
+async def test_a_secret_in_the_wrong_shape_is_not_echoed(ws):
+    secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-not-shown"
+    for value in (secret, [secret], {"endpoint_url": "http://minio:9000", "access_key_id": "k",
+                                     "secret_access_key": [secret]}):
+        status, answer = await ws.call("POST", "/storage-credentials", json={"name": "bad", "s3_compatible": value})
+        assert (status, answer["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), answer
+        assert secret not in json.dumps(answer), answer
