@@ -43,8 +43,8 @@ from cachetools import TLRUCache
 
 from ..cache.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
-from . import s3_compatible
 from ..store.db import now_ms
+from . import s3_compatible
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
