@@ -158,16 +158,22 @@ def write_metadata(metadata: TableMetadata, location: str, io: dict) -> None:
 
 
 def storage_properties(vended: dict, endpoint: str | None, region: str) -> dict:
-    """pyiceberg FileIO properties for a TemporaryCredentials answer (governance/vending.py): S3 keys,
-    their expiry, the region and an S3-compatible endpoint if one is configured; none for file://."""
+    """pyiceberg FileIO properties for a TemporaryCredentials answer (governance/vending.py): S3 keys
+    (STS session keys, or an S3-compatible store's static ones), their expiry, and where to send them:
+    the answer's own endpoint, region and addressing (an s3_compatible credential's), else `endpoint`
+    ($SHARDCAT_S3_ENDPOINT) and `region`. None for file://."""
     aws = vended.get("aws_temp_credentials")
     if not aws:
         return {}
     out = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
-           "s3.session-token": aws["session_token"], "s3.region": region,
+           "s3.region": vended.get("region") or region,
            "s3.session-token-expires-at-ms": str(vended["expiration_time"])}
-    if endpoint:
-        out["s3.endpoint"] = endpoint
+    if aws.get("session_token"):
+        out["s3.session-token"] = aws["session_token"]
+    if vended.get("endpoint_url") or endpoint:
+        out["s3.endpoint"] = vended.get("endpoint_url") or endpoint
+    if "path_style_access" in vended:
+        out["s3.force-virtual-addressing"] = "false" if vended["path_style_access"] else "true"
     return out
 
 

@@ -103,3 +103,9 @@ def test_storage_properties_from_vended_credentials():
     assert md.storage_properties(vended, "http://127.0.0.1:9000", "eu-west-1") == {
         "s3.access-key-id": "A", "s3.secret-access-key": "S", "s3.session-token": "T", "s3.region": "eu-west-1",
         "s3.session-token-expires-at-ms": "123", "s3.endpoint": "http://127.0.0.1:9000"}
+    # An S3-compatible store's static keys (no session token), with its own endpoint, region and addressing.
+    static = {"aws_temp_credentials": {"access_key_id": "K", "secret_access_key": "S2"}, "expiration_time": 9,
+              "url": "s3://b/t", "endpoint_url": "http://minio:9000", "region": "auto", "path_style_access": True}
+    assert md.storage_properties(static, "http://ignored", "us-east-1") == {
+        "s3.access-key-id": "K", "s3.secret-access-key": "S2", "s3.region": "auto",
+        "s3.session-token-expires-at-ms": "9", "s3.endpoint": "http://minio:9000", "s3.force-virtual-addressing": "false"}
