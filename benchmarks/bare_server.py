@@ -32,8 +32,8 @@ from pathlib import Path
 import uvloop
 from aiohttp import web
 
-from shardcat.router import http1
-from shardcat.router.shard_client import Answer
+from shardcat.web import http1
+from shardcat.web.shard_client import Answer
 
 PREFIX = "/api/2.1/unity-catalog"
 

@@ -37,7 +37,7 @@ import aiohttp
 import orjson
 
 from shardcat.entities.sql import sql_references
-from shardcat.shards.http import PREFIX
+from shardcat.web.wire import PREFIX
 
 from . import harness as h
 

@@ -35,7 +35,7 @@ import psutil
 import uvloop
 from yarl import URL
 
-from shardcat.router.shard_client import Address, ShardClient
+from shardcat.web.shard_client import Address, ShardClient
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/api/2.1/unity-catalog"

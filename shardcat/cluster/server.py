@@ -13,7 +13,7 @@ from aiohttp import web
 from ..router.app import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
-from ..router.http1 import Listening
+from ..web.http1 import Listening
 from ..router.routing import RoutingTable
 from ..shards.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard

@@ -35,12 +35,12 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..store.db import bigint_text, is_db_unavailable
+from ..web.wire import PREFIX, REQUEST_ID_HEADER
+from ..entities.values import bigint_text
+from ..store.db import is_db_unavailable
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/api/2.1/unity-catalog"
-REQUEST_ID_HEADER = "X-Shardcat-Request-Id"
 SKIPPED_PATHS = ("/healthz",)
 REFUSED = (401, 403)              # statuses that mean "not allowed"
 _COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "action", "route",
@@ -601,7 +601,7 @@ async def _metastore_admin(store, caller) -> bool:
 
 
 def audit_routes(audit_log: AuditLog) -> list[web.RouteDef]:
-    from ..shards.service import page_size
+    from ..web.paging import page_size
 
     async def list_events(request: web.Request) -> web.Response:
         caller = request["caller"]

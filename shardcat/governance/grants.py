@@ -30,7 +30,8 @@ from ..entities.asset import Asset
 from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import WriteTx, now_ms
+from ..store.db import WriteTx
+from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
 
@@ -347,7 +348,7 @@ async def _is_account_admin(store, principal: str) -> bool:
 
 
 def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
-    from ..shards.http import json_body, ok
+    from ..web.kit import json_body, ok
     service = PermissionsService(shard)
     item = "/{securable_type}/{full_name}"
 

@@ -38,7 +38,7 @@ from cachetools import TLRUCache
 
 from ..cache.urls import is_within, url_segments
 from ..errors import CatalogError
-from ..store.db import now_ms
+from ..entities.values import now_ms
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds

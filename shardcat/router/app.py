@@ -9,7 +9,7 @@ from ..shards.metastores import AccountService
 from ..shards.shard import Shard
 from ..store.db import Store
 from .account import AccountApi
-from .middleware import Authenticator
+from ..web.middleware import Authenticator
 
 
 def make_app(store: Store, shard: Shard) -> web.Application:

@@ -15,13 +15,15 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
-from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
+from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+from ..web.kit import healthz, ok
 from ..shards.metastores import AccountService
-from ..store.db import Store, bigint_text
+from ..store.db import Store
+from ..entities.values import bigint_text
 from .account import AccountApi
-from .middleware import Authenticator, error_middleware
+from ..web.middleware import Authenticator, error_middleware
 from .routing import RoutingTable
-from .shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
+from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")

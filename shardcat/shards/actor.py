@@ -20,8 +20,8 @@ import time
 import ray
 
 from ..governance import audit
-from ..router import http1
-from ..router.middleware import Authenticator
+from ..web import http1
+from ..web.middleware import Authenticator
 from ..store.db import Store
 from .front import start_shard_front
 from .http import make_shard_app

@@ -17,8 +17,8 @@ from ..auth import Caller
 from ..entities.types import METASTORE, TYPES
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
-from ..store.db import bigint_text
-from .service import page_size
+from ..entities.values import bigint_text
+from ..web.paging import page_size
 from .shard import Shard
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
@@ -71,7 +71,7 @@ class ChangeFeed:
 
 
 def change_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import ok     # http.py imports this module
+    from ..web.kit import ok  # http.py imports this module
 
     feed = ChangeFeed(shard)
 

@@ -126,7 +126,7 @@ class TemporaryCredentials:
 
 
 def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import json_body, ok
+    from ..web.kit import json_body, ok
 
     service = TemporaryCredentials(shard)
 

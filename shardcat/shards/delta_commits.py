@@ -22,7 +22,8 @@ from ..delta import commits as rules
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..governance.authorize import authorizer, require_data_access
-from ..store.db import WriteTx, now_ms
+from ..store.db import WriteTx
+from ..entities.values import now_ms
 from . import service
 from .shard import MetastoreState, Shard
 
@@ -80,7 +81,7 @@ class DeltaCommitService:
 
 async def _query_or_body(request: web.Request) -> dict:
     """GET carries a JSON body in the SDK; plain HTTP clients may use query parameters instead."""
-    from .http import json_body   # http.py imports this module
+    from ..web.kit import json_body  # http.py imports this module
     body = await json_body(request)
     for key in ("table_id", "table_uri", "start_version", "end_version"):
         if key not in body and key in request.query:
@@ -89,7 +90,7 @@ async def _query_or_body(request: web.Request) -> dict:
 
 
 def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
-    from .http import json_body, ok
+    from ..web.kit import json_body, ok
     commits = DeltaCommitService(shard, max_unpublished)
 
     async def post(request):

@@ -19,11 +19,11 @@ from aiohttp import web
 
 from ..auth import Caller, bearer
 from ..governance import audit
-from ..router import http1
-from ..router.shard_client import Address, Answer, ShardClient
-from ..store.db import bigint_text
-from .http import (CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, listed_json, resolved_json,
-                   served_version)
+from ..web import http1
+from ..web.shard_client import Address, Answer, ShardClient
+from ..entities.values import bigint_text
+from .http import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
+from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 # path segment -> (type, the item's path parameter, the list's parent query parameters)

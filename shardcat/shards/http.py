@@ -7,10 +7,7 @@ CatalogError and rendered by the error middleware.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-
-import orjson
 
 from aiohttp import web
 
@@ -20,9 +17,10 @@ from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
-from ..router.middleware import Authenticator, error_middleware
+from ..web.middleware import Authenticator, error_middleware
 from ..entities.types import TYPES
-from ..store.db import MetastoreGone, bigint_text
+from ..store.db import MetastoreGone
+from ..entities.values import bigint_text
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .changes import change_routes
 from .credentials import temporary_credentials_routes
@@ -34,91 +32,13 @@ from .metastores import MetastoreService
 from .models import ModelService
 from .resolve import ResolveService
 from .search import search_routes
-from .service import CatalogService, encode_json, presented_json
+from .service import CatalogService, presented_json
+from ..web.kit import encode_json
 from .shard import MetastoreState, Shard
 from .sharing import sharing_routes
 from .storage import storage_routes
-
-PREFIX = "/api/2.1/unity-catalog"
-MAX_BODY_BYTES = 4 << 20
-
-
-async def json_body(request: web.Request) -> dict:
-    """The request's JSON object; a clear 400 for anything else."""
-    return json_object(await request.read())
-
-
-def json_object(raw: bytes) -> dict:
-    """A request body's JSON object; a clear 400 for anything else."""
-    if not raw.strip():
-        return {}
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        body = _json_loads(raw)     # what orjson refuses (huge integers, NaN, bad UTF-8): json's rules and messages
-    if not isinstance(body, dict):
-        raise CatalogError("MALFORMED_REQUEST", f"The request body must be a JSON object, got {type(body).__name__}.")
-    if b"\\u" in raw:    # NUL and lone surrogates can only come in as \u escapes: no escape, nothing to check
-        _check_text(body)
-    return body
-
-
-def _json_loads(raw: bytes):
-    try:
-        return json.loads(raw)
-    except ValueError as e:
-        raise CatalogError("MALFORMED_REQUEST", f"The request body is not valid JSON: {e}.") from None
-    except RecursionError:
-        raise CatalogError("MALFORMED_REQUEST", "The request body is not valid JSON: nested too deeply.") from None
-
-
-def _check_text(body: dict) -> None:
-    """Refuse strings PostgreSQL cannot store (NUL, unpaired surrogates), naming the field; iterative, any depth."""
-    stack = [(k, k, v) for k, v in body.items()]
-    while stack:
-        where, key, value = stack.pop()
-        for text, what in ((key, "a key"), (value, "a value")):
-            if not isinstance(text, str):
-                continue
-            if "\x00" in text:
-                raise invalid(f"Field {where!r:.80} has {what} with a NUL character (\\u0000), which is not allowed.")
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise invalid(f"Field {where!r:.80} has {what} with an unpaired surrogate: not valid Unicode.") from None
-        if isinstance(value, dict):
-            stack += [(f"{where}.{k}", k, v) for k, v in value.items()]
-        elif isinstance(value, list):
-            stack += [(f"{where}[{i}]", None, v) for i, v in enumerate(value)]
-
-
-def flag(request: web.Request, name: str) -> bool:
-    value = request.query.get(name)
-    if value is None:
-        return False
-    if value.lower() in ("true", "1"):
-        return True
-    if value.lower() in ("false", "0", ""):
-        return False
-    raise invalid(f"Query parameter '{name}' must be true or false, got '{value:.40}'.")
-
-
-def required_query(request: web.Request, name: str) -> str:
-    value = request.query.get(name)
-    if not value:
-        raise invalid(f"Missing required query parameter '{name}'.")
-    return value
-
-
-def ok(data: dict | None = None) -> web.Response:
-    """A 200 with a JSON answer; assets in it may come pre-encoded (`present`)."""
-    return ok_json(encode_json(data if data is not None else {}))
-
-
-def ok_json(body: bytes) -> web.Response:
-    """A 200 with an answer already encoded as JSON."""
-    return web.Response(body=body, content_type="application/json")
-
+from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, required_query
+from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 # The assets with create, list, get, update and delete routes: (type, path segment, the item's
 # path parameter, the list's required query parameters naming the parent).
@@ -275,14 +195,6 @@ class ShardApi:
             route("POST", "/temporary-model-version-credentials",
                   lambda c, m, r, b: models.temporary_credentials(c, b)),
         ]
-
-
-async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
-
-
-VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects
-MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)
 
 
 def _metastore_session(shard: Shard):

@@ -175,7 +175,7 @@ class LineageService:
 
 
 def lineage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import json_body, ok     # http.py imports this module
+    from ..web.kit import json_body, ok  # http.py imports this module
 
     service = LineageService(shard)
 

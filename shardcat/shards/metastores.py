@@ -15,7 +15,8 @@ from ..entities.names import check_name
 from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import is_metastore_admin
-from ..store.db import Metastore, MetastoreGone, Store, WriteTx, now_ms
+from ..store.db import Metastore, MetastoreGone, Store, WriteTx
+from ..entities.values import now_ms
 from .shard import MetastoreState, Shard
 
 _CLOUDS = {"s3": "aws", "abfss": "azure", "abfs": "azure", "gs": "gcp", "file": "local"}

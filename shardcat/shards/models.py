@@ -25,17 +25,10 @@ from ..entities.names import check_name, split_full_name
 from ..entities.types import MODEL_VERSION
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer
-from ..store.db import WriteTx, now_ms
-from .service import (
-    CatalogService,
-    _check_free,
-    _managed_root,
-    decode_page_token,
-    encode_page_token,
-    page_size,
-    register_rules,
-    render,
-)
+from ..store.db import WriteTx
+from ..entities.values import now_ms
+from .service import CatalogService, _check_free, _managed_root, register_rules, render
+from ..web.paging import decode_page_token, encode_page_token, page_size
 from .shard import MetastoreState
 
 PENDING, READY = "PENDING_REGISTRATION", "READY"

@@ -26,7 +26,7 @@ from ..errors import CatalogError, invalid
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
-from ..store.db import now_ms
+from ..entities.values import now_ms
 from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
                            VIEW_TYPES, expand)
 from .service import present

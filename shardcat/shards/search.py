@@ -21,7 +21,7 @@ from ..auth import Caller
 from ..entities.types import TYPES
 from ..errors import invalid
 from ..governance.authorize import authorizer
-from .service import decode_page_token, encode_page_token, page_size
+from ..web.paging import decode_page_token, encode_page_token, page_size
 from .shard import Shard
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
@@ -106,7 +106,7 @@ class SearchService:
 
 
 def search_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import ok     # http.py imports this module
+    from ..web.kit import ok  # http.py imports this module
 
     service = SearchService(shard)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import base64
-import json
 import uuid
 
 import orjson
@@ -26,44 +24,15 @@ from ..entities.names import check_name, full_name_key, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, present_table
-from ..store.db import WriteTx, now_ms
+from ..store.db import WriteTx
+from ..entities.values import now_ms
+from ..web.kit import encode_json
+from ..web.paging import decode_page_token, encode_page_token, page_size  # noqa: F401  (page_size: read by the operations)
 from .locations import require_external_location
 from .shard import MetastoreState, Shard
 
-DEFAULT_PAGE = 1000
-MAX_PAGE = 10000
 VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
 PARENT_FIELDS = ("catalog_name", "schema_name")
-
-
-def encode_page_token(after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode()
-
-
-def decode_page_token(token: str | None) -> str:
-    if not token:
-        return ""
-    try:
-        after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
-        if isinstance(after, str) and "\x00" not in after:
-            after.encode("utf-8")   # an unpaired surrogate raises UnicodeEncodeError, a ValueError
-            return after
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
-
-
-def page_size(max_results) -> int:
-    if max_results is None:
-        return DEFAULT_PAGE
-    if isinstance(max_results, str):
-        try:
-            max_results = int(max_results)
-        except ValueError:
-            raise invalid(f"max_results must be an integer, got '{max_results:.40}'.") from None
-    if not isinstance(max_results, int) or isinstance(max_results, bool) or max_results < 0:
-        raise invalid(f"max_results must be a non-negative integer, got {max_results!r:.40}.")
-    return min(max_results or DEFAULT_PAGE, MAX_PAGE)
 
 
 def render(asset: Asset) -> dict:
@@ -79,15 +48,6 @@ def render(asset: Asset) -> dict:
     if asset.type != "staging_table":
         out["full_name"] = asset.full_name
     return out
-
-
-def encode_json(value) -> bytes:
-    """JSON bytes of an answer. orjson (the json module was a quarter of a shard's CPU on reads);
-    json for what orjson refuses to carry exactly (integers past 64 bits)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:
-        return json.dumps(value).encode()
 
 
 def present(asset: Asset, caller: Caller) -> orjson.Fragment:

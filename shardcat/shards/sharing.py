@@ -26,7 +26,7 @@ from ..entities.names import check_name
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
 from ..errors import already_exists, invalid, not_found
 from ..governance.authorize import authorizer
-from ..store.db import now_ms
+from ..entities.values import now_ms
 from .service import render
 from .shard import Shard
 from .toplevel import TopLevel, crud_routes
@@ -422,7 +422,7 @@ class Providers(TopLevel):
 
 
 def sharing_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import json_body, ok
+    from ..web.kit import json_body, ok
 
 
     shares = Shares(shard)

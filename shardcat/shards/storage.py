@@ -34,7 +34,8 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import require_data_access
 from ..store.db import WriteTx
 from .locations import location_of
-from .service import page_size, render
+from ..web.paging import page_size
+from .service import render
 from .shard import MetastoreState, Shard
 from .toplevel import TopLevel, crud_routes
 
@@ -349,7 +350,7 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
 
 
 def storage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from .http import ok
+    from ..web.kit import ok
 
     credentials = Credentials(shard)
     storage_credentials = Credentials(shard, "STORAGE", "Storage credential")

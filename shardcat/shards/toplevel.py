@@ -22,8 +22,10 @@ from ..entities.manifest import AssetType
 from ..entities.names import check_name
 from ..errors import already_exists, not_found
 from ..governance.authorize import authorizer
-from ..store.db import WriteTx, now_ms
-from .service import decode_page_token, encode_page_token, page_size, render
+from ..store.db import WriteTx
+from ..entities.values import now_ms
+from ..web.paging import decode_page_token, encode_page_token, page_size
+from .service import render
 from .shard import MetastoreState, Shard
 
 INPUT_ONLY = ("skip_validation", "force")   # request flags, never stored
@@ -173,7 +175,7 @@ class TopLevel:
 
 
 def crud_routes(service: TopLevel, base: str) -> list[web.RouteDef]:
-    from .http import flag, json_body, ok
+    from ..web.kit import flag, json_body, ok
 
     async def create(request):
         return ok(await service.create(request["caller"], await json_body(request)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,11 +18,8 @@ from importlib import resources
 import asyncpg
 
 from ..entities.asset import Asset
+from ..entities.values import now_ms
 from .principals import Principals
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class VersionConflict(Exception):
@@ -150,12 +146,6 @@ def _asset(row) -> Asset:
 
 def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
-
-
-def bigint_text(text: str | None) -> int | None:
-    """The non-negative PostgreSQL bigint that `text` writes in decimal digits (18 at most, so it
-    always fits), or None: how ids, versions and times arrive in paths, queries and headers."""
-    return int(text) if text and text.isdecimal() and len(text) <= 18 else None
 
 
 async def _init_connection(conn):

@@ -12,7 +12,8 @@ from aiohttp import web
 from ..auth import Caller, bearer, hash_token
 from ..cache.ttl import TtlCache
 from ..errors import CatalogError
-from ..store.db import Store, is_db_unavailable, now_ms
+from ..store.db import Store, is_db_unavailable
+from ..entities.values import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import httptools
 import orjson
 from aiohttp import web
 
-from ..shards.http import MAX_BODY_BYTES
+from .wire import MAX_BODY_BYTES
 from .shard_client import Address, Answer, ShardClient
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,8 @@
+"""What travels on the wire, for servers and clients alike: the API's path prefix, its headers, the
+largest body. No imports: the clients (the CLI, Spark's catalog client) read it too."""
+
+PREFIX = "/api/2.1/unity-catalog"
+MAX_BODY_BYTES = 4 << 20
+VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects
+MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)
+REQUEST_ID_HEADER = "X-Shardcat-Request-Id"    # the audit row's request id, on every answer
