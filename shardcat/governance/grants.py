@@ -4,9 +4,10 @@ Grants are metastore state (table `grants`, migration 0005). Every change is one
 `Shard.write`: the rows change in the transaction that bumps the metastore version, and the
 change-log row names the securable, so every shard owning the metastore picks the change up
 when it reconciles, exactly as it does for assets. Each shard keeps, per metastore, a
-`PrivilegeIndex` (cache/privilege_index.py) loaded on first need and then kept current by
-two hooks the shard calls: `on_applied` (its own writes, no I/O) and `on_reconcile` (others'
-writes: re-read the grants and assets the change log names). A rebuild drops the index.
+`PrivilegeIndex` (cache/privilege_index.py) loaded on first need and then kept current as one of
+the shard's followers (shards/followers.py, `PrivilegeFollower`): `on_applied` (its own writes,
+no I/O) and `on_reconcile` (others' writes: re-read the grants and assets the change log names).
+A rebuild drops the index. The SQL is store/grants.py's and `WriteTx.set_grants`'.
 
 Endpoints:
 - `GET/PATCH/PUT /permissions/{securable_type}/{full_name}`: PermissionsList
@@ -19,7 +20,6 @@ Endpoints:
 
 from __future__ import annotations
 
-import uuid
 
 from aiohttp import web
 
@@ -31,6 +31,7 @@ from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx
+from ..store.grants import grants_of, is_account_admin, privilege_snapshot
 from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
@@ -42,35 +43,20 @@ MAX_AUTHORIZE_ITEMS = 1000
 
 async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
     """The metastore's securables, owners and grants at one version (one repeatable-read snapshot)."""
-    ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
-        if meta is None:
-            from ..store.db import MetastoreGone
-            raise MetastoreGone(metastore_id)
-        assets = await conn.fetch(
-            """SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets
-               WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
-        grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
-    index = PrivilegeIndex(metastore_id, meta["info"].get("owner"))
+    version, owner, assets, grants = await privilege_snapshot(store, metastore_id)
+    index = PrivilegeIndex(metastore_id, owner)
     # Parents first, so that dense ids follow the hierarchy (not needed for correctness).
     order = {"catalog": 0, "schema": 1, "registered_model": 3}
     for r in sorted(assets, key=lambda r: order.get(r["type"], 2)):
         index.put(str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
-    for sid, held in _group(grants).items():
+    for sid, held in grants.items():
         index.set_grants(sid, held)
-    return meta["version"], index
-
-
-def _group(rows) -> dict[str, dict[str, set[str]]]:
-    out: dict[str, dict[str, set[str]]] = {}
-    for r in rows:
-        out.setdefault(str(r["securable_id"]), {}).setdefault(r["principal"], set()).add(r["privilege"])
-    return out
+    return version, index
 
 
 async def privilege_index(shard, metastore_id: str, min_version: int = 0) -> PrivilegeIndex:
     """The shard's privilege index of a metastore, loaded on first use, at least as new as its state."""
+    shard.follow(PRIVILEGES)      # keeps the index current once loaded (idempotent)
     for _ in range(3):
         state = await shard.state(metastore_id, min_version)
         if state.privileges is None:
@@ -104,7 +90,7 @@ def on_applied(state, tx: WriteTx) -> None:
     for a in tx.written.values():
         if a.type != "staging_table":
             index.put(a.id, a.parent_id, a.type, a.info.get("owner"), a.full_name)
-    updates = getattr(tx, "grant_updates", {})
+    updates = tx.grants_set
     for sid, held in updates.items():
         index.set_grants(sid, held)
     if state.id in tx.changed and state.id not in updates:
@@ -116,9 +102,7 @@ async def on_reconcile(store, state, changed: list[str], assets: list[Asset]) ->
     index = state.privileges
     if index is None or not changed:
         return
-    rows = await store.pool.fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
-                                  [uuid.UUID(i) for i in changed])
-    held = _group(rows)
+    held = await grants_of(store, changed)
     found = {a.id for a in assets}
     for a in assets:
         if a.type != "staging_table":
@@ -130,6 +114,22 @@ async def on_reconcile(store, state, changed: list[str], assets: list[Asset]) ->
             index.set_grants(sid, held.get(sid, {}))
     if state.id in changed:
         index.root_owner = _STALE
+
+
+class PrivilegeFollower:
+    """The shard's follower (shards/followers.py) that keeps each metastore's privilege index current."""
+
+    def applied(self, state, tx: WriteTx) -> None:
+        on_applied(state, tx)
+
+    async def reconciled(self, state, changes) -> None:
+        await on_reconcile(changes.store, state, changes.touched, changes.assets)
+
+    def rebuilt(self, state, version: int) -> None:
+        state.privileges = None     # reloaded on first use, at the new version
+
+
+PRIVILEGES = PrivilegeFollower()
 
 
 # ---- the permissions API -------------------------------------------------------------------
@@ -240,19 +240,10 @@ class PermissionsService:
                     raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
             authz.require(kind, "grant", asset)
             sid = asset.id if asset else state.id
-            rows = await tx.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
-                                       uuid.UUID(sid))
-            held = _group([{"securable_id": sid, **r} for r in rows]).get(sid, {})
+            held = await tx.grants_on(sid)
             new = {p: set(v) for p, v in change({p: set(v) for p, v in held.items()}).items() if v}
-            await tx.conn.execute("DELETE FROM grants WHERE securable_id = $1", uuid.UUID(sid))
-            await tx.conn.executemany(
-                "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                [(uuid.UUID(state.id), uuid.UUID(sid), uuid.UUID(sid) if asset else None, p, priv, caller.name, now)
-                 for p, privs in new.items() for priv in privs])
+            await tx.set_grants(sid, new, is_asset=asset is not None, granted_by=caller.name, at=now)
             tx.touch(sid, "PERMISSIONS", asset.type if asset else "metastore", asset.full_name if asset else None)
-            if not hasattr(tx, "grant_updates"):
-                tx.grant_updates = {}
-            tx.grant_updates[sid] = new
             return new
 
         return await self.shard.write(caller.metastore(), write)
@@ -344,7 +335,7 @@ async def _groups_of(store, principal: str) -> set[str]:
 
 
 async def _is_account_admin(store, principal: str) -> bool:
-    return bool(await store.pool.fetchval("SELECT is_account_admin FROM principals WHERE name = $1", principal))
+    return await is_account_admin(store, principal)
 
 
 def grants_routes(shard, prefix: str) -> list[web.RouteDef]:

@@ -526,6 +526,7 @@ class WriteTx:
         self.created: set[str] = set()         # ids that did not exist before this write
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
+        self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
@@ -602,6 +603,26 @@ class WriteTx:
             self.parents.add(a.parent_id)
             self.deleted[a.id] = a
 
+    # ---- grants (governance/grants.py decides them; store/grants.py reads them) ----
+
+    async def grants_on(self, securable_id: str) -> dict[str, set[str]]:
+        """{principal: privileges} held on a securable, as of this write."""
+        held: dict[str, set[str]] = {}
+        for r in await self.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
+                                       uuid.UUID(securable_id)):
+            held.setdefault(r["principal"], set()).add(r["privilege"])
+        return held
+
+    async def set_grants(self, securable_id: str, held: dict[str, set[str]], *, is_asset: bool, granted_by: str,
+                         at: int) -> None:
+        """Replace every grant on a securable (the metastore itself when not `is_asset`) with `held`."""
+        sid = uuid.UUID(securable_id)
+        await self.conn.execute("DELETE FROM grants WHERE securable_id = $1", sid)
+        await self.conn.executemany(
+            "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            [(uuid.UUID(self.metastore_id), sid, sid if is_asset else None, p, priv, granted_by, at)
+             for p, privs in held.items() for priv in privs])
+        self.grants_set[securable_id] = held
 
     # ---- Delta commits of catalog-managed tables (shardcat/delta/commits.py) ----
 
