@@ -20,7 +20,6 @@ Endpoints:
 
 from __future__ import annotations
 
-
 from aiohttp import web
 
 from ..auth import Caller
