@@ -27,7 +27,7 @@ import time
 import psutil
 import ray
 
-from ..shards.actor import ShardActor
+from ..serving.actor import ShardActor
 from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..router.app import make_app
+from ..serving.single import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
 from ..web.http1 import Listening
 from ..router.routing import RoutingTable
-from ..shards.front import start_shard_front
+from ..serving.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from .bootstrap import ensure_admin_token, ensure_default_metastore

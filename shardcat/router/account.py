@@ -9,7 +9,7 @@ from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
 from ..web.wire import PREFIX
 from ..web.kit import json_body, ok
-from ..shards.metastores import AccountService
+from ..catalog.metastores import AccountService
 from ..web.middleware import Authenticator
 
 

@@ -17,7 +17,7 @@ from ..errors import CatalogError
 from ..governance import audit
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 from ..web.kit import healthz, ok
-from ..shards.metastores import AccountService
+from ..catalog.metastores import AccountService
 from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi

@@ -9,7 +9,7 @@ import orjson
 from shardcat.auth import Caller
 from shardcat.entities.asset import Asset
 from shardcat.web.kit import encode_json
-from shardcat.shards.service import present
+from shardcat.catalog.assets import present
 
 TRUSTED = Caller("engine", 2, False, 1, "m", trusted_engine=True)
 USER = Caller("alice", 3, False, 1, "m")

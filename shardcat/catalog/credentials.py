@@ -20,8 +20,8 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance import audit
 from ..governance.authorize import require_data_access
 from ..governance.vending import vend
-from .locations import location_of, require_external_location
-from .shard import Shard
+from ..shards.locations import location_of, require_external_location
+from ..shards.shard import Shard
 from .storage import storage_url
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")

@@ -25,8 +25,8 @@ from ..governance.authorize import authorizer
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from .service import render
-from .shard import MetastoreState, Shard
+from .assets import render
+from ..shards.shard import MetastoreState, Shard
 
 INPUT_ONLY = ("skip_validation", "force")   # request flags, never stored
 

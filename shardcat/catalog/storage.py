@@ -33,10 +33,10 @@ from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import require_data_access
 from ..store.db import WriteTx
-from .locations import location_of
+from ..shards.locations import location_of
 from ..web.paging import page_size
-from .service import render
-from .shard import MetastoreState, Shard
+from .assets import render
+from ..shards.shard import MetastoreState, Shard
 from .toplevel import TopLevel, crud_routes
 
 PURPOSES = ("STORAGE", "SERVICE")

@@ -1,4 +1,4 @@
-"""Volumes: the storage rule a volume adds to the generic CRUD of shards/service.py.
+"""Volumes: the storage rule a volume adds to the generic asset operations (assets.py; composed in service.py).
 
 A MANAGED volume gets its storage from the catalog, under the nearest storage root
 (`<root>/volumes/<volume_id>`), like a managed table; an EXTERNAL volume names its own
@@ -14,14 +14,14 @@ from ..cache.urls import join_url
 from ..entities.asset import Asset
 from ..errors import invalid
 from ..store.db import WriteTx
-from .locations import require_external_location
-from .service import _check_free, _managed_root, _storage_url, register_rules
-from .shard import MetastoreState
+from ..shards.locations import require_external_location
+from .assets import _check_free, _managed_root, _storage_url
+from ..shards.shard import MetastoreState
 
 VOLUME_TYPES = ("MANAGED", "EXTERNAL")
 
 
-async def _create_volume(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+async def create_volume(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     info = dict(asset.info)
     volume_type = info["volume_type"]
     if volume_type not in VOLUME_TYPES:
@@ -42,5 +42,3 @@ async def _create_volume(service, tx: WriteTx, state: MetastoreState, asset: Ass
     info["storage_location"] = location
     return dataclasses.replace(asset, info=info, storage_path=location)
 
-
-register_rules("volume", create=_create_volume)

@@ -21,22 +21,21 @@ from ..web.middleware import Authenticator, error_middleware
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
 from ..entities.values import bigint_text
-from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
-from .changes import change_routes
-from .credentials import temporary_credentials_routes
-from .delta_commits import delta_commit_routes
-from ..governance import row_filters as _row_filters  # noqa: F401,E402  (registers the table policy rules)
-from .functions import create_function
-from .lineage import lineage_routes
-from .metastores import MetastoreService
-from .models import ModelService
-from .resolve import ResolveService
-from .search import search_routes
-from .service import CatalogService, presented_json
+from ..catalog.changes import change_routes
+from ..catalog.credentials import temporary_credentials_routes
+from ..catalog.delta_commits import delta_commit_routes
+from ..catalog.functions import create_function
+from ..catalog.lineage import lineage_routes
+from ..catalog.metastores import MetastoreService
+from ..catalog.models import ModelService
+from ..catalog.resolve import ResolveService
+from ..catalog.search import search_routes
+from ..catalog.assets import presented_json
+from ..catalog.service import CatalogService
 from ..web.kit import encode_json
-from .shard import MetastoreState, Shard
-from .sharing import sharing_routes
-from .storage import storage_routes
+from ..shards.shard import MetastoreState, Shard
+from ..catalog.sharing import sharing_routes
+from ..catalog.storage import storage_routes
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, required_query
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 

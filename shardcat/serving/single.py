@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..shards.http import make_shard_app
-from ..shards.metastores import AccountService
+from .app import make_shard_app
+from ..catalog.metastores import AccountService
 from ..shards.shard import Shard
 from ..store.db import Store
-from .account import AccountApi
+from ..router.account import AccountApi
 from ..web.middleware import Authenticator
 
 

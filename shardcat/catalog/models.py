@@ -27,9 +27,9 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer
 from ..store.db import WriteTx
 from ..entities.values import now_ms
-from .service import CatalogService, _check_free, _managed_root, register_rules, render
+from .assets import AssetService, _check_free, _managed_root, render
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from .shard import MetastoreState
+from ..shards.shard import MetastoreState
 
 PENDING, READY = "PENDING_REGISTRATION", "READY"
 OPERATIONS = ("READ_MODEL_VERSION", "READ_WRITE_MODEL_VERSION")
@@ -73,20 +73,18 @@ def check_alias(alias) -> str:
     return alias
 
 
-async def _create_model(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+async def create_model(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     location = join_url(await _managed_root(tx, state, schema), "models", asset.id)
     _check_free(state, location, "storage_location", inside_managed=True)
     info = {**asset.info, "storage_location": location, "aliases": [], _MAX_VERSION: 0}
     return dataclasses.replace(asset, info=info, storage_path=location)
 
 
-register_rules("registered_model", create=_create_model)
-
 
 class ModelService:
     """The /models endpoints, over the generic CRUD for the models themselves."""
 
-    def __init__(self, catalogs: CatalogService):
+    def __init__(self, catalogs: AssetService):
         self.catalogs = catalogs
         self.shard = catalogs.shard
 

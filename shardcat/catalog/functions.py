@@ -20,8 +20,8 @@ from ..entities.manifest import KINDS
 from ..entities.names import split_full_name
 from ..errors import invalid
 from ..store.db import WriteTx
-from .service import CatalogService, register_rules
-from .shard import MetastoreState
+from .assets import AssetService
+from ..shards.shard import MetastoreState
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)
@@ -38,7 +38,7 @@ _PARAM_FIELDS = {
 _PARAM_REQUIRED = ("name", "type_text", "type_json", "type_name", "position")
 
 
-async def create_function(catalogs: CatalogService, caller: Caller, body: dict) -> dict:
+async def create_function(catalogs: AssetService, caller: Caller, body: dict) -> dict:
     info = body.get("function_info")
     if info is None:
         raise invalid("Missing required field 'function_info': POST /functions takes {\"function_info\": {...}}.")
@@ -116,7 +116,7 @@ def check_dependencies(deps: dict) -> dict:
     return {"dependencies": out}
 
 
-async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+async def create_function_rule(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     info = dict(asset.info)
     _one_of(info["routine_body"], ROUTINE_BODIES, "routine_body")
     _one_of(info["parameter_style"], PARAMETER_STYLES, "parameter_style")
@@ -151,5 +151,3 @@ async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: A
         info["routine_dependencies"] = check_dependencies(info["routine_dependencies"])
     return dataclasses.replace(asset, info=info)
 
-
-register_rules("function", create=_create_function)

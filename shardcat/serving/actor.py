@@ -24,8 +24,8 @@ from ..web import http1
 from ..web.middleware import Authenticator
 from ..store.db import Store
 from .front import start_shard_front
-from .http import make_shard_app
-from .shard import CacheConfig, Shard
+from .app import make_shard_app
+from ..shards.shard import CacheConfig, Shard
 
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from ..governance import audit
 from ..web import http1
 from ..web.shard_client import Address, Answer, ShardClient
 from ..entities.values import bigint_text
-from .http import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
+from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()

@@ -6,7 +6,7 @@ bump and its change-log row, so commits are serialized per metastore, visible to
 that owns the metastore, and survive shard moves and restarts. The rules themselves are in
 shardcat/delta/commits.py. This module also teaches table creation which new managed Delta
 tables are catalog-managed (their own `delta.feature.catalogManaged` property, or their
-schema's or catalog's as the default).
+schema's or catalog's as the default): `catalog_managed`, which catalog/service.py composes.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from ..errors import CatalogError
 from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
-from . import service
-from .shard import MetastoreState, Shard
+from ..shards.shard import MetastoreState, Shard
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
 MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
@@ -104,11 +103,9 @@ def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UN
 
 # ---- table creation: which new managed Delta tables are catalog-managed ----------------
 
-_create_table = service._CREATE_RULES["table"]
-
-
-async def _create_table_with_commits(svc, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset):
-    table = await _create_table(svc, tx, state, asset, schema)
+async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:
+    """A new table, as catalog-managed if it is a managed Delta table that asks for it (or whose
+    schema or catalog does): part of table creation (catalog/service.py)."""
     info = table.info
     if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
         if rules.is_catalog_managed(info.get("properties")):
@@ -127,5 +124,3 @@ async def _create_table_with_commits(svc, tx: WriteTx, state: MetastoreState, as
     props.update({rules.FEATURE_PROPERTY: "supported", rules.TABLE_ID_PROPERTY: table.id})
     return dataclasses.replace(table, info={**info, "properties": props})
 
-
-service.register_rules("table", create=_create_table_with_commits)

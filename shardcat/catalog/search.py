@@ -22,7 +22,7 @@ from ..entities.types import TYPES
 from ..errors import invalid
 from ..governance.authorize import authorizer
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from .shard import Shard
+from ..shards.shard import Shard
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200

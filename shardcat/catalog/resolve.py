@@ -27,10 +27,9 @@ from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
 from ..entities.values import now_ms
-from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
-                           VIEW_TYPES, expand)
-from .service import present
-from .shard import Shard
+from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on, VIEW_TYPES, expand)
+from .assets import present
+from ..shards.shard import Shard
 
 MAX_ITEMS = 1000
 OPERATIONS = ("READ", "WRITE")

@@ -27,7 +27,7 @@ from ..governance import audit
 from ..governance.authorize import authorizer
 from .dependencies import VIEW_TYPES
 from .service import CatalogService
-from .shard import Shard
+from ..shards.shard import Shard
 
 MAX_SOURCES = 1000
 MAX_DEPTH = 10

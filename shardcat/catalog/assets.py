@@ -1,10 +1,11 @@
-"""The Unity Catalog operations a shard serves on the metastores it owns.
+"""The generic asset operations: create/get/list/update/delete driven by the asset-type manifests.
 
-Generic create/get/list/update/delete driven by the asset-type manifests
-(entities/types.py), plus the type-specific rules: managed storage allocation,
-one asset per storage path, tables and views, staging tables, table summaries.
-Every operation is scoped to the caller's metastore; writes go through
-`Shard.write` and are validated inside the write's transaction.
+`AssetService` does what every type shares (entities/types.py manifests: fields, names,
+parents, privileges) and calls each type's own rules through two hooks, `CREATE_RULES` and
+`UPDATE_RULES`, which catalog/service.py composes. Here too are the base rules they compose
+from: containers, tables and views, staging tables (managed storage allocation, one asset per
+storage path), and table summaries. Every operation is scoped to the caller's metastore;
+writes go through `Shard.write` and are validated inside the write's transaction.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..web.kit import encode_json
 from ..web.paging import decode_page_token, encode_page_token, page_size  # noqa: F401  (page_size: read by the operations)
-from .locations import require_external_location
-from .shard import MetastoreState, Shard
+from ..shards.locations import require_external_location
+from ..shards.shard import MetastoreState, Shard
 
 VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
 PARENT_FIELDS = ("catalog_name", "schema_name")
@@ -83,8 +84,14 @@ def _parent_of(t: AssetType):
     return TYPES.get(t.parent)
 
 
-class CatalogService:
-    """Catalogs, schemas, tables and staging tables of the metastores a shard owns."""
+class AssetService:
+    """Assets of the metastores a shard owns; each type's own rules come from the hooks below
+    (catalog/service.py's `CatalogService` sets them)."""
+
+    # type name -> async rule(service, tx, state, asset, parent) -> the asset to write
+    CREATE_RULES: dict = {}
+    # type name -> async rule(service, tx, state, updated asset, the fields asked for) -> the asset to write
+    UPDATE_RULES: dict = {}
 
     def __init__(self, shard: Shard):
         self.shard = shard
@@ -157,7 +164,7 @@ class CatalogService:
         parent_names = [check_name(fields.pop(f), f.removesuffix("_name")) for f in PARENT_FIELDS[: t.name_parts - 1]]
         parent_full = ".".join(parent_names)
         full_name = ".".join([*parent_names, name])
-        creating = _CREATE_RULES[t.name]
+        creating = self.CREATE_RULES[t.name]
         now = now_ms()
         authz = await authorizer(self.shard, caller)
 
@@ -206,7 +213,7 @@ class CatalogService:
                 authz.require_view_owner_change(asset, new_owner)
             info = {**asset.info, **fields, "updated_at": now, "updated_by": caller.name}
             updated = dataclasses.replace(asset, info=info)
-            updated = await _UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
+            updated = await self.UPDATE_RULES.get(t.name, _no_rules)(self, tx, state, updated, fields)
             if updated.storage_path != asset.storage_path:
                 authz.require_storage(state, updated)
             if new_name is not None and new_name != asset.name:
@@ -297,7 +304,7 @@ def _check_free(state: MetastoreState, url: str, what: str, *, inside_managed: b
         raise invalid(f"The {what} '{url}' overlaps the storage of {owner.type} '{owner.full_name}' at '{hit_url}'.")
 
 
-async def _create_container(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, parent):
+async def create_container(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, parent):
     root = asset.info.get("storage_root")
     if root is None:
         return asset
@@ -320,7 +327,7 @@ async def _managed_root(tx: WriteTx, state: MetastoreState, schema: Asset) -> st
     return root
 
 
-async def _create_staging(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
+async def create_staging(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
     if await tx.get("table", asset.full_name):
         raise already_exists(f"Table '{asset.full_name}' already exists.")
     location = join_url(await _managed_root(tx, state, schema), "tables", asset.id)
@@ -328,7 +335,7 @@ async def _create_staging(service: CatalogService, tx: WriteTx, state: Metastore
     return dataclasses.replace(asset, storage_path=location, info={"storage_location": location})
 
 
-async def _create_table(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
+async def create_table(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, schema):
     info = dict(asset.info)
     table_type = info["table_type"]
     if table_type not in TABLE_TYPES:
@@ -372,7 +379,7 @@ async def _create_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
     return dataclasses.replace(asset, id=table_id, info=info, storage_path=location)
 
 
-async def _update_table(service: CatalogService, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
+async def update_table(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
     info = dict(asset.info)
     if "columns" in fields:
         info["columns"] = check_columns(fields["columns"])
@@ -402,20 +409,3 @@ async def _update_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
 
 async def _no_rules(service, tx, state, asset, fields):
     return asset
-
-
-_CREATE_RULES = {
-    "catalog": _create_container,
-    "schema": _create_container,
-    "table": _create_table,
-    "staging_table": _create_staging,
-}
-_UPDATE_RULES = {"table": _update_table}
-
-
-def register_rules(type_name: str, create=None, update=None) -> None:
-    """Plug in the create/update rules of a type whose logic lives in its own module (volumes, models, ...)."""
-    if create is not None:
-        _CREATE_RULES[type_name] = create
-    if update is not None:
-        _UPDATE_RULES[type_name] = update

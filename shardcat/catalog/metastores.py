@@ -17,7 +17,7 @@ from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import is_metastore_admin
 from ..store.db import Metastore, MetastoreGone, Store, WriteTx
 from ..entities.values import now_ms
-from .shard import MetastoreState, Shard
+from ..shards.shard import MetastoreState, Shard
 
 _CLOUDS = {"s3": "aws", "abfss": "azure", "abfs": "azure", "gs": "gcp", "file": "local"}
 

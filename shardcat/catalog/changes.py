@@ -19,7 +19,7 @@ from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
 from ..entities.values import bigint_text
 from ..web.paging import page_size
-from .shard import Shard
+from ..shards.shard import Shard
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {

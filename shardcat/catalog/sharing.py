@@ -27,8 +27,8 @@ from ..entities.types import PROVIDER, RECIPIENT, SHARE
 from ..errors import already_exists, invalid, not_found
 from ..governance.authorize import authorizer
 from ..entities.values import now_ms
-from .service import render
-from .shard import Shard
+from .assets import render
+from ..shards.shard import Shard
 from .toplevel import TopLevel, crud_routes
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
