@@ -21,13 +21,13 @@ LAYERS = [
     {"router", "serving"},        # the apps: the router's and a shard's (aiohttp apps and their fast fronts)
     {"catalog"},                  # catalog operations, each type's rules and routes
     {"governance"},               # decisions (privileges, audit, identity, vending) and their APIs
+    {"delta"},                    # the Delta protocol's rules (and a client of the Delta API)
     {"web", "shards"},            # the HTTP kit and endpoint registry; the shard core (versions, reconcile, followers)
-    {"delta"},                    # the Delta protocol's rules and client
     {"cache", "store"},           # pure data structures; PostgreSQL
     {"entities", "errors", "auth"},   # values: asset types, names, errors, callers
 ]
 # aiohttp is the HTTP kit's and the layers' above it; below the kit nothing speaks HTTP.
-NO_AIOHTTP = {"shards", "delta", "cache", "store", "entities", "errors", "auth"}
+NO_AIOHTTP = {"shards", "cache", "store", "entities", "errors", "auth"}
 
 
 def _module_name(path: Path) -> str:
@@ -53,10 +53,10 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module
-            found.add(target)
-            for alias in node.names:     # `from . import x`: x may be a module
-                if f"{target}.{alias.name}" in modules:
-                    found.add(f"{target}.{alias.name}")
+            submodules = {f"{target}.{a.name}" for a in node.names} & modules.keys()
+            found |= submodules          # `from . import x`, x a module: x, not the package's __init__
+            if len(submodules) < len(node.names):
+                found.add(target)
     return found
 
 
