@@ -35,6 +35,7 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
+from ..web import registry
 from ..web.wire import PREFIX, REQUEST_ID_HEADER
 from ..entities.values import bigint_text
 from ..store.db import is_db_unavailable
@@ -280,37 +281,8 @@ def _text(value, limit: int):
     return value if value.isascii() and "\x00" not in value else _storable(value)
 
 
-# Route resources -> securable types.
-_SECURABLES = {
-    "metastores": "METASTORE", "metastore_summary": "METASTORE", "catalogs": "CATALOG", "schemas": "SCHEMA",
-    "tables": "TABLE", "staging-tables": "TABLE", "table-summaries": "SCHEMA", "volumes": "VOLUME",
-    "functions": "FUNCTION", "models": "REGISTERED_MODEL", "credentials": "CREDENTIAL",
-    "storage-credentials": "STORAGE_CREDENTIAL", "external-locations": "EXTERNAL_LOCATION",
-    "shares": "SHARE", "recipients": "RECIPIENT", "providers": "PROVIDER", "files": "EXTERNAL_LOCATION",
-}
-# Actions the generic rule (verb + resource) would name badly: by (method, route without the prefix).
-_ACTIONS = {
-    ("POST", "/temporary-table-credentials"): "generateTemporaryTableCredentials",
-    ("POST", "/temporary-volume-credentials"): "generateTemporaryVolumeCredentials",
-    ("POST", "/temporary-path-credentials"): "generateTemporaryPathCredentials",
-    ("POST", "/temporary-model-version-credentials"): "generateTemporaryModelVersionCredentials",
-    ("POST", "/resolve"): "resolve",
-    ("POST", "/table-summaries"): "listTableSummaries",
-    ("GET", "/metastore_summary"): "getMetastoreSummary",
-    ("GET", "/shardcat/audit"): "listAuditEvents",
-    ("GET", "/shardcat/search"): "search",
-    ("POST", "/shardcat/lineage"): "reportLineage",
-    ("GET", "/shardcat/lineage"): "getLineage",
-    ("GET", "/files"): "listFiles",
-    ("POST", "/models/versions"): "createModelVersion",
-    ("PATCH", "/models/{full_name}/versions/{version}/finalize"): "finalizeModelVersion",
-    ("GET", "/permissions/{securable_type}/{full_name}"): "getPermissions",
-    ("PATCH", "/permissions/{securable_type}/{full_name}"): "updatePermissions",
-    ("PUT", "/permissions/{securable_type}/{full_name}"): "setPermissions",
-    ("PUT", "/workspaces/{workspace_id}/metastore"): "assignMetastore",
-    ("PATCH", "/workspaces/{workspace_id}/metastore"): "updateMetastoreAssignment",
-    ("DELETE", "/workspaces/{workspace_id}/metastore"): "unassignMetastore",
-}
+# Route resources -> securable types (the endpoint registry's, for paths that match no route).
+_SECURABLES = registry.securables()
 _VERBS = {"POST": "create", "PATCH": "update", "PUT": "set", "DELETE": "delete"}
 
 
@@ -326,9 +298,11 @@ def _singular(word: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def action_of(method: str, route: str) -> str:
-    """An operation name for a route (without the API prefix): getTable, listCatalogs, createSchema..."""
-    if (method, route) in _ACTIONS:
-        return _ACTIONS[(method, route)]
+    """An operation name for a route (without the API prefix): the endpoint registry's (web/registry.py);
+    for a path that matches no route, made up the same way (getTable, listCatalogs, createSchema...)."""
+    endpoint = registry.endpoint(method, PREFIX + route) or registry.endpoint(method, route)
+    if endpoint is not None:
+        return endpoint.action
     parts = [p for p in route.split("/") if p]
     literals = [p for p in parts if not p.startswith("{")]
     if not literals:

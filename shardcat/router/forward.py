@@ -15,8 +15,9 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
-from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
-from ..web.kit import healthz, ok
+from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, VERSION_HEADER
+from ..web import registry
+from ..web.kit import healthz, ok, routes
 from ..catalog.metastores import AccountService
 from ..store.db import Store
 from ..entities.values import bigint_text
@@ -27,11 +28,7 @@ from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreach
 
 RETRY_BUDGET_SECONDS = 5.0
 _HOP_HEADERS = ("Authorization", "Content-Type")
-_RELAYED_HEADERS = (VERSION_HEADER, audit.REQUEST_ID_HEADER)
 _VERSION = VERSION_HEADER.lower()
-# POSTs that only read: as safe to send again after a lost connection as a GET.
-_READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
-                             PREFIX + "/shardcat/authorize"})
 
 
 def _int(value: str | None) -> int:
@@ -50,7 +47,7 @@ def _metastore_of(request: web.Request) -> str:
 
 def safe_to_resend(method: str, path: str) -> bool:
     """Whether a request only reads: sent again after a lost connection, it changes nothing."""
-    return method in ("GET", "HEAD") or path in _READ_ONLY_POSTS
+    return registry.read_only(method, path)
 
 
 class Forwarder:
@@ -129,7 +126,7 @@ class Forwarder:
         self.acknowledge(metastore_id, answer)
         response = web.Response(body=answer.body, status=answer.status,
                                 content_type=answer.headers.get("content-type", "application/json").split(";")[0])
-        for name in _RELAYED_HEADERS:
+        for name in RELAYED_HEADERS:
             value = answer.headers.get(name.lower())
             if value is not None:
                 response.headers[name] = value
@@ -155,11 +152,10 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store), authenticator)
+    handlers = [web.get("/healthz", healthz), *account.routes(),
+                web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]
     app.add_routes([
-        web.get("/healthz", healthz),
-        *account.routes(),
-        web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table),
-        *audit.audit_routes(audit_log),
-        web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),
+        *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
+        web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
     ])
     return app

@@ -16,15 +16,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..auth import bearer
-from ..web.wire import REQUEST_ID_HEADER
-from ..web.wire import PREFIX, VERSION_HEADER
+from ..web.wire import PREFIX, RELAYED_HEADERS
 from ..web import http1
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from ..web.middleware import Authenticator
 from ..web.shard_client import Address, Answer, ShardClient
 
-# The shard's answer headers a fast-path answer carries.
-_RELAYED = ("content-type", "date", VERSION_HEADER.lower(), REQUEST_ID_HEADER.lower())
+# The shard's answer headers a fast-path answer carries: those the router app relays (forward.py).
+_RELAYED = ("content-type", "date", *(name.lower() for name in RELAYED_HEADERS))
 
 
 class Front:

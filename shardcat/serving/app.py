@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from ..errors import CatalogError, invalid
+from ..errors import CatalogError
 from ..governance.grants import grants_routes
 from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
@@ -20,7 +20,6 @@ from ..governance.audit import middleware as audit_middleware
 from ..web.middleware import Authenticator, error_middleware
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
-from ..entities.values import bigint_text
 from ..catalog.changes import change_routes
 from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_commits import delta_commit_routes
@@ -36,7 +35,8 @@ from ..web.kit import encode_json
 from ..shards.shard import MetastoreState, Shard
 from ..catalog.sharing import sharing_routes
 from ..catalog.storage import storage_routes
-from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, required_query
+from ..web import registry
+from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 # The assets with create, list, get, update and delete routes: (type, path segment, the item's
@@ -204,12 +204,7 @@ def _metastore_session(shard: Shard):
         caller = request.get("caller")
         if caller is None:
             return await handler(request)
-        min_version = request.headers.get(MIN_VERSION_HEADER)
-        if min_version is not None:
-            version = bigint_text(min_version)
-            if version is None:
-                raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
-            request["caller"] = caller.reading_at_least(version)
+        request["caller"] = caller = reading_at_least(caller, request.headers.get(MIN_VERSION_HEADER))
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
@@ -271,10 +266,12 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     async def resolve_stats(request):
         return ok(resolver.stats_of(request["caller"]))
 
-    app.add_routes([web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
-                    web.get(f"{PREFIX}/resolve/stats", resolve_stats),
-                    *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
-                    *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
-                    *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
-                    *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
+    # Each module's handlers; which endpoints there are, and in what order, is the registry's.
+    handlers = [web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+                web.get(f"{PREFIX}/resolve/stats", resolve_stats),
+                *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
+                *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
+    app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

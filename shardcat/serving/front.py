@@ -21,13 +21,20 @@ from ..auth import Caller, bearer
 from ..governance import audit
 from ..web import http1
 from ..web.shard_client import Address, Answer, ShardClient
-from ..entities.values import bigint_text
+from ..errors import CatalogError
+from ..web import registry
+from ..web.kit import reading_at_least
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 # path segment -> (type, the item's path parameter, the list's parent query parameters)
 _READS = {segment: (type_name, key, parents) for type_name, segment, key, parents in CRUD}
+# What this front can answer itself; of that, what the endpoint registry says it does answer.
+_CAN = {("POST", "/resolve")} | {("GET", f"/{s}") for s in _READS} | {("GET", f"/{s}/{{{k}}}") for _, s, k, _ in CRUD}
+_FAST = frozenset((e.method, e.path) for e in registry.served_by(registry.SHARD) if e.fast)
+if not _FAST <= _CAN:
+    raise ValueError(f"the shard front cannot answer {sorted(_FAST - _CAN)} itself: unmark `fast` in web/registry.py")
 
 
 class ShardFront:
@@ -90,7 +97,7 @@ class ShardFront:
             return None
         segment, slash, name = path[len(PREFIX) + 1:].partition("/")
         if request.method == "POST":
-            if segment != "resolve" or slash or query or request.too_large:
+            if segment != "resolve" or slash or query or request.too_large or ("POST", "/resolve") not in _FAST:
                 return None
             return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
         read = _READS.get(segment)
@@ -100,11 +107,11 @@ class ShardFront:
         type_name, key, parents = read
         params = _query(query)
         if name:
-            if params:
+            if params or ("GET", f"/{segment}/{{{key}}}") not in _FAST:
                 return None
             return (f"{PREFIX}/{segment}/{{{key}}}", {key: name},
                     lambda caller: found_json(self.catalogs, caller, type_name, name))
-        if not all(params.get(p) for p in parents):
+        if not all(params.get(p) for p in parents) or ("GET", f"/{segment}") not in _FAST:
             return None
         parent = ".".join(params[p] for p in parents) if parents else None
         return (f"{PREFIX}/{segment}", {},
@@ -117,11 +124,10 @@ class ShardFront:
         caller = await self.authenticator.caller(token) if token else None
         if caller is None or caller.metastore_id is None:
             return None
-        min_version = request.headers.get(_MIN_VERSION)
-        if min_version is None:
-            return caller
-        version = bigint_text(min_version)
-        return caller.reading_at_least(version) if version is not None else None
+        try:
+            return reading_at_least(caller, request.headers.get(_MIN_VERSION))    # the app's rule
+        except CatalogError:
+            return None
 
 
 def _query(query: str) -> dict[str, str]:

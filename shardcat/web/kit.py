@@ -1,5 +1,6 @@
 """The API's HTTP conventions, for every app and front: its path prefix and headers, JSON request
-bodies read with clear 400s, JSON answers, and query flags (the prefix and headers: wire.py)."""
+bodies read with clear 400s, JSON answers, query flags, and each app's routes from the endpoint registry
+(the prefix and headers: wire.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import orjson
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
+from ..entities.values import bigint_text
+from . import registry
+from .wire import MIN_VERSION_HEADER
 
 
 
@@ -100,3 +104,41 @@ def encode_json(value) -> bytes:
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+def reading_at_least(caller, min_version: str | None):
+    """The caller, reading at least the metastore version its min-version header names (session
+    consistency across shards); a clear 400 for a header that is not a non-negative integer."""
+    if min_version is None:
+        return caller
+    version = bigint_text(min_version)
+    if version is None:
+        raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
+    return caller.reading_at_least(version)
+
+
+def routes(app: str, handlers, *, extra: str | None = None) -> list[web.RouteDef]:
+    """An app's aiohttp routes, derived from the endpoint registry (web/registry.py): its endpoints
+    in registry order, each with the handler one of `handlers` (RouteDefs its module made) gives it.
+    `extra`: another app's endpoints served here too (the one-process app serves the account's).
+    A handler for an endpoint not in the registry, or an endpoint without one, is an error."""
+    by_route = {}
+    for r in handlers:
+        key = (r.method, r.path)
+        if key in by_route:
+            raise ValueError(f"two handlers for {r.method} {r.path}")
+        by_route[key] = r
+    declared = registry.served_by(app) + (registry.served_by(extra) if extra else [])
+    out, seen = [], set()
+    for e in declared:
+        key = (e.method, e.full_path)
+        if key in seen:
+            continue
+        seen.add(key)
+        if key not in by_route:
+            raise ValueError(f"{e.method} {e.full_path} is in the endpoint registry but no module handles it")
+        out.append(by_route.pop(key))
+    if by_route:
+        method, path = next(iter(by_route))
+        raise ValueError(f"{method} {path} has a handler but is not in the endpoint registry (web/registry.py)")
+    return out
