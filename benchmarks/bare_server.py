@@ -14,7 +14,7 @@ With `--replay DIR` it answers with recorded bodies instead: `DIR/resolve.json` 
 resolve and `DIR/tables/{full_name}.json` for getTable (404 for a name with no file), so
 a benchmark can measure the same bytes a catalog sent, minus all of the catalog's work.
 
-With `--front` the constant bodies come from the fronts' HTTP/1.1 server (shardcat/router/http1.py)
+With `--front` the constant bodies come from the fronts' HTTP/1.1 server (shardcat/web/http1.py)
 instead of aiohttp.web: the ceiling of a front that answers a request itself.
 
 prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.

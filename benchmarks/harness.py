@@ -728,7 +728,7 @@ async def wrk_window(reqs: list[Request], headers: dict[str, str], concurrency: 
 LOADS = {"python": python_window, "wrk": wrk_window}
 LOAD_TEXT = {
     "python": "closed loop of N asyncio clients in one process (on uvloop), each with its own keep-alive "
-              "connection through the router's own HTTP client (`shardcat/router/shard_client.py`; it leaves the "
+              "connection through the router's own HTTP client (`shardcat/web/shard_client.py`; it leaves the "
               "servers more of the shared cores than aiohttp's client did)",
     "wrk": "closed loop of N keep-alive connections from wrk 4 (Debian's `wrk`, one thread; a random request of "
            "the row's set per request, from a Lua script: `harness.wrk_script`); it spends less CPU per request "

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import settings
 
 from shardcat.auth import hash_token, new_token
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 from shardcat.cluster.embedded_db import start_embedded_postgres
 from shardcat.cluster.server import ServeConfig, start
 from shardcat.entities.values import now_ms

@@ -17,7 +17,7 @@ import uuid
 import orjson
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, join_url, normalize_url
+from ..entities.urls import InvalidUrl, join_url, normalize_url
 from ..entities.asset import Asset
 from ..entities.columns import check_columns
 from ..entities.manifest import AssetType
@@ -28,7 +28,7 @@ from ..governance.authorize import authorizer, present_table
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..web.kit import encode_json
-from ..web.paging import decode_page_token, encode_page_token, page_size  # noqa: F401  (page_size: read by the operations)
+from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.locations import require_external_location
 from ..shards.shard import MetastoreState, Shard
 

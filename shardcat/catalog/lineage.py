@@ -19,7 +19,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, normalize_url
+from ..entities.urls import InvalidUrl, normalize_url
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import invalid, not_found

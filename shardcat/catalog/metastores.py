@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, join_url, normalize_url
+from ..entities.urls import InvalidUrl, join_url, normalize_url
 from ..entities.names import check_name
 from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found

@@ -19,7 +19,7 @@ import re
 import uuid
 
 from ..auth import Caller
-from ..cache.urls import join_url
+from ..entities.urls import join_url
 from ..entities.asset import Asset
 from ..entities.names import check_name, split_full_name
 from ..entities.types import MODEL_VERSION

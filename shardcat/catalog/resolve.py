@@ -5,7 +5,7 @@ type the manifests define) and storage paths a query touches, with the operation
 each; one `Shard.snapshot` answers them all, and the response names that version. A
 problem with one item (a bad name, a missing table) is reported on that item alone.
 Views and functions are expanded into what they depend on, at the same version
-(shards/dependencies.py); `if_changed_since` lets a caller revalidate its copy cheaply.
+(catalog/dependencies.py); `if_changed_since` lets a caller revalidate its copy cheaply.
 Every allowed item that touches data (a table's, a volume's or a path's owning asset's
 storage; for a view, each base table among its dependencies) gets temporary credentials for
 that storage, read-only or read-write as its operation asks, from the same vending function
@@ -19,7 +19,7 @@ import asyncio
 import functools
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, normalize_url
+from ..entities.urls import InvalidUrl, normalize_url
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
@@ -27,7 +27,8 @@ from ..governance import audit
 from ..governance.authorize import authorizer, data_decision
 from ..governance.vending import vend
 from ..entities.values import now_ms
-from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on, VIEW_TYPES, expand)
+from .dependencies import (MAX_DEPTH, DependencyError, SnapshotMoved, closure, dependency_entry, depends_on,
+                           VIEW_TYPES, expand)
 from .assets import present
 from ..shards.shard import Shard
 
@@ -141,7 +142,7 @@ class ResolveService:
         except CatalogError as e:       # this item's credential only: the rest of the batch stands
             return "temporary_credentials_error", _error(e.code, e.message)
 
-    # ---- view and function dependencies (shards/dependencies.py) ----
+    # ---- view and function dependencies (catalog/dependencies.py) ----
 
     async def _expand(self, caller: Caller, snap, names: list, body: dict, max_depth: int):
         """The dependency graph of every named asset, from the snapshot's version; None if the

@@ -12,7 +12,7 @@ tables, volumes and managed storage roots lie inside them (locations.py has the 
 external tables and volumes follow). `GET /files` lists what lies at a URL inside an
 external location, for file:// and s3:// (boto3; endpoint from $SHARDCAT_S3_ENDPOINT):
 the asset owning the URL authorizes it as by name (path_access.py), the file path or key
-comes from the canonical URL (cache/urls.py), and a local walk never leaves the location
+comes from the canonical URL (entities/urls.py), and a local walk never leaves the location
 (no '..', no symbolic link followed below the location's directory).
 """
 
@@ -31,7 +31,7 @@ import uuid
 from aiohttp import web
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names
+from ..entities.urls import InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names
 from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..errors import CatalogError, invalid, not_found

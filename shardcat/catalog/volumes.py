@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..cache.urls import join_url
+from ..entities.urls import join_url
 from ..entities.asset import Asset
 from ..errors import invalid
 from ..store.db import WriteTx

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from ..auth import hash_token, new_token
-from ..cache.urls import join_url, normalize_url
+from ..entities.urls import join_url, normalize_url
 from ..store.db import Store
 from ..entities.values import now_ms
 

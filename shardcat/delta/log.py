@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..cache.urls import normalize_url, storage_names
+from ..entities.urls import normalize_url, storage_names
 from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
@@ -51,7 +51,7 @@ class Storage:
     """A table's files under its location."""
 
     def __init__(self, location: str):
-        # The catalog's canonical form, decoded where the catalog decodes it (cache/urls.py), so the
+        # The catalog's canonical form, decoded where the catalog decodes it (entities/urls.py), so the
         # files touched are the ones the catalog's rules were checked on; other spellings are refused.
         self.location = normalize_url(location)
         head, names = storage_names(self.location)

@@ -95,7 +95,7 @@ METASTORE = AssetType(
 )
 
 
-# ---- metastore-level storage and Delta Sharing objects (shards/storage.py, shards/sharing.py) ----
+# ---- metastore-level storage and Delta Sharing objects (catalog/storage.py, catalog/sharing.py) ----
 # One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
 CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key")
 
@@ -177,7 +177,7 @@ TYPES.update({t.name: t for t in (CREDENTIAL, EXTERNAL_LOCATION, SHARE, RECIPIEN
 
 
 # ---- schema-level assets: volumes, functions, registered models and their versions ----
-# (rules in shards/volumes.py, shards/functions.py, shards/models.py). Each has a namespace of its
+# (rules in catalog/volumes.py, catalog/functions.py, catalog/models.py). Each has a namespace of its
 # own, as in the open-source Unity Catalog: a volume, a function and a model may share a table's name.
 VOLUME = AssetType(
     name="volume", securable_type="VOLUME", parent="schema", namespace="volume", name_parts=3,

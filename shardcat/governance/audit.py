@@ -461,7 +461,7 @@ def answering(audit_log: AuditLog, request_id: str, method: str, route_pattern: 
 
 def answered_row(method: str, route_pattern: str, match: dict, caller, request_id: str, at: int) -> tuple:
     """The row the middleware records for a request answered 200 whose route names its securable
-    and whose handler names none: for a front answering such a request itself (shards/front.py)."""
+    and whose handler names none: for a front answering such a request itself (serving/front.py)."""
     route, label, action = _route_facts(method, route_pattern)
     kind, name, ident = _securable_from_route(route, match)
     return _row_of(at, request_id, caller, action, label, kind, name, ident, 200, None, None)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from cachetools import TLRUCache
 
-from ..cache.urls import is_within, s3_bucket_key
+from ..entities.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..entities.values import now_ms
 
@@ -51,7 +51,7 @@ SESSION_NAME = "shardcat"
 
 def s3_location(url: str) -> tuple[str, str]:
     """(bucket, key prefix without slashes at either end) of a canonical s3:// URL: decoded
-    in cache/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
+    in entities/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
     return s3_bucket_key(url)
 
 

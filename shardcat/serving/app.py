@@ -189,8 +189,8 @@ class ShardApi:
             route("GET", alias, lambda c, m, r, b: models.get_by_alias(c, m["full_name"], m["alias"])),
             route("PUT", alias, lambda c, m, r, b: models.set_alias(c, m["full_name"], m["alias"], b)),
             route("DELETE", alias, lambda c, m, r, b: models.delete_alias(c, m["full_name"], m["alias"])),
-            # Model-version credentials live with the models (shards/models.py); the other
-            # temporary-credential endpoints are shards/credentials.py's.
+            # Model-version credentials live with the models (catalog/models.py); the other
+            # temporary-credential endpoints are catalog/credentials.py's.
             route("POST", "/temporary-model-version-credentials",
                   lambda c, m, r, b: models.temporary_credentials(c, b)),
         ]
@@ -233,7 +233,7 @@ def served_version(shard: Shard, metastore_id: str | None, before: MetastoreStat
 
 @dataclass(frozen=True)
 class Serving:
-    """What a front standing before the shard app answers with (shards/front.py)."""
+    """What a front standing before the shard app answers with (serving/front.py)."""
     shard: Shard
     authenticator: Authenticator
     catalogs: CatalogService

@@ -1,1 +1,2 @@
-"""The shard core: a shard owns metastores and keeps each one current at a known version (shard.py), with followers kept current beside it (followers.py) and storage-path lookups (locations.py)."""
+"""The shard core: a shard owns metastores and keeps each current at a known version (shard.py), with
+the followers kept current beside it (followers.py) and its storage-path lookups (locations.py)."""

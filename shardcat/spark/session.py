@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ..cache.url_trie import UrlTrie
-from ..cache.urls import InvalidUrl
+from ..entities.urls import InvalidUrl
 from ..delta.log import Storage
 from ..entities.sql import sql_references
 from . import sqlrewrite

@@ -34,7 +34,7 @@ from unitycatalog.client.models import (
     VolumeOperation,
 )
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 from shardcat.catalog.storage import UC_IAM_ARN
 
 ADMIN = "admin"
