@@ -6,7 +6,8 @@ whole `objects` list as the 2.1 spec has it). Which recipients may read a share 
 kept on the share, by recipient id (so a renamed recipient keeps its grants and a
 deleted one loses them). A TOKEN recipient gets bearer tokens: only their SHA-256
 hash is stored; the plain token is shown once, in the answer that made it.
-A provider keeps the profile a data provider gave us; its bearer token is never shown.
+A provider keeps the profile a data provider gave us; its bearer token is stored encrypted
+(store/sealing.py) and never shown.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from aiohttp import web
 from ..auth import Caller, hash_token
 from ..entities.asset import Asset
 from ..entities.names import check_name
+from ..store.sealing import SecretKeyError, seal_info
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
-from ..errors import already_exists, invalid, not_found
+from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer
 from ..entities.values import now_ms
 from .assets import render
@@ -194,6 +196,7 @@ class Shares(TopLevel):
         for c in changes:
             if not isinstance(c, dict) or not isinstance(c.get("principal"), str):
                 raise invalid("Each change needs a 'principal' (a recipient name).")
+            c["principal"] = check_name(c["principal"], "recipient")   # a recipient's name: the asset name rule
             for key in ("add", "remove"):
                 privs = c.get(key) or []
                 if not isinstance(privs, list) or any(p not in SHARE_PRIVILEGES for p in privs):
@@ -207,7 +210,7 @@ class Shares(TopLevel):
             authz.require("share", "grant", share)   # the 2.1 spec: a metastore admin or the share's owner
             grants = {k: set(v) for k, v in share.info.get("permissions", {}).items()}
             for c in changes:
-                recipient = await tx.get("recipient", c["principal"].lower())
+                recipient = await tx.get("recipient", c["principal"])
                 if recipient is None:
                     raise not_found(f"Recipient '{c['principal']}' does not exist.")
                 if c.get("add"):      # the 2.1 spec: new grants also need the recipient's owner
@@ -393,13 +396,21 @@ class Providers(TopLevel):
             _profile(info["recipient_profile_str"])
         elif "recipient_profile_str" in info:
             raise invalid("recipient_profile_str applies to TOKEN providers only.")
-        return dataclasses.replace(asset, info=info)
+        return dataclasses.replace(asset, info=self._sealed(info))
+
+    def _sealed(self, info: dict) -> dict:
+        """The profile's bearer token is encrypted before it reaches the database (store/sealing.py)."""
+        try:
+            return seal_info(self.shard.store.secrets, "provider", info)
+        except SecretKeyError as e:
+            raise CatalogError("FAILED_PRECONDITION", f"This server cannot store secrets: {e}.") from None
 
     async def on_update(self, tx, state, old, new, fields, flags):
         if "recipient_profile_str" in fields:
             if old.info.get("authentication_type") != "TOKEN":
                 raise invalid("recipient_profile_str applies to TOKEN providers only.")
             _profile(fields["recipient_profile_str"])
+            return dataclasses.replace(new, info=self._sealed(new.info))
         return new
 
     async def shares(self, caller: Caller, name: str) -> dict:

@@ -22,7 +22,7 @@ from aiohttp import web
 from ..auth import Caller
 from ..cache.ttl import TtlCache
 from ..entities.asset import Asset
-from ..entities.names import split_full_name
+from ..entities.names import check_principal, split_full_name
 from ..entities.types import TYPES
 from ..errors import invalid, not_found
 from ..store.db import WriteTx
@@ -51,13 +51,14 @@ def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
     for i, c in enumerate(changes):
         if not isinstance(c, dict) or not isinstance(c.get("principal"), str) or not c["principal"].strip():
             raise invalid(f"changes[{i}] must be an object with a non-empty string 'principal'.")
+        principal = check_principal(c["principal"], f"changes[{i}].principal")
         lists = []
         for key in ("add", "remove"):
             value = c.get(key) or []
             if not isinstance(value, list):
                 raise invalid(f"changes[{i}].{key} must be a list of privileges.")
             lists.append({P.privilege_name(v, kind) for v in value})
-        out.append((c["principal"], *lists))
+        out.append((principal, *lists))
     return out
 
 
@@ -127,7 +128,8 @@ class PermissionsService:
             if not isinstance(a, dict) or not isinstance(a.get("principal"), str) or not a["principal"].strip() \
                     or not isinstance(a.get("privileges"), list):
                 raise invalid(f"privilege_assignments[{i}] must be {{principal: string, privileges: list}}.")
-            new.setdefault(a["principal"], set()).update(P.privilege_name(p, kind) for p in a["privileges"])
+            principal = check_principal(a["principal"], f"privilege_assignments[{i}].principal")
+            new.setdefault(principal, set()).update(P.privilege_name(p, kind) for p in a["privileges"])
         await self._write(caller, kind, key, full_name, lambda held: new)
         return {}
 
@@ -192,6 +194,7 @@ class PermissionsService:
         else:
             if not isinstance(principal, str) or not principal:
                 raise invalid("Field 'principal' must be a non-empty string.")
+            principal = check_principal(principal, "principal")
             if not me.admin:
                 raise denied("Only account admins and metastore admins may ask about another principal.")
             principals, is_account_admin = await self._subject(principal)
@@ -249,8 +252,12 @@ def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
     def args(request):
         return request["caller"], request.match_info["securable_type"], request.match_info["full_name"]
 
+    def principal_of(request) -> str | None:
+        principal = request.query.get("principal")
+        return check_principal(principal, "principal") if principal is not None else None
+
     async def get(request):
-        return ok(await service.get(*args(request), request.query.get("principal")))
+        return ok(await service.get(*args(request), principal_of(request)))
 
     async def patch(request):
         return ok(await service.update(*args(request), await json_body(request)))
@@ -259,7 +266,7 @@ def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
         return ok(await service.replace(*args(request), await json_body(request)))
 
     async def effective(request):
-        return ok(await service.effective(*args(request), request.query.get("principal")))
+        return ok(await service.effective(*args(request), principal_of(request)))
 
     async def authorize(request):
         return ok(await service.authorize(request["caller"], await json_body(request)))
