@@ -22,7 +22,7 @@ from ..entities.asset import Asset
 from ..entities.columns import check_columns
 from ..entities.manifest import AssetType
 from ..entities.names import check_name, full_name_key, split_full_name
-from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, TABLE_TYPES, TYPES
+from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, DEFINED_BY_QUERY, TABLE_TYPES, TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, present_table
 from ..store.db import WriteTx
@@ -32,7 +32,6 @@ from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.locations import require_external_location
 from ..shards.shard import MetastoreState, Shard
 
-VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
 PARENT_FIELDS = ("catalog_name", "schema_name")
 
 
@@ -345,7 +344,7 @@ async def create_table(service: AssetService, tx: WriteTx, state: MetastoreState
         raise invalid(f"Unknown data_source_format '{fmt}'; expected one of {', '.join(DATA_SOURCE_FORMATS)}.")
     info["columns"] = check_columns(info.get("columns") or [])
     location = info.pop("storage_location", None)
-    if table_type in VIEW_TYPES:
+    if table_type in DEFINED_BY_QUERY:
         if not info.get("view_definition"):
             raise invalid(f"A {table_type} needs a view_definition.")
         if location:
@@ -386,7 +385,7 @@ async def update_table(service: AssetService, tx: WriteTx, state: MetastoreState
     fmt = fields.get("data_source_format")
     if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
         raise invalid(f"Unknown data_source_format '{fmt}'.")
-    is_view = info["table_type"] in VIEW_TYPES
+    is_view = info["table_type"] in DEFINED_BY_QUERY
     if "view_definition" in fields and not is_view:
         raise invalid("Only a view has a view_definition.")
     location = fields.get("storage_location")

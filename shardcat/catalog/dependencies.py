@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from ..entities.asset import Asset
 from ..entities.sql import qualify as _qualify, sql_references
-from ..entities.types import TYPES
+from ..entities.types import TYPES, VIEW_TYPES
 
 MAX_DEPTH = 32          # the deepest chain of views/functions a request may expand (Spark allows 100)
 MAX_ASSETS = 10_000     # at most this many assets expanded per request: the work stays bounded
-VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 
 Key = tuple[str, str]   # (namespace, full name), as Shard.snapshot takes it
 

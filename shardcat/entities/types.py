@@ -70,6 +70,10 @@ STAGING_TABLE = AssetType(
 TYPES = {t.name: t for t in (CATALOG, SCHEMA, TABLE, STAGING_TABLE)}
 
 TABLE_TYPES = ("MANAGED", "EXTERNAL", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
+# The table types a query defines: each has a view_definition and no storage_location of its own.
+DEFINED_BY_QUERY = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
+# Of those, the ones an engine reads through their definition (a streaming table is read as a table).
+VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 DATA_SOURCE_FORMATS = (
     "DELTA", "ICEBERG", "HUDI", "PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT", "UNITY_CATALOG",
     "DELTASHARING", "DATABRICKS_FORMAT",
