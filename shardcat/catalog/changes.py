@@ -4,7 +4,7 @@ something in step with the catalog (a search index, a copy of the metadata, an e
 `GET /shardcat/changes?since_version=V` answers the versions after V, oldest first: when each
 was written and every securable it touched, with its id, type, full name and the change
 (CREATE, UPDATE, DELETE, PERMISSIONS, DELTA_COMMIT, DELTA_PUBLISH). It is the change log the
-shards reconcile from (DESIGN.md), read from PostgreSQL at one snapshot; a reader continues
+shards reconcile from (docs/design.md), read from PostgreSQL at one snapshot; a reader continues
 from the last version it got. It names every securable of the metastore, so only metastore
 admins and account admins may read it.
 """

@@ -1,4 +1,4 @@
-"""Who decides a path-based request: the asset that owns the path (DESIGN.md invariant 7).
+"""Who decides a path-based request: the asset that owns the path (docs/design.md invariant 7).
 
 Every endpoint that reaches storage by a URL rather than by a name (temporary path
 credentials, `GET /files`) authorizes through `authorize_path`, so governance by path and

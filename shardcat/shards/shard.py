@@ -1,7 +1,7 @@
 """A shard: owns a set of metastores and keeps each one's known version and storage-path trie.
 
 Reads go to the store and report the metastore version they saw; if it moved past the
-version this shard knows, the shard reconciles first (DESIGN.md invariant 3): it replays
+version this shard knows, the shard reconciles first (docs/design.md invariant 3): it replays
 the change log since its version, or rebuilds the metastore's state when the gap is large.
 Writes run `Store.write` conditioned on the known version; on a conflict the shard
 reconciles and runs the write again, so validation always happens against fresh state.

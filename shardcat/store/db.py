@@ -2,7 +2,7 @@
 
 Every write goes through `Store.write(metastore_id, expected_version)`: one transaction
 that first bumps the metastore version conditioned on the version the writer expects
-(DESIGN.md invariant 2), then writes asset rows, then appends a change-log row naming
+(docs/design.md invariant 2), then writes asset rows, then appends a change-log row naming
 what changed. If the condition fails another writer got there first: `VersionConflict`.
 """
 

@@ -198,7 +198,7 @@ def rotate_key_file(path: Path) -> None:
 async def reseal_credentials(store, box: SecretBox) -> dict:
     """Re-encrypt every secret (of credentials and providers) not sealed under the first key:
     plain text (stored before sealing) and older keys' seals. Each metastore's changes are one versioned write
-    (DESIGN.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
+    (docs/design.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
     under a key this server does not hold is left as it is, and counted."""
     from .db import MetastoreGone, VersionConflict
     counts = {"resealed": 0, "unreadable": 0}
