@@ -14,6 +14,7 @@ from ..serving.single import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
 from ..web.http1 import Listening
+from ..web.http_limits import HttpLimits
 from ..router.routing import RoutingTable
 from ..serving.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
@@ -37,6 +38,7 @@ class ServeConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
     secret_key: str | None = None  # where the secret keys are: a file, env:NAME; None: <data_dir>/secret.key
+    http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
 
 
 @dataclass
@@ -72,9 +74,11 @@ async def start(config: ServeConfig) -> Running:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
                              event_loop=config.event_loop, secret_keys=keys)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
+        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port,
+                                  config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port)
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port,
+                                    limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 
 

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 KEY_FILE = "secret.key"
 SEALED = "sealed:v1:"
-# Each credential kind's secret fields: the ones sealed at rest (and never shown: shards/storage.py).
+# Each credential kind's secret fields: the ones sealed at rest (and never shown: catalog/storage.py).
 SECRET_FIELDS = {
     "azure_service_principal": ("client_secret",),
     "gcp_service_account_key": ("private_key",),

@@ -87,7 +87,7 @@ async def text_input(request: web.Request, handler):
     """Refuse, before anything reaches the database, a request whose query parameters or path
     segments hold what is not text PostgreSQL can store: NUL, percent-escapes that are not UTF-8,
     unpaired surrogates. (Other control characters are each parameter's own rule to refuse, with a
-    message that says what it wanted: names do. JSON bodies: shards/http.py `json_object`.)"""
+    message that says what it wanted: names do. JSON bodies: serving/app.py `json_object`.)"""
     raw = request.raw_path
     if raw.isascii() and raw.isprintable() and "%" not in raw:
         return await handler(request)        # nothing decodes to anything odd: the common case
