@@ -20,6 +20,7 @@ from ..governance.authorize import authorizer
 from ..entities.values import bigint_text
 from ..web.paging import page_size
 from ..shards.shard import Shard
+from ..web.kit import ok
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
@@ -71,8 +72,6 @@ class ChangeFeed:
 
 
 def change_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import ok  # http.py imports this module
-
     feed = ChangeFeed(shard)
 
     async def changes(request):

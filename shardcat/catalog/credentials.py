@@ -24,6 +24,7 @@ from ..shards.locations import require_external_location
 from ..shards.shard import Shard
 from .path_access import authorize_path, authorize_subtree, refuse_managed_root
 from .storage import storage_url
+from ..web.kit import json_body, ok
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")
 VOLUME_OPERATIONS = ("READ_VOLUME", "WRITE_VOLUME")
@@ -104,8 +105,6 @@ class TemporaryCredentials:
 
 
 def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import json_body, ok
-
     service = TemporaryCredentials(shard)
 
     def handler(method):

@@ -25,6 +25,7 @@ from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
+from ..web.kit import json_body, ok
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
 MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
@@ -80,7 +81,6 @@ class DeltaCommitService:
 
 async def _query_or_body(request: web.Request) -> dict:
     """GET carries a JSON body in the SDK; plain HTTP clients may use query parameters instead."""
-    from ..web.kit import json_body  # http.py imports this module
     body = await json_body(request)
     for key in ("table_id", "table_uri", "start_version", "end_version"):
         if key not in body and key in request.query:
@@ -89,7 +89,6 @@ async def _query_or_body(request: web.Request) -> dict:
 
 
 def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
-    from ..web.kit import json_body, ok
     commits = DeltaCommitService(shard, max_unpublished)
 
     async def post(request):

@@ -28,6 +28,7 @@ from ..governance.authorize import authorizer
 from .dependencies import VIEW_TYPES
 from .service import CatalogService
 from ..shards.shard import Shard
+from ..web.kit import json_body, ok
 
 MAX_SOURCES = 1000
 MAX_DEPTH = 10
@@ -175,8 +176,6 @@ class LineageService:
 
 
 def lineage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import json_body, ok  # http.py imports this module
-
     service = LineageService(shard)
 
     async def report(request):

@@ -24,12 +24,14 @@ from ..entities.asset import Asset
 from ..entities.names import check_name, split_full_name
 from ..entities.types import MODEL_VERSION
 from ..errors import CatalogError, invalid, not_found
-from ..governance.authorize import authorizer
+from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from .assets import AssetService, _check_free, _managed_root, render
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import MetastoreState
+from ..governance import audit
+from ..governance.vending import vend
 
 PENDING, READY = "PENDING_REGISTRATION", "READY"
 OPERATIONS = ("READ_MODEL_VERSION", "READ_WRITE_MODEL_VERSION")
@@ -78,7 +80,6 @@ async def create_model(service, tx: WriteTx, state: MetastoreState, asset: Asset
     _check_free(state, location, "storage_location", inside_managed=True)
     info = {**asset.info, "storage_location": location, "aliases": [], _MAX_VERSION: 0}
     return dataclasses.replace(asset, info=info, storage_path=location)
-
 
 
 class ModelService:
@@ -344,9 +345,6 @@ class ModelService:
                                "its files can be written only while it is PENDING_REGISTRATION.")
         url = version.info["storage_location"]
         # Authorize first, then vend: file:// gets no secret, s3:// STS keys scoped to the version's files.
-        from ..governance import audit
-        from ..governance.authorize import require_data_access
-        from ..governance.vending import vend
         audit.annotate("MODEL_VERSION", version.full_name, version.id)
         write = operation == "READ_WRITE_MODEL_VERSION"
         await require_data_access(self.shard, caller, version, write=write)

@@ -25,6 +25,7 @@ from ..errors import invalid
 from ..governance.authorize import authorizer
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
+from ..web.kit import ok
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200
@@ -110,8 +111,6 @@ class SearchService:
 
 
 def search_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import ok  # http.py imports this module
-
     service = SearchService(shard)
 
     async def search(request):

@@ -32,6 +32,7 @@ from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
 from .toplevel import TopLevel, crud_routes
+from ..web.kit import json_body, ok
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
 OBJECT_TYPES = ("TABLE", "SCHEMA", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "VOLUME", "MODEL", "FUNCTION",
@@ -433,7 +434,6 @@ class Providers(TopLevel):
 
 
 def sharing_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import json_body, ok
 
 
     shares = Shares(shard)

@@ -21,9 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 import asyncio
-import base64
 import errno
-import json
 import os
 import stat
 import uuid
@@ -39,10 +37,11 @@ from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx
 from ..shards.shard import MetastoreState, Shard
 from ..store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
-from ..web.paging import page_size
+from ..web.paging import decode_token, encode_token, page_size
 from .assets import render
 from .path_access import authorize_path
 from .toplevel import TopLevel, crud_routes
+from ..web.kit import ok
 
 PURPOSES = ("STORAGE", "SERVICE")
 # The identity shardcat would assume AWS roles as; real vending comes with governance.
@@ -248,19 +247,11 @@ class ExternalLocations(TopLevel):
 
 
 def _files_token(after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"files_after": after}).encode()).decode()
+    return encode_token(after, "files_after")
 
 
 def _files_after(token: str | None) -> str:
-    if not token:
-        return ""
-    try:
-        after = json.loads(base64.urlsafe_b64decode(token.encode()))["files_after"]
-        if isinstance(after, str) and bad_char(after) is None:
-            return after
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
+    return decode_token(token, "files_after", lambda v: isinstance(v, str) and bad_char(v) is None) if token else ""
 
 
 # Opening a directory below a location's root: never through a symbolic link (O_NOFOLLOW).
@@ -408,8 +399,6 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
 
 
 def storage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import ok
-
     credentials = Credentials(shard)
     storage_credentials = Credentials(shard, "STORAGE", "Storage credential")
     storage_credentials.list_key = "storage_credentials"   # the 2.1 API's list key

@@ -27,6 +27,7 @@ from ..entities.values import now_ms
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import render
 from ..shards.shard import MetastoreState, Shard
+from ..web.kit import flag, json_body, ok
 
 INPUT_ONLY = ("skip_validation", "force")   # request flags, never stored
 
@@ -175,8 +176,6 @@ class TopLevel:
 
 
 def crud_routes(service: TopLevel, base: str) -> list[web.RouteDef]:
-    from ..web.kit import flag, json_body, ok
-
     async def create(request):
         return ok(await service.create(request["caller"], await json_body(request)))
 

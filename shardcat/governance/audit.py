@@ -17,7 +17,6 @@ paging, for account admins (all events) and metastore admins (their metastore's)
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import contextvars
 import functools
@@ -36,11 +35,13 @@ from aiohttp import web
 
 from ..errors import CatalogError, invalid
 from ..web import registry
+from ..web.paging import decode_token, encode_token, page_size
 from ..web.wire import PREFIX, REQUEST_ID_HEADER
 from ..entities.values import bigint_text
 from ..store.audit import COLUMNS as _COLUMNS
 from ..store.audit import query, write_rows
 from ..store.db import is_db_unavailable
+from . import authorize
 
 log = logging.getLogger(__name__)
 
@@ -481,19 +482,13 @@ def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, nam
 
 
 def _token(before: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"before": before}).encode()).decode()
+    return encode_token(before, "before")
 
 
 def _before(token: str | None) -> int | None:
     if not token:
         return None
-    try:
-        before = json.loads(base64.urlsafe_b64decode(token.encode()))["before"]
-        if isinstance(before, int) and not isinstance(before, bool) and 0 <= before < 1 << 63:
-            return before
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
+    return decode_token(token, "before", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63)
 
 
 def _ms(value: str | None, name: str) -> int | None:
@@ -517,7 +512,6 @@ def _bool(value: str | None, name: str) -> bool | None:
 
 async def _metastore_admin(store, caller) -> bool:
     """The privileges engineer's `is_metastore_admin`, once it exists; until then no one but account admins."""
-    from . import authorize
     check = getattr(authorize, "is_metastore_admin", None)
     if check is None or not caller.metastore_id:
         return False
@@ -529,8 +523,6 @@ async def _metastore_admin(store, caller) -> bool:
 
 
 def audit_routes(audit_log: AuditLog) -> list[web.RouteDef]:
-    from ..web.paging import page_size
-
     async def list_events(request: web.Request) -> web.Response:
         caller = request["caller"]
         q = request.query

@@ -31,6 +31,7 @@ from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
 from .index import privilege_index
+from ..web.kit import json_body, ok
 
 MAX_AUTHORIZE_ITEMS = 1000
 
@@ -245,7 +246,6 @@ async def _is_account_admin(store, principal: str) -> bool:
 
 
 def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
-    from ..web.kit import json_body, ok
     service = PermissionsService(shard)
     item = "/{securable_type}/{full_name}"
 

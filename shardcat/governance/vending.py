@@ -39,6 +39,7 @@ from cachetools import TLRUCache
 from ..entities.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..entities.values import now_ms
+from ..shards.locations import location_of
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
@@ -189,8 +190,6 @@ AWS = AwsVendor()     # one per process: every shard app in it shares the cache
 
 async def _credential_asset(shard, caller, url: str):
     """The storage credential (asset) whose identity reaches `url`, or None with the reason."""
-    from ..shards.locations import location_of
-
     ms = caller.metastore()
     state = await shard.state(ms, caller.min_version)
     location = location_of(state, url)
@@ -235,8 +234,6 @@ async def _aws_role(shard, caller, url: str) -> dict:
 
 async def _refuse_read_only(shard, caller, url: str) -> None:
     """PERMISSION_DENIED if `url` lies in an external location marked read_only."""
-    from ..shards.locations import location_of
-
     state = await shard.state(caller.metastore(), caller.min_version)
     if len(state.locations) == 0:           # local mode: no location, nothing is read-only
         return

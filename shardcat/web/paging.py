@@ -1,9 +1,11 @@
-"""Paging: the page size a list asks for, and the opaque token that carries where the next page starts."""
+"""Paging: the page size a list asks for, and the opaque token that carries where the next page starts
+(every list's: names, search ranks, file names, audit ids)."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 from ..errors import invalid
 
@@ -11,21 +13,35 @@ DEFAULT_PAGE = 1000
 MAX_PAGE = 10000
 
 
-def encode_page_token(after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode()
+def encode_token(value, key: str = "after") -> str:
+    """A page token carrying `value` (JSON) under `key`: where the next page starts."""
+    return base64.urlsafe_b64encode(json.dumps({key: value}).encode()).decode()
 
 
-def decode_page_token(token: str | None) -> str:
-    if not token:
-        return ""
+def decode_token(token: str, key: str, valid: Callable[[object], bool]):
+    """The value a token of `encode_token` carries under `key`, if `valid` accepts it; a clear 400 otherwise."""
     try:
-        after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
-        if isinstance(after, str) and "\x00" not in after:
-            after.encode("utf-8")   # an unpaired surrogate raises UnicodeEncodeError, a ValueError
-            return after
+        value = json.loads(base64.urlsafe_b64decode(token.encode()))[key]
+        if valid(value):
+            return value
     except (ValueError, KeyError, TypeError):
         pass
     raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
+
+
+def encode_page_token(after: str) -> str:
+    return encode_token(after)
+
+
+def decode_page_token(token: str | None) -> str:
+    return decode_token(token, "after", _text) if token else ""
+
+
+def _text(value) -> bool:
+    if isinstance(value, str) and "\x00" not in value:
+        value.encode("utf-8")   # an unpaired surrogate raises UnicodeEncodeError, a ValueError
+        return True
+    return False
 
 
 def page_size(max_results) -> int:
