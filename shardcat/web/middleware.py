@@ -17,14 +17,14 @@ from ..cache.ttl import TtlCache
 from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
-from ..openapi import PUBLIC_PATHS as OPENAPI_PATHS
 from ..store.db import Store, is_db_unavailable
+from . import registry
 from ..entities.values import now_ms
 
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = ("/healthz", *OPENAPI_PATHS)
+PUBLIC_PATHS = frozenset(registry.public_paths())     # served without a token (web/registry.py)
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:

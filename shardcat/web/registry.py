@@ -2,12 +2,14 @@
 
 One line per endpoint: the app that serves it, method, path (under its prefix), the audit
 action, the securable type the audit row names (when the path says it), whether a POST only
-reads (safe to send again, like a GET), and whether the shard's fast front answers it itself.
+reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
+whether it is served without a token.
 From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
 handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
-and the shard front's fast paths (serving/front.py). Adding an endpoint: write its handler in
-its module, add its line here (docs/design.md). Pure data: clients read it too.
+the shard front's fast paths (serving/front.py), and the paths that need no token
+(web/middleware.py). Adding an endpoint: write its handler in its module, add its line here
+(docs/design.md). Pure data: clients read it too.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Endpoint:
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
+    public: bool = False            # served without a token (names no securable)
     prefix: str = PREFIX
 
     @property
@@ -44,9 +47,9 @@ class Endpoint:
 
 E = Endpoint
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix=""),
-    E(EVERY, "GET", "/openapi.json", "listOpenapi.json"),     # the OpenAPI document (shardcat/openapi/)
-    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml"),
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True),
+    E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
     E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
     E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
@@ -205,6 +208,11 @@ def read_only(method: str, path: str) -> bool:
     if method in ("GET", "HEAD"):
         return True
     return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
+
+
+def public_paths() -> list[str]:
+    """The paths served without a token (the authentication middleware lets them through)."""
+    return [e.full_path for e in ENDPOINTS if e.public]
 
 
 def securables() -> dict[str, str]:
