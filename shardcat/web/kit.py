@@ -12,7 +12,7 @@ from aiohttp import web
 from ..errors import CatalogError, invalid
 from ..entities.values import bigint_text
 from . import registry
-from .wire import MIN_VERSION_HEADER
+from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, MIN_VERSION_HEADER
 
 
 
@@ -142,3 +142,14 @@ def routes(app: str, handlers, *, extra: str | None = None) -> list[web.RouteDef
         method, path = next(iter(by_route))
         raise ValueError(f"{method} {path} has a handler but is not in the endpoint registry (web/registry.py)")
     return out
+
+
+def client_address(request: web.Request) -> str | None:
+    """The client's IP address: as the HTTP/1.1 front saw it when the request came through one."""
+    return request.headers.get(CLIENT_ADDRESS_HEADER) or request.remote
+
+
+def public_origin(request: web.Request) -> str:
+    """scheme://host[:port] as the client addressed this server (through the front: its Host header)."""
+    host = request.headers.get(CLIENT_HOST_HEADER) or request.host
+    return f"{request.scheme}://{host}"

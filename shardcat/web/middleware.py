@@ -19,11 +19,15 @@ from ..entities.text import bad_char
 from ..errors import CatalogError
 from ..store.db import Store, is_db_unavailable
 from ..entities.values import now_ms
+from .wire import PREFIX, SHARING_PREFIX
 
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
 PUBLIC_PATHS = ("/healthz",)
+# Answered without an API token: the Delta Sharing protocol (its handlers check the recipient's
+# token themselves) and a recipient's one-time profile retrieval.
+PUBLIC_PREFIXES = (SHARING_PREFIX + "/", PREFIX + "/public/")
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:
@@ -191,7 +195,7 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if request.path in PUBLIC_PATHS:
+        if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
             return await handler(request)
         token = bearer(request.headers.get("Authorization"))
         if token is None:

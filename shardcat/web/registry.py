@@ -16,9 +16,11 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .wire import PREFIX
+from .wire import PREFIX, SHARING_PREFIX
 
 CONTROL = "/api/1.0/unity-control"
+SHARING = SHARING_PREFIX + "/metastores/{metastore_id}"     # a recipient's profile endpoint
+SHARED_TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
 
 SHARD = "shard"        # a metastore's endpoint: served by its shard (the router forwards it)
 ACCOUNT = "account"    # account-level: served by the router (and by the one-process app)
@@ -131,6 +133,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "PATCH", "/providers/{name}", "updateProvider", securable="PROVIDER"),
     E(SHARD, "DELETE", "/providers/{name}", "deleteProvider", securable="PROVIDER"),
     E(SHARD, "GET", "/providers/{name}/shares", "listShares", securable="PROVIDER"),
+    # The Delta Sharing protocol (catalog/delta_sharing/): recipients' tokens, not the API's.
+    E(SHARD, "GET", "/shares", "deltaSharingListShares", securable="SHARE", prefix=SHARING),
+    E(SHARD, "GET", "/shares/{share}", "deltaSharingGetShare", securable="SHARE", prefix=SHARING),
+    E(SHARD, "GET", "/shares/{share}/schemas", "deltaSharingListSchemas", securable="SHARE", prefix=SHARING),
+    E(SHARD, "GET", "/shares/{share}/schemas/{schema}/tables", "deltaSharingListTables", securable="SHARE",
+      prefix=SHARING),
+    E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING),
+    E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING),
+    E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING),
+    E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
+      prefix=SHARING),
+    E(SHARD, "POST", SHARED_TABLE + "/query", "deltaSharingQueryTable", securable="TABLE", read_only=True,
+      prefix=SHARING),
+    E(SHARD, "GET", SHARED_TABLE + "/changes", "deltaSharingQueryTableChanges", securable="TABLE",
+      prefix=SHARING),
+    E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX),
+    E(SHARD, "GET", "/public/data_sharing_activation/{activation_url}", "retrieveRecipientProfile",
+      securable="RECIPIENT"),
+    E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
+      securable="RECIPIENT"),
     E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
     E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
     E(SHARD, "GET", "/shardcat/search", "search"),
