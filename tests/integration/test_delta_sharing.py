@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import json
 import time
+import uuid
 
 import aiohttp
 import delta_sharing
@@ -183,3 +184,196 @@ async def test_activation_link_works_once_and_rotation_issues_a_new_one(world, t
     profile = await activate(ws, rotated, tmp_path, "new.share")
     df = await connector(delta_sharing.load_as_pandas, f"{profile}#trade.s.sales")
     assert len(df) == 6
+
+
+# ---- governance and bad input, over raw HTTP (status and the protocol's error JSON) ---------------
+
+
+async def call(profile_path: str, method: str, path: str, *, token: str | None = None, headers=None, **kw):
+    profile = json.loads(open(profile_path).read())
+    headers = {"Authorization": f"Bearer {token or profile['bearerToken']}", **(headers or {})}
+    async with aiohttp.ClientSession() as s:
+        async with s.request(method, profile["endpoint"] + path, headers=headers, **kw) as r:
+            text = await r.text()
+            try:
+                return r.status, json.loads(text), r.headers
+            except ValueError:
+                return r.status, text, r.headers
+
+
+TABLE = "/shares/trade/schemas/s/tables/sales"
+
+
+async def test_bad_input_answers_the_protocols_errors(world, tmp_path):
+    profile = await activate(world["ws"], world["recipient"], tmp_path)
+    for path in ("/shares/nope", "/shares/nope/schemas", "/shares/trade/schemas/nope/tables",
+                 "/shares/trade/schemas/s/tables/nope/version", "/shares/trade/schemas/s/tables/hidden/metadata"):
+        status, body, _ = await call(profile, "GET", path)
+        assert status == 404 and body["errorCode"] == "RESOURCE_DOES_NOT_EXIST", (path, body)
+    # A table that exists in the metastore but not in the share reads exactly like one that does not exist.
+    _, hidden, _ = await call(profile, "GET", "/shares/trade/schemas/s/tables/hidden/version")
+    _, missing, _ = await call(profile, "GET", "/shares/trade/schemas/s/tables/nope/version")
+    assert hidden["message"].replace("hidden", "X") == missing["message"].replace("nope", "X")
+
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={"version": 99})
+    assert status == 400 and body["errorCode"] == "INVALID_PARAMETER_VALUE" and "latest version is 3" in body["message"]
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={"timestamp": "2001-01-01T00:00:00Z"})
+    assert status == 400 and "before the table's earliest version" in body["message"]
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={"timestamp": "yesterday"})
+    assert status == 400 and body["errorCode"] == "INVALID_PARAMETER_VALUE"
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={"version": 1, "timestamp": "2030-01-01T00:00:00Z"})
+    assert status == 400
+    status, body, _ = await call(profile, "POST", TABLE + "/query", data=b"[1,2")
+    assert status == 400 and body["errorCode"] == "MALFORMED_REQUEST"
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={"limitHint": -1})
+    assert status == 400
+    status, body, _ = await call(profile, "GET", TABLE + "/changes")
+    assert status == 400 and "startingVersion" in body["message"]
+    status, body, _ = await call(profile, "GET", TABLE + "/changes?startingVersion=9")
+    assert status == 400
+    status, body, _ = await call(profile, "POST", TABLE + "/query", json={},
+                                 headers={"delta-sharing-capabilities": "responseformat=csv"})
+    assert status == 400 and "responseformat" in body["message"]
+    status, body, _ = await call(profile, "GET", "/shares?maxResults=x")
+    assert status == 400
+    status, body, _ = await call(profile, "GET", "/shares?pageToken=garbage")
+    assert status == 400
+
+
+async def test_table_version_head_and_get(world, tmp_path):
+    profile = await activate(world["ws"], world["recipient"], tmp_path)
+    status, _, headers = await call(profile, "HEAD", TABLE)
+    assert status == 200 and headers["Delta-Table-Version"] == "3"
+    status, _, headers = await call(profile, "GET", TABLE + "/version")
+    assert status == 200 and headers["Delta-Table-Version"] == "3"
+    stamp = dt.datetime.fromtimestamp(world["before_v2"] / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    status, _, headers = await call(profile, "GET", TABLE + "/version", params={"startingTimestamp": stamp})
+    assert status == 200 and headers["Delta-Table-Version"] == "2"
+    status, _, headers = await call(profile, "GET", TABLE + "/version",
+                                    params={"startingTimestamp": "2001-01-01T00:00:00Z"})
+    assert status == 200 and headers["Delta-Table-Version"] == "0"
+
+
+async def test_paging(world, tmp_path):
+    ws = world["ws"]
+    for name in ("a1", "a2", "a3"):
+        await ok(ws, "POST", "/shares", json={"name": name})
+        await ok(ws, "PATCH", f"/shares/{name}/permissions", json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
+    profile = await activate(ws, world["recipient"], tmp_path)
+    seen, token = [], None
+    while True:
+        params = {"maxResults": "2", **({"pageToken": token} if token else {})}
+        status, body, _ = await call(profile, "GET", "/shares", params=params)
+        assert status == 200 and len(body["items"]) <= 2
+        seen += [s["name"] for s in body["items"]]
+        token = body.get("nextPageToken")
+        if not token:
+            break
+    assert seen == ["a1", "a2", "a3", "trade"]
+
+
+async def test_governance_refuses_at_once(world, tmp_path):
+    ws = world["ws"]
+    profile = await activate(ws, world["recipient"], tmp_path)
+    assert (await call(profile, "GET", TABLE + "/version"))[0] == 200
+    lines = await query(world, profile, {})
+    file_url = lines[2]["file"]["url"]
+
+    # An IP access list without the caller's address: 403; with it: served again.
+    await ok(ws, "PATCH", "/recipients/acme", json={"ip_access_list": {"allowed_ip_addresses": ["10.1.0.0/16"]}})
+    status, body, _ = await call(profile, "GET", "/shares")
+    assert status == 403 and body["errorCode"] == "PERMISSION_DENIED"
+    async with aiohttp.ClientSession() as s, s.get(file_url) as r:
+        assert r.status == 403
+    await ok(ws, "PATCH", "/recipients/acme", json={"ip_access_list": {"allowed_ip_addresses": ["127.0.0.1/32"]}})
+    assert (await call(profile, "GET", "/shares"))[0] == 200
+
+    # A signed file URL: the one file only; a changed signature or path is refused.
+    async with aiohttp.ClientSession() as s:
+        async with s.get(file_url) as r:
+            assert r.status == 200 and (await r.read())[:4] == b"PAR1"
+        token_part = file_url.split("/files/")[1].split("/")[0]
+        payload, mac = token_part.split(".")
+        forged = file_url.replace(token_part, payload + "." + ("A" if mac[0] != "A" else "B") + mac[1:])
+        async with s.get(forged) as r:
+            assert r.status == 403
+
+    # The table removed from the share: not found at once, and its handed-out URLs stop.
+    await ok(ws, "PATCH", "/shares/trade", json={"updates": [{"action": "REMOVE", "data_object": {"name": "main.s.sales"}}]})
+    status, body, _ = await call(profile, "GET", TABLE + "/version")
+    assert status == 404 and body["errorCode"] == "RESOURCE_DOES_NOT_EXIST"
+    async with aiohttp.ClientSession() as s, s.get(file_url) as r:
+        assert r.status == 403
+
+    # The share's grant revoked: the share is gone from the recipient's view.
+    await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "acme", "remove": ["SELECT"]}]})
+    status, body, _ = await call(profile, "GET", "/shares")
+    assert status == 200 and body["items"] == []
+    assert (await call(profile, "GET", "/shares/trade"))[0] == 404
+
+    # A rotated token past its grace period: refused; the new one works.
+    rotated = await ok(ws, "POST", "/recipients/acme/rotate-token", json={"existing_token_expire_in_seconds": 0})
+    status, body, _ = await call(profile, "GET", "/shares")
+    assert status == 401 and body["errorCode"] == "UNAUTHENTICATED"
+    fresh = await activate(ws, rotated, tmp_path, "fresh.share")
+    assert (await call(fresh, "GET", "/shares"))[0] == 200
+    # A deleted recipient: refused.
+    await ok(ws, "DELETE", "/recipients/acme")
+    assert (await call(fresh, "GET", "/shares"))[0] == 401
+    # No token, a token of the API, or another metastore: all the same 401.
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{ws.url}{SHARING}/metastores/{ws.metastore_id}/shares") as r:
+            assert r.status == 401
+    assert (await call(fresh, "GET", "/shares", token=ws.token))[0] == 401
+
+
+async def test_expired_token_is_refused(world, tmp_path):
+    ws = world["ws"]
+    await ok(ws, "PATCH", f"/metastores/{ws.metastore_id}",
+             json={"delta_sharing_recipient_token_lifetime_in_seconds": 1})
+    made = await ok(ws, "POST", "/recipients", json={"name": "brief", "authentication_type": "TOKEN"})
+    await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "brief", "add": ["SELECT"]}]})
+    profile = await activate(ws, made, tmp_path)
+    expires = made["tokens"][0]["expiration_time"]
+    while int(time.time() * 1000) <= expires:     # wait until past the token's expiry
+        await asyncio.sleep(0.2)
+    status, body, _ = await call(profile, "GET", "/shares")
+    assert status == 401 and body["errorCode"] == "UNAUTHENTICATED"
+    with pytest.raises(HTTPError):
+        await connector(delta_sharing.SharingClient(profile).list_all_tables)
+
+
+async def test_partition_filtered_share_sees_only_its_partitions(world, tmp_path):
+    ws = world["ws"]
+    await ok(ws, "POST", "/shares", json={"name": "eu_only"})
+    await ok(ws, "PATCH", "/shares/eu_only", json={"updates": [{"action": "ADD", "data_object": {
+        "name": "main.s.sales", "shared_as": "s.sales",
+        "partitions": [{"values": [{"name": "region", "op": "EQUAL", "recipient_property_key": "zone"}]}]}}]})
+    made = await ok(ws, "POST", "/recipients", json={"name": "eu_reader", "authentication_type": "TOKEN",
+                                                      "properties_kv_pairs": {"properties": {"zone": "eu"}}})
+    await ok(ws, "PATCH", "/shares/eu_only/permissions", json={"changes": [{"principal": "eu_reader", "add": ["SELECT"]}]})
+    profile = await activate(ws, made, tmp_path)
+    df = await connector(delta_sharing.load_as_pandas, f"{profile}#eu_only.s.sales")
+    assert sorted(df["id"].tolist()) == [0, 1, 2, 5] and set(df["region"]) == {"eu"}
+    # History is not shared on this object: no version, no changes.
+    status, body, _ = await call(profile, "POST", "/shares/eu_only/schemas/s/tables/sales/query", json={"version": 1})
+    assert status == 400 and "history sharing" in body["message"]
+    # A literal filter, LIKE.
+    await ok(ws, "PATCH", "/shares/eu_only", json={"updates": [{"action": "UPDATE", "data_object": {
+        "name": "main.s.sales", "partitions": [{"values": [{"name": "region", "op": "LIKE", "value": "u%"}]}]}}]})
+    df = await connector(delta_sharing.load_as_pandas, f"{profile}#eu_only.s.sales")
+    assert sorted(df["id"].tolist()) == [3, 4]
+
+
+async def test_recipient_reads_are_audited(world, tmp_path, server):
+    ws = world["ws"]
+    profile = await activate(ws, world["recipient"], tmp_path)
+    await query(world, profile, {})
+    for _ in range(50):
+        rows = await server.store.pool.fetch(
+            "SELECT principal, action FROM audit_log WHERE metastore_id = $1 AND principal LIKE 'recipient:%'",
+            uuid.UUID(ws.metastore_id))
+        if any(r["action"] == "deltaSharingQueryTable" for r in rows):
+            break
+        await asyncio.sleep(0.1)
+    assert {(r["principal"], r["action"]) for r in rows} >= {("recipient:acme", "deltaSharingQueryTable")}
