@@ -217,7 +217,7 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
-        peer = transport.get_extra_info("peername")
+        peer = transport.get_extra_info("peername") if hasattr(transport, "get_extra_info") else None
         self.peer = peer[0] if isinstance(peer, tuple) and peer else None
         self.server.connections.add(self)
         self.server_task = self.loop.create_task(self._serve())
