@@ -47,6 +47,8 @@ class Endpoint:
 E = Endpoint
 ENDPOINTS: tuple[Endpoint, ...] = (
     E(EVERY, "GET", "/healthz", "listHealthz", prefix=""),
+    E(EVERY, "GET", "/openapi.json", "listOpenapi.json"),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml"),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
     E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
     E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
