@@ -11,6 +11,7 @@ expiry and that the share still holds the table before it answers the bytes.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -92,11 +93,21 @@ def signed_url(origin: str, prefix: str, box, grant: FileGrant) -> str:
     return f"{origin}{prefix}/files/{sign(box, grant)}/{name}"
 
 
+@functools.lru_cache(maxsize=8)
+def _s3(endpoint: str | None, region: str, key_id: str | None):
+    """A boto3 S3 client signing with SigV4 (the one S3 accepts in every region), one per setting."""
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=Config(signature_version="s3v4"))
+
+
 def presigned_s3(url: str, seconds: int) -> str:
-    from ..storage import s3_client
+    """A pre-signed GET of an s3:// object (no network call: the signature is computed here)."""
     bucket, _, key = url[len("s3://"):].partition("/")
-    return s3_client().generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
-                                              ExpiresIn=max(1, seconds))
+    client = _s3(os.environ.get("SHARDCAT_S3_ENDPOINT") or None, os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+                 os.environ.get("AWS_ACCESS_KEY_ID"))
+    return client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
+                                        ExpiresIn=max(1, seconds))
 
 
 def file_id(path: str) -> str:

@@ -641,8 +641,8 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
                         continue
                     if cdf and has_cdc and kind != "cdc":
                         continue      # the commit's change files say it all
-                    if not body.get("dataChange", True):
-                        continue
+                    if kind != "cdc" and not body.get("dataChange", True):
+                        continue      # a rewrite that changes no row (compaction)
                     values = body.get("partitionValues") or {}
                     if test is not None and not test(values):
                         continue
