@@ -377,3 +377,19 @@ async def test_recipient_reads_are_audited(world, tmp_path, server):
             break
         await asyncio.sleep(0.1)
     assert {(r["principal"], r["action"]) for r in rows} >= {("recipient:acme", "deltaSharingQueryTable")}
+
+
+async def test_catalog_managed_table_is_shared_from_its_ratified_commits(world, tmp_path):
+    """A commit the catalog ratified but no writer published yet is part of what a recipient reads."""
+    ws = world["ws"]
+    async with DeltaCatalogClient(ws.api, ws.token, publish_after_commit=False) as delta:
+        version = await delta.append("main.s.sales", rows(range(100, 102), "us"))
+    assert version == 4
+    table = await ok(ws, "GET", "/tables/main.s.sales")
+    from shardcat.delta.log import Storage
+    assert 4 not in Storage(table["storage_location"]).list_log()[0]     # not published
+    profile = await activate(ws, world["recipient"], tmp_path)
+    url = f"{profile}#trade.s.sales"
+    assert await connector(delta_sharing.get_table_version, url) == 4
+    df = await connector(delta_sharing.load_as_pandas, url)
+    assert sorted(df["id"].tolist()) == [*range(6), 100, 101]
