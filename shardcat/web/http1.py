@@ -94,9 +94,11 @@ async def relay(client: ShardClient, address: Address, request: Request) -> Answ
     """The request sent on to the app at `address`, and its answer."""
     headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
     # Who asked, and by what name, for the app behind (a recipient's IP access list, the URLs it
-    # hands out); always set here, so a client cannot claim either.
+    # hands out). The address is always this hop's peer, so no client can claim another (behind a
+    # router, a shard sees the router's); the Host a router passed on is kept (it names the router:
+    # the URLs a shard hands out must too), a client's own only changes what it is told back.
     headers[CLIENT_ADDRESS_HEADER.lower()] = request.peer or ""
-    headers[CLIENT_HOST_HEADER.lower()] = request.headers.get("host", "")
+    headers.setdefault(CLIENT_HOST_HEADER.lower(), request.headers.get("host", ""))
     # HEAD goes on as GET (our client would wait for the body a HEAD answer announces but never
     # carries); `_write` leaves the body out
     method = "GET" if request.method == "HEAD" else request.method

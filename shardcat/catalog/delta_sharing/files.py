@@ -73,6 +73,15 @@ def verify(box, token: str) -> FileGrant | None:
         return None
 
 
+def grant_metastore(token: str) -> str | None:
+    """The metastore a token names, unverified (to route it; the shard that serves it verifies it)."""
+    try:
+        fields = json.loads(_unb64(token.partition(".")[0]))
+        return fields[0] if isinstance(fields, list) and fields and isinstance(fields[0], str) else None
+    except (ValueError, TypeError):
+        return None
+
+
 def data_file_url(location: str, path: str) -> str:
     """The canonical storage URL of a data file the table's log names (relative or absolute);
     InvalidUrl for one outside the table's location."""
