@@ -393,3 +393,23 @@ async def test_catalog_managed_table_is_shared_from_its_ratified_commits(world, 
     assert await connector(delta_sharing.get_table_version, url) == 4
     df = await connector(delta_sharing.load_as_pandas, url)
     assert sorted(df["id"].tolist()) == [*range(6), 100, 101]
+
+
+async def test_alias_and_start_version(world, tmp_path):
+    """A table shared under another name is found by that name only; its history starts at start_version."""
+    ws = world["ws"]
+    await ok(ws, "POST", "/shares", json={"name": "aliased"})
+    await ok(ws, "PATCH", "/shares/aliased", json={"updates": [{"action": "ADD", "data_object": {
+        "name": "main.s.sales", "shared_as": "pub.orders", "history_data_sharing_status": "ENABLED",
+        "start_version": 2}}]})
+    await ok(ws, "PATCH", "/shares/aliased/permissions", json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
+    profile = await activate(ws, world["recipient"], tmp_path)
+    status, body, _ = await call(profile, "GET", "/shares/aliased/all-tables")
+    assert status == 200 and [(t["schema"], t["name"]) for t in body["items"]] == [("pub", "orders")]
+    assert (await call(profile, "GET", "/shares/aliased/schemas/s/tables/sales/version"))[0] == 404
+    df = await connector(delta_sharing.load_as_pandas, f"{profile}#aliased.pub.orders", version=2)
+    assert sorted(df["id"].tolist()) == [0, 1, 2, 3, 4]
+    status, body, _ = await call(profile, "POST", "/shares/aliased/schemas/pub/tables/orders/query", json={"version": 1})
+    assert status == 400 and "starts at version 2" in body["message"]
+    status, body, _ = await call(profile, "GET", "/shares/aliased/schemas/pub/tables/orders/changes?startingVersion=1")
+    assert status == 400
