@@ -3,8 +3,9 @@ and the signed file URLs name the router, which forwards each to the metastore's
 
 from __future__ import annotations
 
+import json
+
 import delta_sharing
-import pyarrow as pa
 
 from shardcat.delta.client import DeltaCatalogClient
 from tests.conftest import new_workspace, serving
@@ -26,7 +27,7 @@ async def test_connector_reads_through_the_router(cluster, http, tmp_path):
     made = await ok(ws, "POST", "/recipients", json={"name": "acme", "authentication_type": "TOKEN"})
     await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
     profile = await activate(ws, made, tmp_path)
-    endpoint = __import__("json").loads(open(profile).read())["endpoint"]
+    endpoint = json.loads(open(profile).read())["endpoint"]
     assert endpoint.startswith(cluster.url)       # the router's address, not a shard's
     df = await connector(delta_sharing.load_as_pandas, f"{profile}#trade.s.sales")
     assert sorted(df["id"].tolist()) == [0, 1, 2, 3]
