@@ -103,6 +103,8 @@ async def test_connector_reads_a_shared_table_end_to_end(world, tmp_path):
     assert sorted(changes["id"].tolist()) == [3, 4, 5]
     assert set(changes["_change_type"]) == {"insert"}
     assert sorted(set(changes["_commit_version"])) == [2, 3]
+    since = await connector(delta_sharing.load_table_changes_as_pandas, url, starting_timestamp=stamp)
+    assert sorted(since["id"].tolist()) == [3, 4, 5]
 
 
 async def test_predicate_and_limit_hints_skip_files(world, tmp_path):
@@ -413,3 +415,13 @@ async def test_alias_and_start_version(world, tmp_path):
     assert status == 400 and "starts at version 2" in body["message"]
     status, body, _ = await call(profile, "GET", "/shares/aliased/schemas/pub/tables/orders/changes?startingVersion=1")
     assert status == 400
+
+
+async def test_file_urls_expire(world, tmp_path, monkeypatch):
+    from shardcat.catalog.delta_sharing import files
+    profile = await activate(world["ws"], world["recipient"], tmp_path)
+    monkeypatch.setattr(files, "URL_SECONDS", 0)        # URLs that expire as they are made
+    lines = await query(world, profile, {})
+    assert all(line["file"]["expirationTimestamp"] <= int(time.time() * 1000) for line in lines[2:])
+    async with aiohttp.ClientSession() as s, s.get(lines[2]["file"]["url"]) as r:
+        assert r.status == 403 and "expired" in (await r.json())["message"]
