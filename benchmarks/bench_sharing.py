@@ -125,7 +125,7 @@ def markdown(run: dict) -> str:
     whole, one = run["whole"], run["one_partition"]
     reads = sorted(run["connector_s"])
     lines = [HEADING, "",
-             f"- **Reproduce:** `{run['command']}` (about a minute); run on {run['date']}.",
+             f"- **Reproduce:** `{run['command']}` (about three minutes); run on {run['date']}.",
              f"- **Machine:** {h.machine_line(run['machine'], run['postgres_version'])}.",
              f"- **Data:** a catalog-managed Delta table written by shardcat's Delta client in one commit of "
              f"{run['files']:,} files (one partition each, {ROWS_PER_FILE} rows a file), shared to a recipient "
