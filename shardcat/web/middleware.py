@@ -17,18 +17,18 @@ from ..cache.ttl import TtlCache
 from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
-from ..openapi import PUBLIC_PATHS as OPENAPI_PATHS
 from ..store.db import Store, is_db_unavailable
+from . import registry
 from ..entities.values import now_ms
-from .wire import PREFIX, SHARING_PREFIX
 
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = ("/healthz", *OPENAPI_PATHS)
-# Answered without an API token: the Delta Sharing protocol (its handlers check the recipient's
-# token themselves) and a recipient's one-time profile retrieval.
-PUBLIC_PREFIXES = (SHARING_PREFIX + "/", PREFIX + "/public/")
+PUBLIC_PATHS = frozenset(registry.public_paths())     # served without a token (web/registry.py)
+# Templated paths served without an API token, by the prefix before their first parameter: the
+# Delta Sharing protocol (its handlers check the recipient's token themselves) and a recipient's
+# one-time profile retrieval.
+PUBLIC_PREFIXES = tuple(registry.public_prefixes())
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:

@@ -2,12 +2,14 @@
 
 One line per endpoint: the app that serves it, method, path (under its prefix), the audit
 action, the securable type the audit row names (when the path says it), whether a POST only
-reads (safe to send again, like a GET), and whether the shard's fast front answers it itself.
+reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
+whether it is served without a token.
 From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
 handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
-and the shard front's fast paths (serving/front.py). Adding an endpoint: write its handler in
-its module, add its line here (docs/design.md). Pure data: clients read it too.
+the shard front's fast paths (serving/front.py), and the paths that need no token
+(web/middleware.py). Adding an endpoint: write its handler in its module, add its line here
+(docs/design.md). Pure data: clients read it too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Endpoint:
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
+    public: bool = False            # served without an API token (names no securable, or checks its own token)
     prefix: str = PREFIX
 
     @property
@@ -46,9 +49,9 @@ class Endpoint:
 
 E = Endpoint
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix=""),
-    E(EVERY, "GET", "/openapi.json", "listOpenapi.json"),     # the OpenAPI document (shardcat/openapi/)
-    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml"),
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True),
+    E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
     E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
     E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
@@ -136,25 +139,25 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "DELETE", "/providers/{name}", "deleteProvider", securable="PROVIDER"),
     E(SHARD, "GET", "/providers/{name}/shares", "listShares", securable="PROVIDER"),
     # The Delta Sharing protocol (catalog/delta_sharing/): recipients' tokens, not the API's.
-    E(SHARD, "GET", "/shares", "deltaSharingListShares", securable="SHARE", prefix=SHARING),
-    E(SHARD, "GET", "/shares/{share}", "deltaSharingGetShare", securable="SHARE", prefix=SHARING),
-    E(SHARD, "GET", "/shares/{share}/schemas", "deltaSharingListSchemas", securable="SHARE", prefix=SHARING),
+    E(SHARD, "GET", "/shares", "deltaSharingListShares", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}", "deltaSharingGetShare", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/schemas", "deltaSharingListSchemas", securable="SHARE", prefix=SHARING, public=True),
     E(SHARD, "GET", "/shares/{share}/schemas/{schema}/tables", "deltaSharingListTables", securable="SHARE",
-      prefix=SHARING),
-    E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING),
-    E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING),
-    E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING),
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
     E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
-      prefix=SHARING),
+      prefix=SHARING, public=True),
     E(SHARD, "POST", SHARED_TABLE + "/query", "deltaSharingQueryTable", securable="TABLE", read_only=True,
-      prefix=SHARING),
+      prefix=SHARING, public=True),
     E(SHARD, "GET", SHARED_TABLE + "/changes", "deltaSharingQueryTableChanges", securable="TABLE",
-      prefix=SHARING),
-    E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX),
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX, public=True),
     E(SHARD, "GET", "/public/data_sharing_activation/{activation_url}", "retrieveRecipientProfile",
-      securable="RECIPIENT"),
+      securable="RECIPIENT", public=True),
     E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
-      securable="RECIPIENT"),
+      securable="RECIPIENT", public=True),
     E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
     E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
     E(SHARD, "GET", "/shardcat/search", "search"),
@@ -227,6 +230,17 @@ def read_only(method: str, path: str) -> bool:
     if method in ("GET", "HEAD"):
         return True
     return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
+
+
+def public_paths() -> list[str]:
+    """The paths served without a token (the authentication middleware lets them through)."""
+    return [e.full_path for e in ENDPOINTS if e.public and "{" not in e.full_path]
+
+
+def public_prefixes() -> list[str]:
+    """Of the templated paths served without an API token, the part before the first parameter
+    (the Delta Sharing protocol's handlers check a recipient's token themselves)."""
+    return sorted({e.full_path.partition("{")[0] for e in ENDPOINTS if e.public and "{" in e.full_path})
 
 
 def securables() -> dict[str, str]:
