@@ -98,6 +98,10 @@ async def test_connector_reads_a_shared_table_end_to_end(world, tmp_path):
     as_of = await connector(delta_sharing.load_as_pandas, url, timestamp=stamp)
     assert sorted(as_of["id"].tolist()) == [0, 1, 2]
 
+    # The delta response format: the connector's delta-kernel path reads the same rows.
+    via_kernel = await connector(delta_sharing.load_as_pandas, url, use_delta_format=True)
+    assert sorted(via_kernel["id"].tolist()) == list(range(6))
+
     assert await connector(delta_sharing.get_table_version, url) == 3
     changes = await connector(delta_sharing.load_table_changes_as_pandas, url, starting_version=2, ending_version=3)
     assert sorted(changes["id"].tolist()) == [3, 4, 5]
@@ -294,10 +298,15 @@ async def test_governance_refuses_at_once(world, tmp_path):
     async with aiohttp.ClientSession() as s:
         async with s.get(file_url) as r:
             assert r.status == 200 and (await r.read())[:4] == b"PAR1"
-        token_part = file_url.split("/files/")[1].split("/")[0]
-        payload, mac = token_part.split(".")
-        forged = file_url.replace(token_part, payload + "." + ("A" if mac[0] != "A" else "B") + mac[1:])
+        url, _, mac = file_url.partition("?X-Databricks-Signature=")
+        forged = f"{url}?X-Databricks-Signature={'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
         async with s.get(forged) as r:
+            assert r.status == 403
+        async with s.get(url) as r:                # no signature
+            assert r.status == 403
+        # Another file of the same table under the same signature: the signature covers the path.
+        other = lines[3]["file"]["url"].partition("?")[0]
+        async with s.get(f"{other}?X-Databricks-Signature={mac}") as r:
             assert r.status == 403
 
     # The table removed from the share: not found at once, and its handed-out URLs stop.

@@ -24,6 +24,7 @@ from ...entities.urls import InvalidUrl, join_url, local_path, normalize_url, ur
 
 URL_SECONDS = int(os.environ.get("SHARDCAT_SHARING_URL_SECONDS", "3600"))
 _CONTEXT = b"shardcat delta sharing file urls v1"
+SIGNATURE_PARAM = "X-Databricks-Signature"
 _fallback_key = secrets.token_bytes(32)     # a server without secret keys: URLs of this process only
 
 
@@ -52,16 +53,16 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def sign(box, grant: FileGrant) -> str:
+def sign(box, grant: FileGrant) -> tuple[str, str]:
+    """(the grant as URL text, its signature)."""
     payload = _b64(json.dumps([grant.metastore_id, grant.share_id, grant.table_id, grant.recipient_id,
                                grant.path, grant.expires_ms], separators=(",", ":")).encode())
     mac = hmac.new(_keys(box)[0], payload.encode(), hashlib.sha256).digest()
-    return f"{payload}.{_b64(mac)}"
+    return payload, _b64(mac)
 
 
-def verify(box, token: str) -> FileGrant | None:
-    """The grant a token carries if one of the server's keys signed it; None otherwise (expiry: the caller's)."""
-    payload, _, mac = token.partition(".")
+def verify(box, payload: str, mac: str) -> FileGrant | None:
+    """The grant if one of the server's keys signed it; None otherwise (expiry: the caller's)."""
     try:
         given = _unb64(mac)
         if not any(hmac.compare_digest(hmac.new(k, payload.encode(), hashlib.sha256).digest(), given)
@@ -76,7 +77,7 @@ def verify(box, token: str) -> FileGrant | None:
 def grant_metastore(token: str) -> str | None:
     """The metastore a token names, unverified (to route it; the shard that serves it verifies it)."""
     try:
-        fields = json.loads(_unb64(token.partition(".")[0]))
+        fields = json.loads(_unb64(token))
         return fields[0] if isinstance(fields, list) and fields and isinstance(fields[0], str) else None
     except (ValueError, TypeError):
         return None
@@ -99,7 +100,8 @@ def local_file(location: str, path: str) -> str:
 
 def signed_url(origin: str, prefix: str, box, grant: FileGrant) -> str:
     name = quote(grant.path.rsplit("/", 1)[-1], safe="")   # the file's own name last: readers see .parquet
-    return f"{origin}{prefix}/files/{sign(box, grant)}/{name}"
+    payload, mac = sign(box, grant)
+    return f"{origin}{prefix}/files/{payload}/{name}?{SIGNATURE_PARAM}={mac}"
 
 
 @functools.lru_cache(maxsize=8)

@@ -682,7 +682,8 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
                               historical_metadata=historical)
 
     async def file(request):
-        grant = files.verify(shard.store.secrets, request.match_info["token"])
+        grant = files.verify(shard.store.secrets, request.match_info["token"],
+                             request.query.get(files.SIGNATURE_PARAM, ""))
         if grant is None or grant.expires_ms <= now_ms():
             raise _error("PERMISSION_DENIED", "This file URL is not valid or has expired.")
         # The grant holds while the share still holds the table for the recipient.
