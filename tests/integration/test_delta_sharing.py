@@ -434,3 +434,16 @@ async def test_file_urls_expire(world, tmp_path, monkeypatch):
     assert all(line["file"]["expirationTimestamp"] <= int(time.time() * 1000) for line in lines[2:])
     async with aiohttp.ClientSession() as s, s.get(lines[2]["file"]["url"]) as r:
         assert r.status == 403 and "expired" in (await r.json())["message"]
+
+
+async def test_query_from_a_starting_version(world, tmp_path):
+    """startingVersion (the streaming read): the data change files of each version, with their version."""
+    profile = await activate(world["ws"], world["recipient"], tmp_path)
+    lines = await query(world, profile, {"startingVersion": 2, "endingVersion": 3})
+    adds = [line["add"] for line in lines[2:]]
+    assert sorted((a["version"], a["partitionValues"]["region"]) for a in adds) == [(2, "us"), (3, "eu")]
+    assert all(a["timestamp"] > 0 and a["url"].startswith("http") for a in adds)
+    delta = await query(world, profile, {"startingVersion": 3},
+                        headers={"delta-sharing-capabilities": "responseformat=delta"})
+    assert [line["file"]["version"] for line in delta[2:]] == [3]
+    assert "add" in delta[2]["file"]["deltaSingleAction"]

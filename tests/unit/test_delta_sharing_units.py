@@ -1,5 +1,6 @@
-"""Delta Sharing file skipping (catalog/delta_sharing/predicates.py): JSON predicate hints on
-partition values and statistics, best effort; a share's partition filters, enforced."""
+"""Delta Sharing, the parts without a server (catalog/delta_sharing/): JSON predicate hints on
+partition values and statistics, best effort; a share's partition filters, enforced; signed file
+URLs (files.py); the metastore a router reads from a sharing path (routing.py)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,37 @@ def test_partition_filters_are_enforced():
         partition_filter([{"values": [{"name": "id", "value": "1"}]}], {}, ["region"])
     with pytest.raises(ValueError):      # the recipient lacks the property
         partition_filter([{"values": [{"name": "region", "recipient_property_key": "zone"}]}], {}, ["region"])
+
+
+# ---- signed file URLs and the router's reading of a sharing path (files.py, routing.py) ----------
+
+
+def test_signed_grants_verify_only_unchanged():
+    from shardcat.catalog.delta_sharing import files
+    from shardcat.store.sealing import SecretBox
+    from cryptography.fernet import Fernet
+    box = SecretBox([Fernet.generate_key()])
+    grant = files.FileGrant("0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d", "s", "t", "r", "a=1/part-0.parquet", 123)
+    payload, mac = files.sign(box, grant)
+    assert files.verify(box, payload, mac) == grant
+    assert files.verify(SecretBox([Fernet.generate_key()]), payload, mac) is None        # another server's key
+    other, _ = files.sign(box, files.FileGrant(*[*grant.__dict__.values()][:4], "a=2/part-0.parquet", 123))
+    assert files.verify(box, other, mac) is None                                       # another file
+    assert files.verify(box, payload, "") is None and files.verify(box, "x", mac) is None
+    # A rotated key file (new key first, old after it) still opens the old URLs.
+    rotated = SecretBox([Fernet.generate_key(), *box.keys])
+    assert files.verify(rotated, payload, mac) == grant
+    assert files.grant_metastore(payload) == grant.metastore_id and files.grant_metastore("%%") is None
+
+
+def test_the_router_finds_the_metastore_of_a_sharing_path():
+    from shardcat.catalog.delta_sharing import files
+    from shardcat.catalog.delta_sharing.routing import metastore_of
+    ms = "0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d"
+    payload, _ = files.sign(None, files.FileGrant(ms, "s", "t", "r", "p", 1))
+    assert metastore_of(f"/api/2.1/delta-sharing/metastores/{ms}/shares") == ms
+    assert metastore_of(f"/api/2.1/delta-sharing/files/{payload}/p.parquet") == ms
+    assert metastore_of(f"/api/2.1/unity-catalog/public/data_sharing_activation/{ms}.abc") == ms
+    assert metastore_of(f"/api/2.1/unity-catalog/public/data_sharing_activation_info/{ms}.abc") == ms
+    assert metastore_of("/api/2.1/delta-sharing/metastores/not-a-uuid/shares") is None
+    assert metastore_of("/api/2.1/unity-catalog/tables") is None
