@@ -13,3 +13,4 @@ RELAYED_HEADERS = (VERSION_HEADER, REQUEST_ID_HEADER,
                    "Delta-Table-Version", "delta-sharing-capabilities", "Content-Range", "Accept-Ranges")
 CLIENT_ADDRESS_HEADER = "X-Shardcat-Client-Address"   # set by the HTTP/1.1 front: the client's IP address
 CLIENT_HOST_HEADER = "X-Shardcat-Client-Host"         # set by the HTTP/1.1 front: the Host the client asked for
+FORWARDED_FOR_HEADER = "X-Shardcat-Forwarded-For"     # set by a router: "<client address>;<HMAC of it>"

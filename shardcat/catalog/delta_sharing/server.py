@@ -179,9 +179,9 @@ class SharingServer:
         asset, entry = found
         if entry["expiration_time"] <= now_ms():
             raise unknown
-        if not _ip_allowed(asset, client_address(request)):
-            raise _error("PERMISSION_DENIED", f"Requests from {client_address(request)} are not on this recipient's "
-                                              "IP access list.")
+        address = client_address(request, self.shard.store.secrets)
+        if not _ip_allowed(asset, address):
+            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
         # The audit row names the recipient (governance/audit.py reads the request's caller).
         request["caller"] = Caller(f"recipient:{asset.name}", 0, False, None, ms)
         return Recipient(asset, ms, entry)
@@ -694,9 +694,9 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
                 "SELECT" not in (share.info.get("permissions", {}).get(recipient.id) or []):
             raise _error("PERMISSION_DENIED", "This file is no longer shared.")
         r = Recipient(recipient, grant.metastore_id, {})
-        if not _ip_allowed(recipient, client_address(request)):
-            raise _error("PERMISSION_DENIED", f"Requests from {client_address(request)} are not on this recipient's "
-                                              "IP access list.")
+        address = client_address(request, shard.store.secrets)
+        if not _ip_allowed(recipient, address):
+            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
         holds = [t for t in await server.tables(r, share) if t.table.id == table.id]
         if not holds:
             raise _error("PERMISSION_DENIED", "This file is no longer shared.")
