@@ -121,6 +121,9 @@ async def test_predicate_and_limit_hints_skip_files(world, tmp_path):
     assert [f["file"]["partitionValues"]["region"] for f in lines[2:]] == ["us"]
     df = await connector(delta_sharing.load_as_pandas, url, jsonPredicateHints=hint)
     assert sorted(df["id"].tolist()) == [3, 4]
+    # The deprecated SQL form too.
+    lines = await query(world, profile, {"predicateHints": ["region = 'us'"]})
+    assert [f["file"]["partitionValues"]["region"] for f in lines[2:]] == ["us"]
     # A malformed hint filters nothing (best effort, as the protocol says).
     assert len((await query(world, profile, {"jsonPredicateHints": "{not json"}))[2:]) == 3
     assert len((await query(world, profile, {"limitHint": 1}))[2:]) == 1

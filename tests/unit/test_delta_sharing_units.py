@@ -136,3 +136,16 @@ def test_the_router_finds_the_metastore_of_a_sharing_path():
     assert metastore_of(f"/api/2.1/unity-catalog/public/data_sharing_activation_info/{ms}.abc") == ms
     assert metastore_of("/api/2.1/delta-sharing/metastores/not-a-uuid/shares") is None
     assert metastore_of("/api/2.1/unity-catalog/tables") is None
+
+
+def test_sql_predicate_hints_as_a_tree():
+    from shardcat.catalog.delta_sharing.predicates import parse_sql_hints
+    tree = parse_sql_hints(["region = 'eu'", "10 < id", "day >= '2024-01-01'", "nonsense ((", "nope = 1",
+                            "price IS NOT NULL"], COLUMNS)
+    assert tree["op"] == "and" and len(tree["children"]) == 4
+    assert may_match(tree, EU) is True
+    assert may_match(parse_sql_hints(["region <> 'eu'"], COLUMNS), EU) is False
+    assert may_match(parse_sql_hints(["id > 20"], COLUMNS), EU) is False
+    assert may_match(parse_sql_hints(["25 <= id"], COLUMNS), EU) is False
+    assert may_match(parse_sql_hints(["region = 'it''s'"], COLUMNS), EU) is False
+    assert parse_sql_hints(["garbage"], COLUMNS) is None and parse_sql_hints("x", COLUMNS) is None

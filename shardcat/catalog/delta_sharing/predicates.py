@@ -215,3 +215,53 @@ def _partition_matches(actual: str | None, op: str, expected: str | None) -> boo
         pattern = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in expected)
         return re.fullmatch(pattern, actual, re.DOTALL) is not None
     return actual == expected
+
+
+# ---- the deprecated SQL predicate hints ----------------------------------------------------
+
+_SQL = re.compile(r"""^\s*(?:(?P<col>[A-Za-z_][\w]*)\s*(?P<op><>|<=|>=|!=|=|<|>)\s*(?P<lit>'(?:[^']|'')*'|[-+\w.:]+)
+                      |(?P<lit2>'(?:[^']|'')*'|[-+\w.:]+)\s*(?P<op2><>|<=|>=|!=|=|<|>)\s*(?P<col2>[A-Za-z_][\w]*)
+                      |(?P<col3>[A-Za-z_][\w]*)\s+IS\s+(?P<not>NOT\s+)?NULL)\s*$""", re.X | re.I)
+_VALUE_TYPES = {"byte": "int", "short": "int", "integer": "int", "long": "long", "float": "float", "double": "double",
+                "string": "string", "date": "date", "timestamp": "timestamp", "timestamp_ntz": "timestamp",
+                "boolean": "bool"}
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "<>": "<>", "!=": "<>"}
+_OPS = {"=": "equal", "<": "lessThan", "<=": "lessThanOrEqual", ">": "greaterThan", ">=": "greaterThanOrEqual"}
+
+
+def parse_sql_hints(hints, columns: dict[str, str]) -> dict | None:
+    """The protocol's SQL predicate hints (`col op literal`, `literal op col`, `col IS [NOT] NULL`,
+    AND-ed) as one JSON predicate tree; those that do not parse, or name an unknown column or a
+    type without a value type, are left out (best effort)."""
+    if not isinstance(hints, list):
+        return None
+    types = {name.lower(): (name, _VALUE_TYPES.get(kind)) for name, kind in columns.items()}
+    trees = []
+    for hint in hints[:100]:
+        m = _SQL.match(hint) if isinstance(hint, str) and len(hint) < 1000 else None
+        if m is None:
+            continue
+        if m["col3"]:
+            name, kind = types.get(m["col3"].lower(), (None, None))
+            if name is None or kind is None:
+                continue
+            tree = {"op": "isNull", "children": [{"op": "column", "name": name, "valueType": kind}]}
+            trees.append({"op": "not", "children": [tree]} if m["not"] else tree)
+            continue
+        col, op, lit = (m["col"], m["op"], m["lit"]) if m["col"] else (m["col2"], _FLIP[m["op2"]], m["lit2"])
+        name, kind = types.get(col.lower(), (None, None))
+        if name is None or kind is None:
+            continue
+        value = lit[1:-1].replace("''", "'") if lit.startswith("'") else lit
+        try:
+            _cast(value, kind)
+        except (ValueError, PredicateError):
+            continue
+        leaves = [{"op": "column", "name": name, "valueType": kind}, {"op": "literal", "value": value, "valueType": kind}]
+        if op in ("<>", "!="):
+            trees.append({"op": "not", "children": [{"op": "equal", "children": leaves}]})
+        else:
+            trees.append({"op": _OPS[op], "children": leaves})
+    if not trees:
+        return None
+    return trees[0] if len(trees) == 1 else {"op": "and", "children": trees}

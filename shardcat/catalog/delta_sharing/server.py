@@ -39,7 +39,7 @@ from ...web.kit import client_address, public_origin
 from ...web.paging import decode_token, encode_token
 from ...web.wire import SHARING_PREFIX
 from . import files
-from .predicates import FileFacts, may_match, parse_hint, partition_filter
+from .predicates import FileFacts, may_match, parse_hint, parse_sql_hints, partition_filter
 from .tables import TableLog, TableLogError, open_log
 
 MS = "/metastores/{metastore_id}"
@@ -587,6 +587,8 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
         test = reader.partition_test(partition_columns)
         columns = {f["name"]: f["type"] for f in json.loads(state.metadata["schemaString"])["fields"]}
         tree = parse_hint(hints if isinstance(hints, str) else None, columns)
+        if tree is None:      # the deprecated SQL form, where no JSON hint was given or usable
+            tree = parse_sql_hints(body.get("predicateHints"), columns)
         kept = []
         for path in sorted(state.files):
             a = state.files[path]
