@@ -450,3 +450,20 @@ async def test_query_from_a_starting_version(world, tmp_path):
                         headers={"delta-sharing-capabilities": "responseformat=delta"})
     assert [line["file"]["version"] for line in delta[2:]] == [3]
     assert "add" in delta[2]["file"]["deltaSingleAction"]
+
+
+async def test_changes_with_historical_metadata(world, tmp_path):
+    ws = world["ws"]
+    async with DeltaCatalogClient(ws.api, ws.token) as delta:
+        assert await delta.update_metadata("main.s.sales", description="orders, by region") == 4
+        await delta.append("main.s.sales", rows([50], "us"))                                      # v5
+    profile = await activate(ws, world["recipient"], tmp_path)
+    status, text, headers = await call(profile, "GET", TABLE + "/changes",
+                                       params={"startingVersion": "3", "includeHistoricalMetadata": "true"})
+    assert status == 200 and headers["Delta-Table-Version"] == "3"
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line["metaData"]["version"] for line in lines[2:] if "metaData" in line] == [4]
+    assert lines[1]["metaData"]["description"] == "orders, by region"
+    assert sorted(line["add"]["version"] for line in lines[2:] if "add" in line) == [3, 5]
+    status, text, _ = await call(profile, "GET", TABLE + "/changes", params={"startingVersion": "3"})
+    assert not any("metaData" in json.loads(line) for line in text.splitlines()[2:])
