@@ -14,6 +14,7 @@ import delta_sharing
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from requests import HTTPError
 
 from test_delta_sharing import activate, call, connector, ok
 
@@ -94,3 +95,12 @@ async def test_connector_reads_an_s3_table_through_presigned_urls(ws, s3, tmp_pa
     assert status == 200 and [f["partitionValues"]["region"] for f in kept] == ["eu"]
     df = await connector(delta_sharing.load_as_pandas, url, version=1, jsonPredicateHints=hint)
     assert sorted(df["id"].tolist()) == [1, 2]
+    assert len(await connector(delta_sharing.load_as_pandas, url, limit=1)) == 1
+
+    # A partition filter on the S3 table; then the recipient's grant revoked: refused.
+    await ok(ws, "PATCH", "/shares/trade", json={"updates": [{"action": "UPDATE", "data_object": {
+        "name": "main.s.sales", "partitions": [{"values": [{"name": "region", "op": "EQUAL", "value": "us"}]}]}}]})
+    assert sorted((await connector(delta_sharing.load_as_pandas, url))["id"].tolist()) == [3, 4, 5]
+    await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "acme", "remove": ["SELECT"]}]})
+    with pytest.raises(HTTPError):
+        await connector(delta_sharing.load_as_pandas, url)
