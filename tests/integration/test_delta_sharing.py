@@ -467,3 +467,13 @@ async def test_changes_with_historical_metadata(world, tmp_path):
     assert sorted(line["add"]["version"] for line in lines[2:] if "add" in line) == [3, 5]
     status, text, _ = await call(profile, "GET", TABLE + "/changes", params={"startingVersion": "3"})
     assert not any("metaData" in json.loads(line) for line in text.splitlines()[2:])
+
+
+async def test_a_time_travel_read_gives_each_file_its_version(world, tmp_path):
+    profile = await activate(world["ws"], world["recipient"], tmp_path)
+    lines = await query(world, profile, {"version": 2})
+    assert lines[1]["metaData"]["version"] == 2
+    files = sorted((f["file"]["version"], f["file"]["partitionValues"]["region"]) for f in lines[2:])
+    assert files == [(1, "eu"), (2, "us")] and all(f["file"]["timestamp"] > 0 for f in lines[2:])
+    latest = await query(world, profile, {})
+    assert all("version" not in f["file"] for f in latest[2:])

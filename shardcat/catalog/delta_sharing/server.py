@@ -581,7 +581,7 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
         elif version is not None:
             reader.check_history("at a version", version)
         at = log.latest if version is None else version
-        state = await _in_thread(log.snapshot, at)
+        state, added_in = await _in_thread(log.snapshot_with_versions, at)
         fmt = _format(request, state.protocol or {})
         partition_columns = list(state.metadata.get("partitionColumns") or [])
         test = reader.partition_test(partition_columns)
@@ -602,7 +602,12 @@ def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
         urls = _Urls(request, shard, r, t)
         lines = [_protocol_line(fmt, state.protocol or {}),
                  _metadata_line(fmt, state.metadata, t, version, None if version is not None else state.files)]
-        lines += [_file_line(fmt, "file", a, urls) for a in kept]
+        if version is None:
+            lines += [_file_line(fmt, "file", a, urls) for a in kept]
+        else:       # a time-travel read: each file with the version that added it, and that version's time
+            stamps = await _in_thread(lambda: {v: log.timestamp(v) for v in {added_in[a["path"]] for a in kept}})
+            lines += [_file_line(fmt, "file", a, urls, added_in[a["path"]], stamps[added_in[a["path"]]])
+                      for a in kept]
         return _ndjson(lines, at, fmt)
 
     async def _changes(request, reader: _Reader, start: int, end: int | None, *, cdf: bool,

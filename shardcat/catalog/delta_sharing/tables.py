@@ -98,6 +98,10 @@ class TableLog:
 
     def snapshot(self, version: int) -> TableState:
         """Protocol, metadata and live files at `version`."""
+        return self.snapshot_with_versions(version)[0]
+
+    def snapshot_with_versions(self, version: int) -> tuple[TableState, dict[str, int]]:
+        """`snapshot`, and the version that added each live file (a checkpoint's files: its version)."""
         if version > self.latest or version < 0:
             raise TableLogError(f"Version {version} does not exist: the table's latest version is {self.latest}.")
         base = max((v for v in self.checkpoints if v <= version and v not in self.unpublished), default=None)
@@ -107,11 +111,14 @@ class TableLog:
             raise TableLogError(f"Version {version} of the table is no longer in its log.")
         else:
             state = TableState()
+        added_in = dict.fromkeys(state.files, state.version)
         for v in range(state.version + 1, version + 1):
-            state.apply(v, self.actions(v))
+            actions = self.actions(v)
+            state.apply(v, actions)
+            added_in.update((a["add"]["path"], v) for a in actions if "add" in a)
         if state.metadata is None:
             raise TableLogError("The table has no Delta metadata in its log.")
-        return state
+        return state, added_in
 
     def version_at(self, ms: int) -> int:
         """The newest version committed at or before `ms` (a snapshot "as of" a time)."""
