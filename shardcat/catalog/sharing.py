@@ -1,11 +1,14 @@
-"""Delta Sharing catalog objects: shares, recipients and providers (no sharing protocol server).
+"""Delta Sharing catalog objects: shares, recipients and providers (the protocol server that
+recipients read through is catalog/delta_sharing/).
 
 A share lists data objects (tables, schemas, ... by full name) with how they are
 shared; `PATCH /shares/{name}` adds, removes and updates them (`updates`, or the
 whole `objects` list as the 2.1 spec has it). Which recipients may read a share is
 kept on the share, by recipient id (so a renamed recipient keeps its grants and a
 deleted one loses them). A TOKEN recipient gets bearer tokens: only their SHA-256
-hash is stored; the plain token is shown once, in the answer that made it.
+hash is stored; the plain token is shown once, in the answer that made it, and kept sealed
+(store/sealing.py) only until the recipient retrieves its profile through the token's
+`activation_url` (catalog/delta_sharing/activation.py), once.
 A provider keeps the profile a data provider gave us; its bearer token is stored encrypted
 (store/sealing.py) and never shown.
 """
@@ -50,6 +53,14 @@ _SCHEMA_DATA = P.Rule((P.SELECT,))   # sharing a schema shares its tables' data:
 DEFAULT_TOKEN_LIFETIME_S = 365 * 24 * 3600
 TOKEN_PREFIX = "dss_"
 MAX_IPS = 100
+# A token entry's fields no answer shows: its hash, and the sealed plain token awaiting activation.
+HIDDEN_TOKEN_FIELDS = ("token_hash", "sealed_bearer_token")
+
+
+def activation_code(metastore_id: str) -> str:
+    """A token's activation_url: its metastore (so an unauthenticated retrieval finds the recipient)
+    and 24 random bytes."""
+    return f"{metastore_id}.{secrets.token_urlsafe(24)}"
 
 
 # ---- shares ---------------------------------------------------------------------------
@@ -74,7 +85,13 @@ def _partitions(value) -> list:
             if op not in OPS:
                 raise invalid(f"Unknown partition op '{op!s:.20}'; expected EQUAL or LIKE.")
             item = {"name": v["name"], "op": op}
-            if v.get("value") is not None:
+            key = v.get("recipient_property_key")
+            if key is not None:   # CURRENT_RECIPIENT().<key>: the value is the reading recipient's property
+                if not isinstance(key, str) or not key or v.get("value") is not None:
+                    raise invalid(f"Partition value of '{v['name']}' needs either a string 'value' or a "
+                                  "'recipient_property_key', not both.")
+                item["recipient_property_key"] = key
+            elif v.get("value") is not None:
                 if not isinstance(v["value"], str):
                     raise invalid(f"Partition value of '{v['name']}' must be a string.")
                 item["value"] = v["value"]
@@ -284,16 +301,19 @@ class Recipients(TopLevel):
     def output(self, asset: Asset) -> dict:
         out = render(asset)
         if "tokens" in out:
-            out["tokens"] = [{k: v for k, v in t.items() if k != "token_hash"} for t in out["tokens"]]
-        out["activated"] = False   # activation happens on a sharing server, which shardcat is not
+            out["tokens"] = [{k: v for k, v in t.items() if k not in HIDDEN_TOKEN_FIELDS} for t in out["tokens"]]
+        out["activated"] = any(t.get("activated_at") for t in asset.info.get("tokens", []))
         return out
 
-    def _new_token(self, info: dict, caller_name: str, now: int, lifetime_s: int) -> tuple[dict, str]:
+    def _new_token(self, metastore_id: str, caller_name: str, now: int, lifetime_s: int) -> tuple[dict, str]:
         plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = {"id": str(uuid.uuid4()), "token_hash": hash_token(plain).hex(),
-                 "activation_url": secrets.token_urlsafe(16),
+                 "activation_url": activation_code(metastore_id),
                  "expiration_time": now + lifetime_s * 1000, "created_at": now, "created_by": caller_name,
                  "updated_at": now, "updated_by": caller_name}
+        box = self.shard.store.secrets
+        if box is not None:   # kept for the one retrieval of the profile, then dropped
+            token["sealed_bearer_token"] = box.seal(plain)
         return token, plain
 
     async def _lifetime(self, ms: str) -> int:
@@ -317,7 +337,7 @@ class Recipients(TopLevel):
                               "of the form <cloud>:<region>:<metastore-uuid>.")
         else:
             info.pop("data_recipient_global_metastore_id", None)
-            token, plain = self._new_token(info, asset.info["created_by"], asset.info["created_at"],
+            token, plain = self._new_token(state.id, asset.info["created_by"], asset.info["created_at"],
                                            await self._lifetime(state.id))
             info["tokens"] = [token]
             flags["bearer_token"] = (token["id"], plain)
@@ -352,10 +372,12 @@ class Recipients(TopLevel):
                 raise invalid(f"Recipient '{recipient.name}' does not use TOKEN authentication; it has no tokens.")
             now = now_ms()
             cutoff = now + seconds * 1000
-            tokens = [{**t, "expiration_time": min(t["expiration_time"], cutoff), "updated_at": now,
+            # The old token keeps working until the cutoff, but its activation link is spent.
+            tokens = [{**{k: v for k, v in t.items() if k != "sealed_bearer_token"},
+                       "expiration_time": min(t["expiration_time"], cutoff), "updated_at": now,
                        "updated_by": caller.name}
                       for t in recipient.info.get("tokens", []) if t["expiration_time"] > now][-1:]
-            token, plain = self._new_token(recipient.info, caller.name, now, await self._lifetime(state.id))
+            token, plain = self._new_token(state.id, caller.name, now, await self._lifetime(state.id))
             shown[token["id"]] = plain
             info = {**recipient.info, "tokens": [*tokens, token], "updated_at": now, "updated_by": caller.name}
             return await tx.put(dataclasses.replace(recipient, info=info))
@@ -380,7 +402,7 @@ class Recipients(TopLevel):
 
 
 def _show_tokens(out: dict, shown: dict) -> dict:
-    """The plain bearer token, once, on the token entry it belongs to (shardcat: no activation server)."""
+    """The plain bearer token, once, on the token entry it belongs to (the activation link gives it once more)."""
     for t in out.get("tokens", []):
         if t["id"] in shown:
             t["bearer_token"] = shown[t["id"]]

@@ -16,10 +16,12 @@ from aiohttp import web
 from ..errors import CatalogError
 from ..governance import audit
 from ..openapi import openapi_routes
-from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, VERSION_HEADER
+from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX,
+                        RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
 from ..web import registry
-from ..web.kit import healthz, ok, routes
+from ..web.kit import forwarded_for, healthz, ok, routes
 from ..catalog.metastores import AccountService
+from ..catalog.delta_sharing.routing import metastore_of as sharing_metastore
 from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi
@@ -28,7 +30,10 @@ from .routing import RoutingTable
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
-_HOP_HEADERS = ("Authorization", "Content-Type")
+# What a request goes on to its shard with: who asks, the body's type; for Delta Sharing the
+# response format asked for, a file's byte range, and the client's address and Host as the front saw them.
+_HOP_HEADERS = ("Authorization", "Content-Type", "delta-sharing-capabilities", "Range", CLIENT_ADDRESS_HEADER,
+                CLIENT_HOST_HEADER)
 _VERSION = VERSION_HEADER.lower()
 
 
@@ -43,7 +48,12 @@ def metastore_in_path(path: str) -> str | None:
 
 
 def _metastore_of(request: web.Request) -> str:
-    return metastore_in_path(request.path) or request["caller"].metastore()
+    found = metastore_in_path(request.path) or sharing_metastore(request.path)
+    if found is not None:
+        return found
+    if "caller" not in request:       # a Delta Sharing path that names no metastore: nothing to forward to
+        raise CatalogError("NOT_FOUND", f"No API found for {request.method} {request.path}.")
+    return request["caller"].metastore()
 
 
 def safe_to_resend(method: str, path: str) -> bool:
@@ -52,8 +62,9 @@ def safe_to_resend(method: str, path: str) -> bool:
 
 
 class Forwarder:
-    def __init__(self, routing: RoutingTable):
+    def __init__(self, routing: RoutingTable, store: Store | None = None):
         self.routing = routing
+        self.store = store      # its secret keys vouch for a client's address to the shards
         # The router alone decides what to send again: a write that may have reached a shard is not resent.
         self.client = ShardClient()
         # Per metastore, the newest version any answer through here reflected: every later request
@@ -81,6 +92,10 @@ class Forwarder:
             value = request_headers.get(name.lower())
             if value is not None:
                 headers[name] = value
+        address = request_headers.get(CLIENT_ADDRESS_HEADER.lower())
+        vouched = forwarded_for(self.store.secrets, address) if self.store is not None and address else None
+        if vouched:     # the shard's front sees this router, not the client: a recipient's IP list needs the client
+            headers[FORWARDED_FOR_HEADER] = vouched
         seen = max(self.acknowledged.get(metastore_id, 0), _int(request_headers.get(MIN_VERSION_HEADER.lower())))
         if seen:
             headers[MIN_VERSION_HEADER] = str(seen)
@@ -141,7 +156,7 @@ AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     """The whole router as an aiohttp app (router/front.py serves it behind a faster front)."""
     authenticator = Authenticator(store)
-    forwarder = Forwarder(routing)
+    forwarder = Forwarder(routing, store)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
     app = web.Application(middlewares=[audit.middleware(audit_log), error_middleware(MAX_BODY_BYTES),
@@ -158,5 +173,6 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     app.add_routes([
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
+        web.route("*", SHARING_PREFIX + "/{tail:.*}", forwarder.forward),     # Delta Sharing: the metastore's
     ])
     return app

@@ -35,6 +35,8 @@ from ..catalog.service import CatalogService
 from ..web.kit import encode_json
 from ..shards.shard import MetastoreState, Shard
 from ..catalog.sharing import sharing_routes
+from ..catalog.delta_sharing.activation import activation_routes
+from ..catalog.delta_sharing.server import sharing_protocol_routes
 from ..catalog.storage import storage_routes
 from ..web import registry
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
@@ -271,7 +273,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     handlers = [web.get("/healthz", healthz), *openapi_routes(), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
-                *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
+                *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
+                *delta_commit_routes(shard, PREFIX),
                 *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))

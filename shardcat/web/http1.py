@@ -42,6 +42,7 @@ from aiohttp import web
 
 from .http_limits import HeadReader, HttpLimits, LimitExceeded, body_too_large, body_too_slow, headers_too_slow
 from .shard_client import Address, Answer, ShardClient
+from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class Request:
     headers: dict[str, str]         # names in lower case
     body: bytes
     keep_alive: bool
+    peer: str | None = None         # the client's address
 
     @property
     def path(self) -> str:
@@ -91,6 +93,12 @@ class _Unframed(Exception):
 async def relay(client: ShardClient, address: Address, request: Request) -> Answer:
     """The request sent on to the app at `address`, and its answer."""
     headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
+    # Who asked, and by what name, for the app behind (a recipient's IP access list, the URLs it
+    # hands out). The address is always this hop's peer, so no client can claim another (behind a
+    # router, a shard sees the router's); the Host a router passed on is kept (it names the router:
+    # the URLs a shard hands out must too), a client's own only changes what it is told back.
+    headers[CLIENT_ADDRESS_HEADER.lower()] = request.peer or ""
+    headers.setdefault(CLIENT_HOST_HEADER.lower(), request.headers.get("host", ""))
     # HEAD goes on as GET (our client would wait for the body a HEAD answer announces but never
     # carries); `_write` leaves the body out
     method = "GET" if request.method == "HEAD" else request.method
@@ -184,6 +192,7 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.head = HeadReader(self.limits)
         self.transport: asyncio.Transport | None = None
+        self.peer: str | None = None
         self.queue: deque[Request | Answer | None] = deque()    # an Answer: a refusal; None: close here
         self.queued_bytes = 0                   # of the bodies in `queue`
         self.ready = asyncio.Event()            # something is queued
@@ -210,6 +219,8 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
+        peer = transport.get_extra_info("peername") if hasattr(transport, "get_extra_info") else None
+        self.peer = peer[0] if isinstance(peer, tuple) and peer else None
         self.server.connections.add(self)
         self.server_task = self.loop.create_task(self._serve())
         self.since = self.loop.time()           # the first head is due within header_timeout of now
@@ -343,7 +354,7 @@ class _Connection(asyncio.Protocol):
         self.fresh = False
         body = b"".join(self.body)
         self.queue.append(Request(self.parser.get_method().decode("ascii"), self.url.decode("latin-1"),
-                                  self.headers, body, self.parser.should_keep_alive()))
+                                  self.headers, body, self.parser.should_keep_alive(), self.peer))
         self.queued_bytes += len(body)
         self.in_message = False
         self._start()

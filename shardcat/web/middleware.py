@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
 PUBLIC_PATHS = frozenset(registry.public_paths())     # served without a token (web/registry.py)
+# Templated paths served without an API token, by the prefix before their first parameter: the
+# Delta Sharing protocol (its handlers check the recipient's token themselves) and a recipient's
+# one-time profile retrieval.
+PUBLIC_PREFIXES = tuple(registry.public_prefixes())
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:
@@ -192,7 +196,7 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if request.path in PUBLIC_PATHS:
+        if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
             return await handler(request)
         token = bearer(request.headers.get("Authorization"))
         if token is None:

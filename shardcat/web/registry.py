@@ -18,9 +18,11 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .wire import PREFIX
+from .wire import PREFIX, SHARING_PREFIX
 
 CONTROL = "/api/1.0/unity-control"
+SHARING = SHARING_PREFIX + "/metastores/{metastore_id}"     # a recipient's profile endpoint
+SHARED_TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
 
 SHARD = "shard"        # a metastore's endpoint: served by its shard (the router forwards it)
 ACCOUNT = "account"    # account-level: served by the router (and by the one-process app)
@@ -37,7 +39,7 @@ class Endpoint:
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
-    public: bool = False            # served without a token (names no securable)
+    public: bool = False            # served without an API token (names no securable, or checks its own token)
     prefix: str = PREFIX
 
     @property
@@ -136,6 +138,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "PATCH", "/providers/{name}", "updateProvider", securable="PROVIDER"),
     E(SHARD, "DELETE", "/providers/{name}", "deleteProvider", securable="PROVIDER"),
     E(SHARD, "GET", "/providers/{name}/shares", "listShares", securable="PROVIDER"),
+    # The Delta Sharing protocol (catalog/delta_sharing/): recipients' tokens, not the API's.
+    E(SHARD, "GET", "/shares", "deltaSharingListShares", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}", "deltaSharingGetShare", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/schemas", "deltaSharingListSchemas", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/schemas/{schema}/tables", "deltaSharingListTables", securable="SHARE",
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
+      prefix=SHARING, public=True),
+    E(SHARD, "POST", SHARED_TABLE + "/query", "deltaSharingQueryTable", securable="TABLE", read_only=True,
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/changes", "deltaSharingQueryTableChanges", securable="TABLE",
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX, public=True),
+    E(SHARD, "GET", "/public/data_sharing_activation/{activation_url}", "retrieveRecipientProfile",
+      securable="RECIPIENT", public=True),
+    E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
+      securable="RECIPIENT", public=True),
     E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
     E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
     E(SHARD, "GET", "/shardcat/search", "search"),
@@ -213,7 +235,13 @@ def read_only(method: str, path: str) -> bool:
 
 def public_paths() -> list[str]:
     """The paths served without a token (the authentication middleware lets them through)."""
-    return [e.full_path for e in ENDPOINTS if e.public]
+    return [e.full_path for e in ENDPOINTS if e.public and "{" not in e.full_path]
+
+
+def public_prefixes() -> list[str]:
+    """Of the templated paths served without an API token, the part before the first parameter
+    (the Delta Sharing protocol's handlers check a recipient's token themselves)."""
+    return sorted({e.full_path.partition("{")[0] for e in ENDPOINTS if e.public and "{" in e.full_path})
 
 
 def securables() -> dict[str, str]:
