@@ -7,7 +7,7 @@ seconds nor sent an answer since the last ping, on HUNG_STRIKES pings in a row, 
 its metastores are reassigned to the least-loaded survivors (they warm their caches lazily),
 and a few seconds later, once they had the CPU to do so, a replacement shard joins for later
 assignments. A shard that is only busy, its loop turning with a queue of requests, is left
-alone: the ping is answered off that loop (shards/actor.py), and however late its beats on
+alone: the ping is answered off that loop (serving/actor.py), and however late its beats on
 an overloaded machine, answers go out. Killing it would only pile its load on the survivors.
 One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
 a second at a time. For the same reason a shard's silence (a stalled loop, an unanswered ping)
@@ -27,7 +27,7 @@ import time
 import psutil
 import ray
 
-from ..shards.actor import ShardActor
+from ..serving.actor import ShardActor
 from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..router.app import make_app
+from ..serving.single import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
-from ..router.http1 import Listening
-from ..router.http_limits import HttpLimits
+from ..web.http1 import Listening
+from ..web.http_limits import HttpLimits
 from ..router.routing import RoutingTable
-from ..shards.front import start_shard_front
+from ..serving.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from ..store.sealing import SecretBox, load_keys, reseal_credentials

@@ -18,7 +18,8 @@ import functools
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..shards.http import PREFIX, json_body, ok
+from ..web.wire import PREFIX
+from ..web.kit import json_body, ok
 from .principals import CONTROL_PREFIX, ERROR_SCHEMA, RESOURCES, SCIM_PREFIX, IdentityService
 
 SCIM_TYPE = "application/scim+json"

@@ -7,9 +7,10 @@ from aiohttp import web
 
 from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
-from ..shards.http import PREFIX, json_body, ok
-from ..shards.metastores import AccountService
-from .middleware import Authenticator
+from ..web.wire import PREFIX
+from ..web.kit import json_body, ok
+from ..catalog.metastores import AccountService
+from ..web.middleware import Authenticator
 
 
 class AccountApi:

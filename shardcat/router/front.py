@@ -16,16 +16,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..auth import bearer
-from ..governance.audit import REQUEST_ID_HEADER
-from ..shards.http import PREFIX, VERSION_HEADER
-from . import http1
-from .http_limits import HttpLimits
+from ..web.wire import PREFIX, RELAYED_HEADERS
+from ..web import http1
+from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
-from .middleware import Authenticator
-from .shard_client import Address, Answer, ShardClient
+from ..web.middleware import Authenticator
+from ..web.shard_client import Address, Answer, ShardClient
 
-# The shard's answer headers a fast-path answer carries.
-_RELAYED = ("content-type", "date", VERSION_HEADER.lower(), REQUEST_ID_HEADER.lower())
+# The shard's answer headers a fast-path answer carries: those the router app relays (forward.py).
+_RELAYED = ("content-type", "date", *(name.lower() for name in RELAYED_HEADERS))
 
 
 class Front:

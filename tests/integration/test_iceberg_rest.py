@@ -408,3 +408,16 @@ async def test_the_metadata_pointer_moves_only_through_the_iceberg_catalog(ice, 
     status, body = await ice.call("PATCH", "/tables/ice.s.d", json={
         "data_source_format": "ICEBERG", "properties": {"metadata_location": elsewhere}})
     assert status == 400 and "metadata_location" in body["message"], body
+
+
+async def test_the_audit_log_names_iceberg_operations(ice):
+    created = await create(ice, "t")
+    status, _ = await ice.call("POST", f"{P}/namespaces/s/tables/t", json={
+        "requirements": [{"type": "assert-table-uuid", "uuid": created["metadata"]["table-uuid"]}],
+        "updates": [set_property("k", "v")]})
+    assert status == 200
+    status, body = await ice.call("GET", "/shardcat/audit", params={
+        "metastore_id": ice.metastore_id, "action": "icebergUpdateTable"})
+    assert status == 200, body
+    assert [(e["securable_type"], e["securable_full_name"], e["allowed"]) for e in body["events"]] == \
+        [("TABLE", "ice.s.t", True)]
