@@ -137,6 +137,7 @@ class RayCluster:
         self.cache = cache
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
+        self.event_counts: dict[str, int] = {}    # events by kind, for the router's /metrics
         self.strikes: dict[str, int] = {}  # shard -> pings in a row that found it stalled or silent
         self.answered: dict[str, int] = {}  # shard -> answers it had sent at its last ping
         self.own_loop = LoopWatch()
@@ -253,4 +254,5 @@ class RayCluster:
 
     def _event(self, kind: str, **fields) -> None:
         self.events.append({"t": time.time(), "event": kind, **fields})
+        self.event_counts[kind] = self.event_counts.get(kind, 0) + 1
         log.info("%s %s", kind, fields)

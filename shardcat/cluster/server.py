@@ -74,7 +74,7 @@ async def start(config: ServeConfig) -> Running:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
                              event_loop=config.event_loop, secret_keys=keys)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port,
+        front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts), config.host, config.port,
                                   config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
     front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port,

@@ -24,6 +24,8 @@ from ..entities.values import bigint_text
 from .account import AccountApi
 from ..web.middleware import Authenticator, error_middleware, text_input
 from .routing import RoutingTable
+from .metrics import probe_routes
+from ..web.metrics import OBSERVED, Observed
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
@@ -137,8 +139,10 @@ FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)
 AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 
 
-def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
-    """The whole router as an aiohttp app (router/front.py serves it behind a faster front)."""
+def make_router_app(store: Store, routing: RoutingTable,
+                    supervisor_events: dict[str, int] | None = None) -> web.Application:
+    """The whole router as an aiohttp app (router/front.py serves it behind a faster front).
+    `supervisor_events`: the supervisor's counts of its events by kind, for /metrics."""
     authenticator = Authenticator(store)
     forwarder = Forwarder(routing)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
@@ -148,11 +152,14 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
     app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator
+    app[OBSERVED] = Observed()      # the front counts into it; /metrics reads it
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store), authenticator)
-    handlers = [web.get("/healthz", healthz), *account.routes(),
+    handlers = [web.get("/healthz", healthz),
+                *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
+                *account.routes(),
                 web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]
     app.add_routes([
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),

@@ -21,6 +21,8 @@ import ray
 
 from ..governance import audit
 from ..web import http1
+from ..web import metrics as web_metrics
+from . import metrics as serving_metrics
 from ..web.middleware import Authenticator
 from ..store.db import Store
 from ..store.sealing import SecretBox
@@ -62,6 +64,7 @@ class ShardActor:
         # Through the module: Ray ships this class by value, so a name imported into it is a copy
         # (an AppKey copy finds nothing).
         self.audit = app[audit.APP_KEY]
+        self.observed = app[web_metrics.OBSERVED]
         local_socket = None
         if host == "127.0.0.1" and sys.platform == "linux":
             # The router is on this host: a Unix socket costs both sides less per request than
@@ -91,6 +94,10 @@ class ShardActor:
 
     async def owned(self) -> list[str]:
         return sorted(self.shard.states)
+
+    async def figures(self):
+        """This shard's metrics figures (web/metrics.py Figures), for the router's /metrics."""
+        return serving_metrics.shard_figures(self.shard, self.audit, self.observed)
 
     async def stats(self) -> dict:
         caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]

@@ -18,12 +18,12 @@ from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
 from ..store.db import Store, is_db_unavailable
+from . import registry
 from ..entities.values import now_ms
 
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = ("/healthz",)
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:
@@ -191,7 +191,7 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if request.path in PUBLIC_PATHS:
+        if registry.public(request.path):
             return await handler(request)
         token = bearer(request.headers.get("Authorization"))
         if token is None:

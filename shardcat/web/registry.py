@@ -35,6 +35,7 @@ class Endpoint:
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
+    public: bool = False            # answered without a token and not audited: probes, metrics
     prefix: str = PREFIX
 
     @property
@@ -44,7 +45,10 @@ class Endpoint:
 
 E = Endpoint
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix=""),
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True),
+    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True),
+    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True),
+    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
     E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
     E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
@@ -203,6 +207,16 @@ def read_only(method: str, path: str) -> bool:
     if method in ("GET", "HEAD"):
         return True
     return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
+
+
+PUBLIC_PATHS = frozenset(e.full_path for e in ENDPOINTS if e.public and "{" not in e.full_path)
+# a public endpoint with path parameters: everything under the path before its first parameter
+PUBLIC_UNDER = tuple(sorted({e.full_path.partition("{")[0] for e in ENDPOINTS if e.public and "{" in e.full_path}))
+
+
+def public(path: str) -> bool:
+    """Whether a request path is a public endpoint's (no token asked, nothing audited)."""
+    return path in PUBLIC_PATHS or (bool(PUBLIC_UNDER) and path.startswith(PUBLIC_UNDER))
 
 
 def securables() -> dict[str, str]:
