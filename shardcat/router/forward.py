@@ -19,6 +19,7 @@ from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, RELAYED_HEADE
 from ..web import registry
 from ..web.kit import healthz, ok, routes
 from ..catalog.metastores import AccountService
+from ..governance.oidc import OidcConfig, OidcVerifier
 from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi
@@ -139,11 +140,13 @@ FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)
 AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 
 
-def make_router_app(store: Store, routing: RoutingTable,
-                    supervisor_events: dict[str, int] | None = None) -> web.Application:
+def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict[str, int] | None = None,
+                    oidc: OidcConfig | None = None) -> web.Application:
     """The whole router as an aiohttp app (router/front.py serves it behind a faster front).
-    `supervisor_events`: the supervisor's counts of its events by kind, for /metrics."""
-    authenticator = Authenticator(store)
+    `supervisor_events`: the supervisor's counts of its events by kind, for /metrics; `oidc`: an
+    identity provider whose tokens sign users in (governance/oidc.py)."""
+    verifier = OidcVerifier(oidc, store) if oidc else None
+    authenticator = Authenticator(store, identity_provider=verifier)
     forwarder = Forwarder(routing)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
@@ -156,7 +159,7 @@ def make_router_app(store: Store, routing: RoutingTable,
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
-    account = AccountApi(AccountService(store), authenticator)
+    account = AccountApi(AccountService(store), authenticator, verifier)
     handlers = [web.get("/healthz", healthz),
                 *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 *account.routes(),

@@ -181,6 +181,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+# POST with a form: the RFC 8693 token exchange, authenticated by the identity provider's token it carries
+TOKEN_EXCHANGE_PATH = CONTROL + "/auth/tokens"
+
+
 def served_by(app: str) -> list[Endpoint]:
     """The endpoints an app serves ("shard", "account", "router"), in registry order."""
     return [e for e in ENDPOINTS if e.app in (app, EVERY)]
