@@ -34,8 +34,7 @@ from aiohttp import web
 
 from shardcat.web import http1
 from shardcat.web.shard_client import Answer
-
-PREFIX = "/api/2.1/unity-catalog"
+from shardcat.web.wire import PREFIX
 
 
 def json_body(size: int) -> bytes:

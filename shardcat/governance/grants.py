@@ -24,7 +24,7 @@ from ..cache.ttl import TtlCache
 from ..entities.asset import Asset
 from ..entities.names import check_principal, split_full_name
 from ..entities.types import TYPES
-from ..errors import invalid, not_found
+from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx
 from ..store.grants import is_account_admin
 from ..entities.values import now_ms
@@ -63,6 +63,10 @@ def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
     return out
 
 
+def _missing(kind: str, full_name: str) -> CatalogError:
+    """The answer for a securable that does not exist, and for one the caller may not see."""
+    return not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
+
 class PermissionsService:
     def __init__(self, shard, identity_ttl: float = 5.0):
         self.shard = shard
@@ -94,7 +98,7 @@ class PermissionsService:
             return kind, None
         asset = await self.shard.lookup(caller.metastore(), *key, caller.min_version)
         if asset is None or (kind != "table" and asset.type != kind):
-            raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
+            raise _missing(kind, full_name)
         return kind, asset
 
     async def _authz(self, caller: Caller) -> Authz:
@@ -104,7 +108,7 @@ class PermissionsService:
     async def get(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
         kind, asset = await self._securable(caller, type_name, full_name)
         authz = await self._authz(caller)
-        authz.require(kind, "read", asset)
+        authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
         n = authz.node(asset)
         return _assignments(authz.index.grants.get(n, {}), principal)
 
@@ -131,8 +135,7 @@ class PermissionsService:
                 raise invalid(f"privilege_assignments[{i}] must be {{principal: string, privileges: list}}.")
             principal = check_principal(a["principal"], f"privilege_assignments[{i}].principal")
             new.setdefault(principal, set()).update(P.privilege_name(p, kind) for p in a["privileges"])
-        await self._write(caller, kind, key, full_name, lambda held: new)
-        return {}
+        return _assignments(await self._write(caller, kind, key, full_name, lambda held: new))
 
     async def _write(self, caller: Caller, kind: str, key, full_name: str, change) -> dict:
         authz = await authorizer(self.shard, caller)
@@ -143,8 +146,8 @@ class PermissionsService:
             if key is not None:
                 asset = await tx.get(*key)
                 if asset is None or (kind != "table" and asset.type != kind):
-                    raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
-            authz.require(kind, "grant", asset)
+                    raise _missing(kind, full_name)
+            authz.require_or_missing(kind, "grant", asset, _missing(kind, full_name))
             sid = asset.id if asset else state.id
             held = await tx.grants_on(sid)
             new = {p: set(v) for p, v in change({p: set(v) for p, v in held.items()}).items() if v}
@@ -157,7 +160,7 @@ class PermissionsService:
     async def effective(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
         kind, asset = await self._securable(caller, type_name, full_name)
         authz = await self._authz(caller)
-        authz.require(kind, "read", asset)
+        authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
         ix = authz.index
         n = authz.node(asset)
         kind_of_n = ix.kind.get(n, "metastore")
@@ -217,15 +220,18 @@ class PermissionsService:
         for item, kind, key, privilege in parsed:
             answer = {k: item[k] for k in ("securable_type", "full_name", "privilege")}
             asset = snap.by_name.get(key) if key is not None else None
+            gone = {"allowed": False, "reason": f"{label(kind).capitalize()} '{item['full_name']}' does not exist."}
             if key is not None and (asset is None or (kind != "table" and asset.type != kind)):
-                answer.update(allowed=False, reason=f"{label(kind).capitalize()} '{item['full_name']}' does not exist.")
+                answer.update(gone)
             else:
                 if privilege.lower() in P.OPERATIONS:
                     decision = authz.decide(kind, privilege.lower(), asset, parent=None)
                 else:
                     use = privilege not in (P.USE_CATALOG, P.USE_SCHEMA, P.BROWSE)
                     decision = authz.decide(kind, "check", asset, rule=P.Rule((P.OWNER, privilege), use=use))
-                answer.update(decision.json())
+                # a securable the caller may not see answers as a missing one (admins see everything)
+                hidden = not decision.allowed and asset is not None and not me.sees(asset.type, asset)
+                answer.update(gone if hidden else decision.json())
             out.append(answer)
         return {"metastore_version": snap.version, "principal": principal or caller.name, "items": out}
 

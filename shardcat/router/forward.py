@@ -15,6 +15,7 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
+from ..openapi import openapi_routes
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, VERSION_HEADER
 from ..web import registry
 from ..web.kit import healthz, ok, routes
@@ -160,7 +161,7 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store), authenticator, verifier)
-    handlers = [web.get("/healthz", healthz),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(),
                 *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 *account.routes(),
                 web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]

@@ -17,6 +17,7 @@ from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
+from ..openapi import openapi_routes
 from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
@@ -270,7 +271,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         return ok(resolver.stats_of(request["caller"]))
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
-    handlers = [web.get("/healthz", healthz), *probe_routes(shard, audit_log), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *api.routes(),
+                web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),

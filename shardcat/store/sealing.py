@@ -27,6 +27,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from .db import MetastoreGone, VersionConflict
+
 log = logging.getLogger(__name__)
 
 KEY_FILE = "secret.key"
@@ -200,7 +202,6 @@ async def reseal_credentials(store, box: SecretBox) -> dict:
     plain text (stored before sealing) and older keys' seals. Each metastore's changes are one versioned write
     (docs/design.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
     under a key this server does not hold is left as it is, and counted."""
-    from .db import MetastoreGone, VersionConflict
     counts = {"resealed": 0, "unreadable": 0}
     rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = ANY($1::text[])",
                                   list(SEALED_TYPES))

@@ -22,7 +22,8 @@ LAYERS = [
     {"catalog"},                  # catalog operations, each type's rules and routes
     {"governance"},               # decisions (privileges, audit, identity, vending) and their APIs
     {"delta"},                    # the Delta protocol's rules (and a client of the Delta API)
-    {"web", "shards"},            # the HTTP kit and endpoint registry; the shard core (versions, reconcile, followers)
+    {"web", "openapi", "shards"},  # the HTTP kit, endpoint registry and API document; the shard core (versions,
+                                   # reconcile, followers)
     {"cache", "store"},           # pure data structures; PostgreSQL
     {"entities", "errors", "auth"},   # values: asset types, names, errors, callers
 ]
