@@ -27,6 +27,7 @@ from .account import AccountApi
 from ..web.middleware import Authenticator, error_middleware, text_input
 from .routing import RoutingTable
 from .metrics import probe_routes
+from ..web.explorer import explorer_routes
 from ..web.metrics import OBSERVED, Observed
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
@@ -161,7 +162,7 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store), authenticator, verifier)
-    handlers = [web.get("/healthz", healthz), *openapi_routes(),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(),
                 *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 *account.routes(),
                 web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]

@@ -40,6 +40,7 @@ from ..web import registry
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
 from ..web.metrics import OBSERVED, Observed
 from .metrics import probe_routes
+from ..web.explorer import explorer_routes
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 # The assets with create, list, get, update and delete routes: (type, path segment, the item's
@@ -271,7 +272,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         return ok(resolver.stats_of(request["caller"]))
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *api.routes(),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(),
+                *api.routes(),
                 web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),

@@ -49,6 +49,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True),
     E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True),
     E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True),
+    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True),       # the catalog explorer (web/explorer.py)
+    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True),
     E(EVERY, "GET", "/openapi.json", "listOpenapi.json"),     # the OpenAPI document (shardcat/openapi/)
     E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml"),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),

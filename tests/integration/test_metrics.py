@@ -110,6 +110,8 @@ async def test_router_scrape_shows_shards_and_a_kill(cluster, http, tmp_path):
     assert value(samples, "shardcat_metastores_owned", server=owner) >= 1
     async with http.get(cluster.url + "/readyz") as r:
         assert r.status == 200, await r.text()
+    async with http.get(cluster.url + "/") as r:        # the router serves the explorer's page too
+        assert r.status == 200 and r.content_type == "text/html"
 
     victim = "shard-1" if owner == "shard-0" else "shard-0"
     await cluster.cluster.kill(victim)
