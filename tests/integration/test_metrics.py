@@ -5,12 +5,15 @@ each shard's figures and liveness, and a killed shard shows in the supervisor's 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from shardcat.router.metrics import readiness_problems
 from shardcat.router.routing import RoutingTable, ShardHandle
-from shardcat.web.metrics import operation
+from shardcat.web.metrics import BUCKETS, COUNTERS, GAUGES, LABELLED, Figures, exposition, operation
 from tests.conftest import new_workspace, serving
 
 cluster = serving("metrics", shards=2)
@@ -124,3 +127,15 @@ async def test_router_scrape_shows_shards_and_a_kill(cluster, http, tmp_path):
     assert value(samples, "shardcat_supervisor_events_total", server="router", event="shard_killed") == 1
     assert value(samples, "shardcat_supervisor_events_total", server="router", event="metastores_reassigned") >= 1
     assert value(samples, "shardcat_shard_up", server="router", shard=victim) == 0
+
+
+def test_the_dashboard_names_only_metrics_that_exist():
+    """ray-config/grafana-shardcat.json asks for metrics shardcat exposes (a rename breaks it here)."""
+    figures = Figures(requests={("getTable", 200): [1] + [0] * len(BUCKETS) + [0.001]},
+                      counters={k: 1 for k in COUNTERS if k not in LABELLED},
+                      gauges={k: 1 for k in GAUGES if k not in LABELLED},
+                      labelled={k: {"x": 1} for k in LABELLED})
+    exposed = set(re.findall(r"^(shardcat_\w+)", exposition([({"server": "router"}, figures)]).decode(), re.M))
+    dashboard = Path(__file__).resolve().parents[2] / "ray-config" / "grafana-shardcat.json"
+    wanted = set(re.findall(r"shardcat_\w+", json.dumps([p["targets"] for p in json.loads(dashboard.read_text())["panels"]])))
+    assert wanted and wanted <= exposed, wanted - exposed
