@@ -12,6 +12,7 @@ import uvloop
 from ..client.cli import add_client_commands, run_client
 from ..governance.oidc import OidcConfig
 from ..shards.shard import CacheConfig
+from ..web import request_log
 from ..store.sealing import key_file_of, rotate_key_file
 from .server import ServeConfig, serve_forever
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "serve":
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.request_log:
+        request_log.turn_on()
     if args.event_loop == "asyncio":
         asyncio.run(serve_forever(serve_config(args)))
     else:
@@ -63,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "to its external id or name (default email)")
     serve.add_argument("--oidc-workspace", type=int, default=1,
                        help="the workspace users signed in through the provider act in (default 1)")
+    serve.add_argument("--request-log", action="store_true",
+                       help="one JSON line per request on stderr (request id, principal, operation, path, "
+                            "status, latency, metastore; never tokens, queries or bodies): docs/operations.md")
     serve.add_argument("--log-level", default="INFO")
     rotate = commands.add_parser("rotate-secret-key",
                                  help="put a new key first in the secret key file; the next start re-encrypts "

@@ -24,6 +24,7 @@ from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from ..web.middleware import Authenticator
 from ..web.metrics import OBSERVED, operation
+from ..web.request_log import RequestLog
 from ..web.shard_client import Address, Answer, ShardClient
 
 # The shard's answer headers a fast-path answer carries: those the router app relays (forward.py).
@@ -45,6 +46,7 @@ class Front:
         self.requests = observed.requests
         self.stats = observed.front
         self.stats.update(fast=0, through_app=0)
+        self.request_log = RequestLog("router")
 
     async def answer(self, request: http1.Request) -> Answer:
         started = time.perf_counter()
@@ -54,7 +56,11 @@ class Front:
         else:
             self.stats["through_app"] += 1
             answer = await http1.relay(self.client, self.app_address, request)
-        self.requests.observe(operation(request.method, request.path), answer.status, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        name = operation(request.method, request.path)
+        self.requests.observe(name, answer.status, seconds)
+        if self.request_log.enabled:
+            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
         return answer
 
     def _fast_path(self, request: http1.Request) -> bool:

@@ -26,6 +26,7 @@ from ..errors import CatalogError
 from ..web import registry
 from ..web.kit import reading_at_least
 from ..web.metrics import OBSERVED, operation
+from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
@@ -57,6 +58,7 @@ class ShardFront:
         self.requests = observed.requests
         self.stats = observed.front
         self.stats.update(fast=0, through_app=0, tried_first=0)
+        self.request_log = RequestLog(self.shard.name)
 
     async def answer(self, request: http1.Request) -> Answer:
         started = time.perf_counter()
@@ -66,7 +68,11 @@ class ShardFront:
         else:
             self.stats["through_app"] += 1
             answer = await http1.relay(self.client, self.app_address, request)
-        self.requests.observe(operation(request.method, request.path), answer.status, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        name = operation(request.method, request.path)
+        self.requests.observe(name, answer.status, seconds)
+        if self.request_log.enabled:
+            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
         return answer
 
     async def _answer_itself(self, request: http1.Request) -> Answer | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shardcat.router.metrics import readiness_problems
 from shardcat.router.routing import RoutingTable, ShardHandle
+from shardcat.web.request_log import LOGGER
 from shardcat.web.metrics import BUCKETS, COUNTERS, GAUGES, LABELLED, Figures, exposition, operation
 from tests.conftest import new_workspace, serving
 
@@ -139,3 +141,25 @@ def test_the_dashboard_names_only_metrics_that_exist():
     dashboard = Path(__file__).resolve().parents[2] / "ray-config" / "grafana-shardcat.json"
     wanted = set(re.findall(r"shardcat_\w+", json.dumps([p["targets"] for p in json.loads(dashboard.read_text())["panels"]])))
     assert wanted and wanted <= exposed, wanted - exposed
+
+
+async def test_request_log_lines_say_who_did_what_and_no_secret(ws, server, http, caplog):
+    front = server.front.front
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    front.request_log.enabled = True        # what `shardcat serve --request-log` sets at start
+    try:
+        status, _ = await ws.call("POST", "/catalogs", json={"name": "logged", "comment": "x"})
+        assert status == 200
+        status, _ = await ws.call("GET", "/catalogs/logged")        # answered on the fast path
+        assert status == 200
+        status, _ = await ws.call("GET", "/catalogs/absent", params={"page_token": "secret-ish"})
+        assert status == 404
+    finally:
+        front.request_log.enabled = False
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert [(x["operation"], x["status"]) for x in lines] == [("createCatalog", 200), ("getCatalog", 200),
+                                                             ("getCatalog", 404)]
+    for line in lines:
+        assert line["principal"] == "admin" and line["metastore"] == ws.metastore_id
+        assert line["request_id"] and line["latency_ms"] >= 0 and line["server"] == "shard-0"
+        assert ws.token not in json.dumps(line) and "secret-ish" not in json.dumps(line)
