@@ -388,7 +388,7 @@ def middleware(audit_log: AuditLog):
 
     @web.middleware
     async def audited(request: web.Request, handler):
-        if registry.public(request.path):     # probes, metrics, the explorer's files
+        if not registry.audited(request.path):     # probes, metrics, the explorer's files
             return await handler(request)
         request_id = new_request_id()
         at = int(time.time() * 1000)

@@ -20,7 +20,6 @@ from ..web.wire import PREFIX
 
 JSON_PATH = f"{PREFIX}/openapi.json"
 YAML_PATH = f"{PREFIX}/openapi.yaml"
-PUBLIC_PATHS = (JSON_PATH, YAML_PATH)
 
 
 @functools.cache

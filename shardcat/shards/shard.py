@@ -73,7 +73,7 @@ class MetastoreState:
     # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
     locations: UrlTrie = field(default_factory=UrlTrie)
     location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
-    privileges: object = None   # a follower's: governance/grants.py's privilege index, loaded on first use
+    privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

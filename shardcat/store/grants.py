@@ -1,4 +1,4 @@
-"""Grants in PostgreSQL (table `grants`, migration 0005): what governance/grants.py reads to build and
+"""Grants in PostgreSQL (table `grants`, migration 0005): what governance/index.py reads to build and
 refresh a shard's privilege index, and who is an account admin. Writes go through `WriteTx.set_grants`."""
 
 from __future__ import annotations

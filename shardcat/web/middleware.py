@@ -17,7 +17,6 @@ from ..cache.ttl import TtlCache
 from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
-from ..openapi import PUBLIC_PATHS as OPENAPI_PATHS
 from ..store.db import Store, is_db_unavailable
 from . import registry
 from ..entities.values import now_ms
@@ -25,7 +24,6 @@ from ..entities.values import now_ms
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = ("/healthz", *OPENAPI_PATHS)
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:
@@ -204,7 +202,7 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if request.path in PUBLIC_PATHS or registry.public(request.path):
+        if registry.public(request.path):
             return await handler(request)
         token = bearer(request.headers.get("Authorization"))
         if token is None and _token_exchange(request):

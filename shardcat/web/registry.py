@@ -2,12 +2,14 @@
 
 One line per endpoint: the app that serves it, method, path (under its prefix), the audit
 action, the securable type the audit row names (when the path says it), whether a POST only
-reads (safe to send again, like a GET), and whether the shard's fast front answers it itself.
+reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
+whether it is served without a token.
 From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
 handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
-and the shard front's fast paths (serving/front.py). Adding an endpoint: write its handler in
-its module, add its line here (docs/design.md). Pure data: clients read it too.
+the shard front's fast paths (serving/front.py), and the paths that need no token
+(web/middleware.py). Adding an endpoint: write its handler in its module, add its line here
+(docs/design.md). Pure data: clients read it too.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class Endpoint:
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
-    public: bool = False            # answered without a token and not audited: probes, metrics
+    public: bool = False            # served without a token (names no securable)
+    audited: bool = True            # False: not an audit event (probes, metrics, the explorer's files)
     prefix: str = PREFIX
 
     @property
@@ -45,14 +48,14 @@ class Endpoint:
 
 E = Endpoint
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True),
-    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True),
-    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True),
-    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True),
-    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True),       # the catalog explorer (web/explorer.py)
-    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True),
-    E(EVERY, "GET", "/openapi.json", "listOpenapi.json"),     # the OpenAPI document (shardcat/openapi/)
-    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml"),
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
+    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
     E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
     E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
@@ -217,14 +220,31 @@ def read_only(method: str, path: str) -> bool:
     return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
 
 
-PUBLIC_PATHS = frozenset(e.full_path for e in ENDPOINTS if e.public and "{" not in e.full_path)
-# a public endpoint with path parameters: everything under the path before its first parameter
-PUBLIC_UNDER = tuple(sorted({e.full_path.partition("{")[0] for e in ENDPOINTS if e.public and "{" in e.full_path}))
+def public_paths() -> list[str]:
+    """The paths served without a token (the authentication middleware lets them through)."""
+    return [e.full_path for e in ENDPOINTS if e.public]
+
+
+def _paths(endpoints) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(exact paths, prefixes) of endpoints: a path with parameters covers what is under its
+    part before the first one."""
+    paths = [e.full_path for e in endpoints]
+    return (frozenset(p for p in paths if "{" not in p),
+            tuple(sorted({p.partition("{")[0] for p in paths if "{" in p})))
+
+
+_PUBLIC = _paths(e for e in ENDPOINTS if e.public)
+_UNAUDITED = _paths(e for e in ENDPOINTS if not e.audited)
 
 
 def public(path: str) -> bool:
-    """Whether a request path is a public endpoint's (no token asked, nothing audited)."""
-    return path in PUBLIC_PATHS or (bool(PUBLIC_UNDER) and path.startswith(PUBLIC_UNDER))
+    """Whether a request path is an endpoint's served without a token."""
+    return path in _PUBLIC[0] or (bool(_PUBLIC[1]) and path.startswith(_PUBLIC[1]))
+
+
+def audited(path: str) -> bool:
+    """Whether a request to this path is an audit event (probes, metrics, static files are not)."""
+    return not (path in _UNAUDITED[0] or (bool(_UNAUDITED[1]) and path.startswith(_UNAUDITED[1])))
 
 
 def securables() -> dict[str, str]:

@@ -89,3 +89,31 @@ async def test_a_failed_write_changes_nothing():
     with pytest.raises(CatalogError):
         await service.create(admin, "table", {**TABLE, "name": "bad", "columns": "not a list"})
     assert await store.metastore_version(admin.metastore_id) == before
+
+
+async def test_a_follower_hears_every_applied_write_reconcile_and_rebuild():
+    """The shard core's followers hook: what mirrors a metastore joins with `follow` (no feature in the core)."""
+    store, admin, service = await _world()
+
+    class Recorder:
+        def __init__(self):
+            self.heard = []
+
+        def applied(self, state, tx):
+            self.heard.append(("applied", tx.version, sorted(a.name for a in tx.written.values())))
+
+        async def reconciled(self, state, changes):
+            self.heard.append(("reconciled", changes.version, len(changes.changed)))
+
+        def rebuilt(self, state, version):
+            self.heard.append(("rebuilt", version))
+
+    other = CatalogService(Shard(store, "b"))
+    recorder = Recorder()
+    other.shard.follow(recorder)
+    other.shard.follow(recorder)        # once, however often asked
+    await other.list(admin, "schema", "c")                      # first use: a rebuild
+    await other.create(admin, "table", {**TABLE, "name": "t", "storage_location": "file:///ext/t"})
+    await service.create(admin, "table", {**TABLE, "name": "u", "storage_location": "file:///ext/u"})
+    await other.shard.observed(admin.metastore_id, await store.metastore_version(admin.metastore_id))
+    assert recorder.heard == [("rebuilt", 2), ("applied", 3, ["t"]), ("reconciled", 4, 1)]
