@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--oidc-claim", default="email",
                        help="the token claim naming the principal: matched to its e-mails or name, then `sub` "
                             "to its external id or name (default email)")
+    serve.add_argument("--oidc-client-id", default=None,
+                       help="the explorer's public client at the provider: the explorer then signs users in "
+                            "through the provider's login (authorization code with PKCE)")
     serve.add_argument("--oidc-workspace", type=int, default=1,
                        help="the workspace users signed in through the provider act in (default 1)")
     serve.add_argument("--request-log", action="store_true",
@@ -94,7 +97,7 @@ def oidc_config(args: argparse.Namespace) -> OidcConfig | None:
     if not args.oidc_issuer or not args.oidc_audience:
         raise SystemExit("shardcat: --oidc-issuer and --oidc-audience go together")
     return OidcConfig(tuple(args.oidc_issuer), args.oidc_audience, args.oidc_jwks_url, args.oidc_claim,
-                      args.oidc_workspace)
+                      args.oidc_workspace, client_id=args.oidc_client_id)
 
 
 def rotate_secret_key(args: argparse.Namespace) -> int:

@@ -49,6 +49,7 @@ class OidcConfig:
     claim: str = "email"                  # the claim naming the principal (then `sub`)
     workspace_id: int = 1                 # the workspace a signed-in user acts in (the default one)
     token_lifetime: int = 3600            # seconds an exchanged shardcat token lives
+    client_id: str | None = None          # the explorer's public client at the provider (its login, with PKCE)
 
 
 def unauthenticated(message: str) -> CatalogError:
@@ -68,11 +69,24 @@ class OidcVerifier:
         self.config = config
         self.store = store
         self._jwks: dict[str, PyJWKClient] = {}
+        self._discovery: dict | None = None     # the first issuer's discovery document, once read
+
+    async def sign_in_settings(self) -> dict:
+        """What the explorer needs to sign in through the provider's login page (authorization code
+        with PKCE, a public client): its endpoints and client id; {} without a client id."""
+        if not self.config.client_id:
+            return {}
+        issuer = self.config.issuers[0]
+        if self._discovery is None:
+            self._discovery = await asyncio.to_thread(_discover, issuer)
+        return {"issuer": issuer, "client_id": self.config.client_id, "scope": "openid email profile",
+                "authorization_endpoint": self._discovery["authorization_endpoint"],
+                "token_endpoint": self._discovery["token_endpoint"]}
 
     async def _jwks_client(self, issuer: str) -> PyJWKClient:
         client = self._jwks.get(issuer)
         if client is None:
-            url = self.config.jwks_url or await asyncio.to_thread(_discover_jwks_url, issuer)
+            url = self.config.jwks_url or (await asyncio.to_thread(_discover, issuer))["jwks_uri"]
             client = self._jwks[issuer] = PyJWKClient(url, cache_keys=True, lifespan=JWKS_CACHE_SECONDS,
                                                       timeout=FETCH_TIMEOUT_SECONDS)
         return client
@@ -151,13 +165,16 @@ class OidcVerifier:
                 "expires_in": lifetime}
 
 
-def _discover_jwks_url(issuer: str) -> str:
-    """The `jwks_uri` of an issuer's OpenID discovery document (blocking: run in a thread)."""
+def _discover(issuer: str) -> dict:
+    """An issuer's OpenID discovery document (blocking: run in a thread)."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     try:
         with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_SECONDS) as answer:
             document = json.loads(answer.read())
-        return document["jwks_uri"]
+        for key in ("jwks_uri", "authorization_endpoint", "token_endpoint"):
+            if not isinstance(document.get(key), str):
+                raise ValueError(f"no {key}")
+        return document
     except Exception as e:
         log.warning("oidc: no discovery document at %s: %r", url, e)
         raise CatalogError("TEMPORARILY_UNAVAILABLE",

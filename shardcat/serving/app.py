@@ -272,7 +272,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         return ok(resolver.stats_of(request["caller"]))
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
                 *api.routes(),
                 web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),

@@ -1,17 +1,26 @@
 """The catalog explorer (issue 35) in a real headless browser: Debian's chromium, driven by Selenium
 through Debian's chromedriver, against the session's server. The owner signs in, browses to a
 table, sees its columns, grants and lineage graph, grants SELECT and sees the change, and finds the
-table by search; a user without privileges sees neither the table nor its name. The browser runs
+table by search; a user without privileges sees neither the table nor its name; a user signs in
+through an identity provider's login page (a small provider on loopback). The browser runs
 in a thread: the server answers in this test's event loop meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import json
 import os
+import secrets
 import shutil
+import time
 from pathlib import Path
 
+import jwt
 import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import rsa
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -19,6 +28,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from shardcat.cluster.server import ServeConfig, start
+from shardcat.governance.oidc import OidcConfig
 from tests.integration.governance_users import grant, unique, user
 
 # Screenshots go to a temporary directory; SHARDCAT_EXPLORER_SCREENSHOTS=docs/img writes docs' pictures.
@@ -194,3 +205,104 @@ def test_the_explorer_is_static_and_same_origin():
     for path in root.iterdir():
         text = path.read_text()
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text, path
+
+
+# ---- signing in through the identity provider's login page (authorization code with PKCE) ----
+
+CLIENT_ID = "shardcat-explorer"
+
+
+class LoginProvider:
+    """A small identity provider on loopback: discovery, a login that approves at once as
+    `login_email` (the user has "typed their password"), the token endpoint checking the PKCE
+    verifier, and the JWKS of a key made here."""
+
+    def __init__(self):
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.codes: dict[str, dict] = {}
+        self.login_email = None
+        self.issuer = None
+        self.verified = []          # the PKCE checks made: (challenge, verifier matched)
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get("/.well-known/openid-configuration", self.discovery)
+        app.router.add_get("/authorize", self.authorize)
+        app.router.add_post("/token", self.token)
+        app.router.add_route("OPTIONS", "/token", self.preflight)
+        app.router.add_get("/jwks", self.jwks)
+
+    async def discovery(self, request):
+        return web.json_response({"issuer": self.issuer, "authorization_endpoint": self.issuer + "/authorize",
+                                  "token_endpoint": self.issuer + "/token", "jwks_uri": self.issuer + "/jwks"})
+
+    async def authorize(self, request):
+        q = request.query
+        assert q["client_id"] == CLIENT_ID and q["response_type"] == "code" and q["code_challenge_method"] == "S256"
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = {"challenge": q["code_challenge"], "redirect_uri": q["redirect_uri"]}
+        raise web.HTTPFound(f"{q['redirect_uri']}?code={code}&state={q['state']}")
+
+    async def preflight(self, request):
+        return web.Response(headers=self._cors(request))
+
+    def _cors(self, request):
+        return {"Access-Control-Allow-Origin": request.headers.get("Origin", "*"),
+                "Access-Control-Allow-Headers": "content-type", "Access-Control-Allow-Methods": "POST"}
+
+    async def token(self, request):
+        form = await request.post()
+        started = self.codes.pop(form["code"], None)
+        digest = hashlib.sha256(form["code_verifier"].encode()).digest()
+        matched = started is not None and base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == started["challenge"]
+        self.verified.append(matched)
+        if not matched or form["redirect_uri"] != started["redirect_uri"]:
+            return web.json_response({"error": "invalid_grant"}, status=400, headers=self._cors(request))
+        now = int(time.time())
+        id_token = jwt.encode({"iss": self.issuer, "aud": CLIENT_ID, "sub": "u-1", "email": self.login_email,
+                               "iat": now, "exp": now + 300}, self.key, algorithm="RS256", headers={"kid": "login"})
+        return web.json_response({"id_token": id_token, "token_type": "Bearer", "expires_in": 300},
+                                 headers=self._cors(request))
+
+    async def jwks(self, request):
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        return web.json_response({"keys": [{**jwk, "kid": "login", "use": "sig", "alg": "RS256"}]})
+
+
+@pytest.fixture(scope="module")
+async def login_provider():
+    provider = LoginProvider()
+    app = web.Application()
+    provider.routes(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    provider.issuer = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    yield provider
+    await runner.cleanup()
+
+
+@pytest.fixture(scope="module")
+async def login_server(pg_url, tmp_path_factory, login_provider):
+    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("explorer-oidc"), db=pg_url,
+                                      oidc=OidcConfig((login_provider.issuer,), CLIENT_ID, client_id=CLIENT_ID)))
+    yield running
+    await running.stop()
+
+
+def provider_login_scenario(driver, url) -> str:
+    driver.get(url + "/explorer/explorer.css")
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(url + "/")
+    wait(driver, ec.element_to_be_clickable((By.ID, "idp-login"))).click()
+    wait(driver, ec.visibility_of_element_located((By.ID, "tree")))
+    return driver.find_element(By.ID, "who").text
+
+
+async def test_sign_in_through_the_providers_login_page(login_server, login_provider, browser):
+    name = unique("carol")
+    principal = await login_server.store.create_principal(name, "user")
+    await login_server.store.principals.update(principal.id, {"emails": [{"value": f"{name}@example.com"}]})
+    login_provider.login_email = f"{name}@example.com"
+    who = await asyncio.to_thread(provider_login_scenario, browser, login_server.url)
+    assert who == f"signed in as {name}"
+    assert login_provider.verified == [True]        # the code was traded with the matching PKCE verifier

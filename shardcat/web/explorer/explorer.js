@@ -420,6 +420,59 @@ async function search(words, token, list) {
       el("span", { class: "muted note" }, r.securable_type.toLowerCase() + (r.comment ? ` · ${r.comment}` : ""))), token);
 }
 
+// ---- the identity provider's login: authorization code with PKCE (RFC 7636), a public client ----
+
+const LOGIN_KEY = "shardcat.login";
+
+function base64url(bytes) {
+  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function randomText() {
+  return base64url(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+async function startProviderLogin(settings) {
+  const verifier = randomText(), stateText = randomText();
+  const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ verifier, state: stateText }));
+  const url = new URL(settings.authorization_endpoint);
+  for (const [k, v] of Object.entries({ response_type: "code", client_id: settings.client_id, scope: settings.scope,
+    redirect_uri: location.origin + "/", state: stateText, code_challenge: challenge, code_challenge_method: "S256" })) {
+    url.searchParams.set(k, v);
+  }
+  location.assign(url.toString());
+}
+
+async function finishProviderLogin(settings, params) {
+  // Back from the provider with a code: trade it (and the verifier) for the provider's tokens, then
+  // the provider's token for a shardcat token.
+  const started = JSON.parse(sessionStorage.getItem(LOGIN_KEY) || "null");
+  sessionStorage.removeItem(LOGIN_KEY);
+  history.replaceState(null, "", "/");
+  if (!started || params.get("state") !== started.state) throw new Error("The sign-in did not start here; try again.");
+  const answer = await fetch(settings.token_endpoint, { method: "POST", body: new URLSearchParams({
+    grant_type: "authorization_code", code: params.get("code"), redirect_uri: location.origin + "/",
+    client_id: settings.client_id, code_verifier: started.verifier }) });
+  const tokens = await answer.json().catch(() => ({}));
+  if (!answer.ok || !(tokens.id_token || tokens.access_token)) throw new Error("The identity provider refused the sign-in.");
+  const subject = tokens.id_token || tokens.access_token;
+  const exchanged = await call("POST", CONTROL + "/auth/tokens", { token: null, form: {
+    grant_type: "urn:ietf:params:oauth:grant-type:token-exchange", subject_token: subject,
+    subject_token_type: tokens.id_token ? "urn:ietf:params:oauth:token-type:id_token" : "urn:ietf:params:oauth:token-type:access_token",
+    requested_token_type: "urn:ietf:params:oauth:token-type:access_token" } });
+  await signIn(exchanged.access_token);
+}
+
+async function providerSettings() {
+  try {
+    const answer = await fetch("/explorer/sign-in.json");
+    return answer.ok ? await answer.json() : {};
+  } catch (e) {
+    return {};
+  }
+}
+
 // ---- start ---------------------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -453,6 +506,29 @@ document.addEventListener("DOMContentLoaded", () => {
     const words = $("search").value.trim();
     if (words) search(words);
   });
+  start();
+});
+
+async function start() {
+  const settings = await providerSettings();
+  if (settings.authorization_endpoint) {
+    $("idp-login-box").hidden = false;
+    $("idp-login").addEventListener("click", () => startProviderLogin(settings).catch((e) => showSignIn(e.message)));
+  }
+  const params = new URLSearchParams(location.search);
+  if (params.get("code") && settings.token_endpoint) {
+    try {
+      await finishProviderLogin(settings, params);
+    } catch (e) {
+      showSignIn(e.message);
+    }
+    return;
+  }
+  if (params.get("error")) {
+    history.replaceState(null, "", "/");
+    showSignIn(`The identity provider said: ${params.get("error_description") || params.get("error")}`);
+    return;
+  }
   if (state.token) signIn(state.token).catch(() => showSignIn());
   else showSignIn();
-});
+}
