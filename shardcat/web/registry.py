@@ -3,12 +3,12 @@
 One line per endpoint: the app that serves it, method, path (under its prefix), the audit
 action, the securable type the audit row names (when the path says it), whether a POST only
 reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
-whether it is served without a token.
+whether it is served without a token, and whether a request to it is an audit event.
 From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
 handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
-the shard front's fast paths (serving/front.py), and the paths that need no token
-(web/middleware.py). Adding an endpoint: write its handler in its module, add its line here
+the shard front's fast paths (serving/front.py), the paths that need no token
+(web/middleware.py), those not audited, and the operation names of /metrics (web/metrics.py). Adding an endpoint: write its handler in its module, add its line here
 (docs/design.md). Pure data: clients read it too.
 """
 
