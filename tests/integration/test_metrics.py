@@ -10,9 +10,13 @@ import logging
 import re
 from pathlib import Path
 
+from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from shardcat.router.metrics import readiness_problems
+from shardcat.serving.single import make_app
+from shardcat.shards.shard import Shard
+from shardcat.store.db import Store
 from shardcat.router.routing import RoutingTable, ShardHandle
 from shardcat.web.request_log import LOGGER
 from shardcat.web.metrics import BUCKETS, COUNTERS, GAUGES, LABELLED, Figures, exposition, operation
@@ -163,3 +167,19 @@ async def test_request_log_lines_say_who_did_what_and_no_secret(ws, server, http
         assert line["principal"] == "admin" and line["metastore"] == ws.metastore_id
         assert line["request_id"] and line["latency_ms"] >= 0 and line["server"] == "shard-0"
         assert ws.token not in json.dumps(line) and "secret-ish" not in json.dumps(line)
+
+
+async def test_not_ready_when_the_database_does_not_answer(pg_url):
+    """/readyz of an app whose PostgreSQL is gone answers 503 naming it; /livez still answers."""
+    store = await Store.open(pg_url, min_size=1, max_size=1)
+    app = make_app(store, Shard(store))
+    async with TestServer(app) as test_server, TestClient(test_server) as client:
+        r = await client.get("/readyz")
+        assert r.status == 200, await r.text()
+        await store.pool.close()                # the database stops answering this server
+        r = await client.get("/readyz")
+        body = await r.json()
+        assert r.status == 503 and body["error_code"] == "TEMPORARILY_UNAVAILABLE"
+        assert "database does not answer" in body["message"]
+        r = await client.get("/livez")
+        assert r.status == 200
