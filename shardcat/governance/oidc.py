@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import urllib.request
 from dataclasses import dataclass
 
@@ -36,7 +37,8 @@ JWT_TOKEN = "urn:ietf:params:oauth:token-type:jwt"
 SUBJECT_TOKEN_TYPES = (ACCESS_TOKEN, ID_TOKEN, JWT_TOKEN)
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 LEEWAY_SECONDS = 30           # clock skew allowed between the identity provider and this server
-JWKS_CACHE_SECONDS = 300      # how long fetched keys are kept; an unknown `kid` fetches again at once
+JWKS_CACHE_SECONDS = 300      # how long fetched keys are kept
+JWKS_REFRESH_SECONDS = 30     # an unknown `kid` fetches the keys again (rotation), at most this often per issuer
 FETCH_TIMEOUT_SECONDS = 5.0
 
 
@@ -70,6 +72,7 @@ class OidcVerifier:
         self.store = store
         self._jwks: dict[str, PyJWKClient] = {}
         self._discovery: dict | None = None     # the first issuer's discovery document, once read
+        self._refreshed: dict[str, float] = {}  # issuer -> when an unknown key id last fetched its keys
 
     async def sign_in_settings(self) -> dict:
         """What the explorer needs to sign in through the provider's login page (authorization code
@@ -105,7 +108,7 @@ class OidcVerifier:
             raise unauthenticated("The token's signing algorithm is not accepted (asymmetric keys only).")
         client = await self._jwks_client(issuer)
         try:
-            key = await asyncio.to_thread(client.get_signing_key_from_jwt, token)
+            key = await asyncio.to_thread(self._signing_key, issuer, client, header.get("kid"))
         except jwt.PyJWKClientConnectionError:
             log.warning("oidc: cannot fetch the JWKS of %s", issuer)
             raise CatalogError("TEMPORARILY_UNAVAILABLE",
@@ -123,6 +126,22 @@ class OidcVerifier:
             raise unauthenticated("The token's signature does not verify.") from None
         except jwt.PyJWTError as e:
             raise unauthenticated(f"The identity provider's token is not valid: {type(e).__name__}.") from None
+
+    def _signing_key(self, issuer: str, client: PyJWKClient, kid) -> jwt.PyJWK:
+        """The issuer's key `kid` (blocking: run in a thread). A key id not among the cached keys
+        fetches them again (the provider rotated its keys), but not more often than
+        JWKS_REFRESH_SECONDS: tokens with made-up key ids cannot make the server hammer the provider."""
+        if not isinstance(kid, str):
+            raise jwt.PyJWKClientError("the token names no key id")
+        for refresh in (False, True):
+            if refresh:
+                if time.monotonic() - self._refreshed.get(issuer, -JWKS_REFRESH_SECONDS) < JWKS_REFRESH_SECONDS:
+                    break
+                self._refreshed[issuer] = time.monotonic()
+            for key in client.get_signing_keys(refresh=refresh):
+                if key.key_id == kid:
+                    return key
+        raise jwt.PyJWKClientError(f"no key {kid!r:.40} in the issuer's JWKS")
 
     async def identity(self, token: str) -> Identity:
         """The principal an identity provider's token names, as authentication yields it."""

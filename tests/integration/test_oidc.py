@@ -175,3 +175,16 @@ async def test_the_shards_behind_a_router_verify_the_providers_tokens_too(oidc_c
     headers = {"Authorization": f"Bearer {idp.token(email=email, aud='someone-else')}"}
     async with http.get(oidc_cluster.url + PREFIX + "/catalogs", headers=headers) as r:
         assert r.status == 401, await r.text()
+
+
+async def test_made_up_key_ids_do_not_make_the_server_fetch_the_keys_each_time(oidc_server, idp, alice, http):
+    _, email = alice
+    status, _ = await me(http, oidc_server.url, idp.token(email=email, kid="rogue"))    # may fetch once
+    assert status == 401
+    fetches = idp.fetches
+    for _ in range(5):
+        status, _ = await me(http, oidc_server.url, idp.token(email=email, kid="rogue"))
+        assert status == 401
+    assert idp.fetches == fetches
+    status, _ = await me(http, oidc_server.url, idp.token(email=email))      # the published key still works
+    assert status == 200
