@@ -31,6 +31,7 @@ from ..web.kit import encode_json
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.locations import require_external_location
 from ..shards.shard import MetastoreState, Shard
+from .views import check_view_dependencies
 
 PARENT_FIELDS = ("catalog_name", "schema_name")
 
@@ -357,12 +358,14 @@ async def create_table(service: AssetService, tx: WriteTx, state: MetastoreState
             raise invalid(f"A {table_type} needs a view_definition.")
         if location:
             raise invalid(f"A {table_type} has no storage_location.")
+        await check_view_dependencies(tx, info)
         return dataclasses.replace(asset, info=info)
     if "columns" not in asset.info:
         raise invalid(f"Missing required field 'columns' to create a {table_type} table.")
     if fmt is None:
         raise invalid(f"Missing required field 'data_source_format' to create a {table_type} table.")
     info.pop("view_definition", None)
+    info.pop("view_dependencies", None)
     table_id = asset.id
     if table_type == "EXTERNAL":
         if not location:
@@ -396,6 +399,8 @@ async def update_table(service: AssetService, tx: WriteTx, state: MetastoreState
     is_view = info["table_type"] in DEFINED_BY_QUERY
     if "view_definition" in fields and not is_view:
         raise invalid("Only a view has a view_definition.")
+    if "view_dependencies" in fields:
+        await check_view_dependencies(tx, info)
     location = fields.get("storage_location")
     path = asset.storage_path
     if location is not None:

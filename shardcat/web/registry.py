@@ -166,6 +166,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(ACCOUNT, "GET", "/auth/tokens", "listTokens", prefix=CONTROL),
     E(ACCOUNT, "GET", "/auth/tokens/{token_id}", "getToken", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/auth/tokens/{token_id}", "deleteToken", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/auth/logout", "createLogout", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Users", "listUsers", prefix=CONTROL),
     E(ACCOUNT, "POST", "/scim2/Users", "createUser", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Users/{id}", "getUser", prefix=CONTROL),
