@@ -199,6 +199,57 @@ async def test_a_user_without_privileges_sees_neither_the_table_nor_its_name(ws,
     assert "Search: orders" in seen["search"]
 
 
+def reader_scenario(driver, url, token, catalog) -> dict:
+    sign_in(driver, url, token)
+    open_node(driver, catalog)
+    open_node(driver, "sales")
+    open_node(driver, "Tables and views")
+    wait(driver, ec.element_to_be_clickable((By.LINK_TEXT, "orders"))).click()
+    wait(driver, ec.presence_of_element_located((By.CSS_SELECTOR, "svg.lineage")))
+    wait(driver, lambda d: "loading…" not in d.find_element(By.ID, "detail").text)
+    return {"tables": texts(driver, "nav a.table, nav a.view"),
+            "lineage": [g.get_attribute("data-name") for g in driver.find_elements(By.CSS_SELECTOR, "svg.lineage g.node")],
+            "grant_forms": len(driver.find_elements(By.CSS_SELECTOR, "form.grant")),
+            "page": driver.find_element(By.TAG_NAME, "body").text}
+
+
+async def test_a_reader_sees_what_it_may_and_the_rest_as_hidden(ws, server, browser):
+    catalog = unique("shop")
+    reader, _ = await world(ws, server, catalog)
+    seen = await asyncio.to_thread(reader_scenario, browser, server.url, reader.token, catalog)
+    assert seen["tables"] == ["orders"]                  # raw_orders and the view: no privilege on them
+    assert sorted(seen["lineage"]) == sorted([f"{catalog}.sales.orders", "hidden"])
+    assert "raw_orders" not in seen["page"]
+    assert seen["grant_forms"] == 0                      # not the owner: no grant form
+    assert "Only metastore and account admins may read the audit trail." in seen["page"]
+
+
+def paging_scenario(driver, url, token, catalog) -> tuple[int, int]:
+    sign_in(driver, url, token)
+    open_node(driver, catalog)
+    open_node(driver, "big")
+    open_node(driver, "Tables and views")
+    wait(driver, ec.element_to_be_clickable((By.CSS_SELECTOR, "nav button.more")))
+    first = len(driver.find_elements(By.CSS_SELECTOR, "nav a.table"))
+    driver.find_element(By.CSS_SELECTOR, "nav button.more").click()
+    wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "nav a.table")) > first)
+    return first, len(driver.find_elements(By.CSS_SELECTOR, "nav a.table"))
+
+
+async def test_lists_come_a_page_at_a_time(ws, server, browser):
+    catalog = unique("wide")
+    for path, body in (("/catalogs", {"name": catalog}), ("/schemas", {"name": "big", "catalog_name": catalog})):
+        status, answer = await ws.call("POST", path, json=body)
+        assert status == 200, answer
+    for i in range(60):
+        status, answer = await ws.call("POST", "/tables", json={
+            "name": f"t{i:03}", "catalog_name": catalog, "schema_name": "big", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": COLUMNS[:1]})
+        assert status == 200, answer
+    first, after_more = await asyncio.to_thread(paging_scenario, browser, server.url, ws.token, catalog)
+    assert (first, after_more) == (50, 60)
+
+
 def test_the_explorer_is_static_and_same_origin():
     """Nothing is fetched from elsewhere at run time: the page names no other origin."""
     root = Path(__file__).resolve().parents[2] / "shardcat" / "web" / "explorer"
