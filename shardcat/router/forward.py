@@ -22,11 +22,15 @@ from ..web import registry
 from ..web.kit import forwarded_for, healthz, ok, routes
 from ..catalog.metastores import AccountService
 from ..catalog.delta_sharing.routing import metastore_of as sharing_metastore
+from ..governance.oidc import OidcConfig, OidcVerifier
 from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi
 from ..web.middleware import Authenticator, error_middleware, text_input
 from .routing import RoutingTable
+from .metrics import probe_routes
+from ..web.explorer import explorer_routes
+from ..web.metrics import OBSERVED, Observed
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
@@ -153,9 +157,13 @@ FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)
 AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 
 
-def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
-    """The whole router as an aiohttp app (router/front.py serves it behind a faster front)."""
-    authenticator = Authenticator(store)
+def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict[str, int] | None = None,
+                    oidc: OidcConfig | None = None) -> web.Application:
+    """The whole router as an aiohttp app (router/front.py serves it behind a faster front).
+    `supervisor_events`: the supervisor's counts of its events by kind, for /metrics; `oidc`: an
+    identity provider whose tokens sign users in (governance/oidc.py)."""
+    verifier = OidcVerifier(oidc, store) if oidc else None
+    authenticator = Authenticator(store, identity_provider=verifier)
     forwarder = Forwarder(routing, store)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
@@ -164,11 +172,14 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
     app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator
+    app[OBSERVED] = Observed()      # the front counts into it; /metrics reads it
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
-    account = AccountApi(AccountService(store), authenticator)
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *account.routes(),
+    account = AccountApi(AccountService(store), authenticator, verifier)
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(verifier),
+                *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
+                *account.routes(),
                 web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]
     app.add_routes([
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),

@@ -19,8 +19,10 @@ import time
 
 import ray
 
-from ..governance import audit
+from ..governance import audit, oidc
 from ..web import http1
+from ..web import metrics as web_metrics
+from . import metrics as serving_metrics
 from ..web.middleware import Authenticator
 from ..store.db import Store
 from ..store.sealing import SecretBox
@@ -36,8 +38,10 @@ HEARTBEAT_SECONDS = 0.1
 
 @ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
 class ShardActor:
-    def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig(), secret_keys: list[bytes] = ()):
+    def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig(), secret_keys: list[bytes] = (),
+                 oidc=None):
         self.name = name
+        self.oidc = oidc        # governance/oidc.py OidcConfig: bearer JWTs the router relays are verified here too
         self.db_url = db_url
         self.secret_keys = list(secret_keys)     # the server's (store/sealing.py): credentials are written here
         self.cache = cache
@@ -58,10 +62,12 @@ class ShardActor:
         store = await Store.open(self.db_url)
         store.secrets = SecretBox(self.secret_keys) if self.secret_keys else None
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
-        app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled))
+        verifier = oidc.OidcVerifier(self.oidc, store) if self.oidc else None
+        app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled, identity_provider=verifier))
         # Through the module: Ray ships this class by value, so a name imported into it is a copy
         # (an AppKey copy finds nothing).
         self.audit = app[audit.APP_KEY]
+        self.observed = app[web_metrics.OBSERVED]
         local_socket = None
         if host == "127.0.0.1" and sys.platform == "linux":
             # The router is on this host: a Unix socket costs both sides less per request than
@@ -91,6 +97,10 @@ class ShardActor:
 
     async def owned(self) -> list[str]:
         return sorted(self.shard.states)
+
+    async def figures(self):
+        """This shard's metrics figures (web/metrics.py Figures), for the router's /metrics."""
+        return serving_metrics.shard_figures(self.shard, self.audit, self.observed)
 
     async def stats(self) -> dict:
         caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]

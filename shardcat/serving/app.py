@@ -41,6 +41,9 @@ from ..catalog.delta_sharing.server import sharing_protocol_routes
 from ..catalog.storage import storage_routes
 from ..web import registry
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
+from ..web.metrics import OBSERVED, Observed
+from .metrics import probe_routes
+from ..web.explorer import explorer_routes
 from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
 # The assets with create, list, get, update and delete routes: (type, path segment, the item's
@@ -262,6 +265,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
     resolver = ResolveService(shard)
     app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
+    app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
 
     async def resolve(request):
         annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
@@ -271,7 +275,9 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
         return ok(resolver.stats_of(request["caller"]))
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
+                *api.routes(),
+                web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),

@@ -25,6 +25,8 @@ from ..web.shard_client import Address, Answer, ShardClient
 from ..errors import CatalogError
 from ..web import registry
 from ..web.kit import reading_at_least
+from ..web.metrics import OBSERVED, operation
+from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 
@@ -50,16 +52,28 @@ class ShardFront:
         self.audit_log = serving.audit_log
         self.app_address = app_address
         self.client = ShardClient()
-        # requests answered each way; of those through the app, the ones the front tried first
-        self.stats = {"fast": 0, "through_app": 0, "tried_first": 0}
+        # requests answered each way; of those through the app, the ones the front tried first.
+        # Plain ints in the app's `Observed`, which its /metrics reads (web/metrics.py).
+        observed = app[OBSERVED]
+        self.requests = observed.requests
+        self.stats = observed.front
+        self.stats.update(fast=0, through_app=0, tried_first=0)
+        self.request_log = RequestLog(self.shard.name)
 
     async def answer(self, request: http1.Request) -> Answer:
+        started = time.perf_counter()
         answer = await self._answer_itself(request)
         if answer is not None:
             self.stats["fast"] += 1
-            return answer
-        self.stats["through_app"] += 1
-        return await http1.relay(self.client, self.app_address, request)
+        else:
+            self.stats["through_app"] += 1
+            answer = await http1.relay(self.client, self.app_address, request)
+        seconds = time.perf_counter() - started
+        name = operation(request.method, request.path)
+        self.requests.observe(name, answer.status, seconds)
+        if self.request_log.enabled:
+            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
+        return answer
 
     async def _answer_itself(self, request: http1.Request) -> Answer | None:
         """The answer of a plain, successful read; None for the app to answer."""

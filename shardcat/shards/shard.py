@@ -107,7 +107,7 @@ class Shard:
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.followers: list[Follower] = [CacheFollower(cache)]
@@ -351,6 +351,7 @@ class Shard:
                     raise CatalogError("NOT_FOUND", f"Metastore '{metastore_id}' does not exist.") from None
                 async with state.reconcile_lock:
                     self._applied(state, tx)
+                self.stats["writes"] += 1
                 return result
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 

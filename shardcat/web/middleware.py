@@ -24,11 +24,6 @@ from ..entities.values import now_ms
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = frozenset(registry.public_paths())     # served without a token (web/registry.py)
-# Templated paths served without an API token, by the prefix before their first parameter: the
-# Delta Sharing protocol (its handlers check the recipient's token themselves) and a recipient's
-# one-time profile retrieval.
-PUBLIC_PREFIXES = tuple(registry.public_prefixes())
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:
@@ -116,6 +111,12 @@ def _unexpired(hit: tuple[Caller, int | None]) -> bool:
     return hit[1] is None or hit[1] > now_ms()
 
 
+def _token_exchange(request: web.Request) -> bool:
+    """An RFC 8693 token exchange (`POST .../auth/tokens` with a form): it carries no bearer token."""
+    return (request.method == "POST" and request.path == registry.TOKEN_EXCHANGE_PATH
+            and request.content_type == "application/x-www-form-urlencoded")
+
+
 class Authenticator:
     """Finds a request's caller from its bearer token; short TTL caches spare the database.
 
@@ -128,9 +129,12 @@ class Authenticator:
     """
 
     def __init__(self, store: Store, ttl: float = 5.0, *, cache: bool = True,
-                 timer: Callable[[], float] = time.monotonic):
+                 timer: Callable[[], float] = time.monotonic, identity_provider=None):
         self.store = store
         self.cache = cache
+        # An OIDC identity provider's verifier (governance/oidc.py): a bearer JWT it vouches for
+        # authenticates as the principal it names; its refusal (a CatalogError) is the answer
+        self.identity_provider = identity_provider
         # token hash -> (Caller, token expiry): read afresh (identity and workspace assignment) on a miss
         self.callers = TtlCache(maxsize=100_000, ttl=ttl, timer=timer)
         # token hash -> the read in flight: when an entry expires under load, every request in
@@ -151,7 +155,7 @@ class Authenticator:
 
     async def caller(self, token: str) -> Caller | None:
         digest = hash_token(token)
-        hit = self.callers.get(digest) or await self._load_once(digest)
+        hit = self.callers.get(digest) or await self._load_once(digest, token)
         if hit is None:
             return None
         if not _unexpired(hit):
@@ -165,14 +169,14 @@ class Authenticator:
         hit = self.callers.get(hash_token(token))
         return hit[0] if hit is not None and _unexpired(hit) else None
 
-    async def _load_once(self, digest: bytes) -> tuple[Caller, int | None] | None:
+    async def _load_once(self, digest: bytes, token: str) -> tuple[Caller, int | None] | None:
         """`_load_caller`, shared by the requests that miss the same token meanwhile. Without the
         cache every request reads its own (cache-off mode measures exactly that)."""
         if not self.cache:
-            return await self._load_caller(digest)
+            return await self._load_caller(digest, token)
         loading = self._loading.get(digest)
         if loading is None:
-            loading = self._loading[digest] = asyncio.ensure_future(self._load_caller(digest))
+            loading = self._loading[digest] = asyncio.ensure_future(self._load_caller(digest, token))
             loading.add_done_callback(lambda done: self._loaded(digest, done))
         return await asyncio.shield(loading)     # a waiter that gives up does not cancel the others' read
 
@@ -182,8 +186,10 @@ class Authenticator:
         if not done.cancelled():
             done.exception()        # retrieved: every waiter may have given up
 
-    async def _load_caller(self, digest: bytes) -> tuple[Caller, int | None] | None:
+    async def _load_caller(self, digest: bytes, token: str) -> tuple[Caller, int | None] | None:
         found = await self.store.principals.identity_for_token(digest)
+        if found is None and self.identity_provider is not None and token.count(".") == 2:
+            found = await self.identity_provider.identity(token)     # a JWT: refused with its reason
         if found is None:
             return None
         assignment = await self.store.assignment(found.workspace_id)
@@ -196,9 +202,11 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
+        if registry.public(request.path):
             return await handler(request)
         token = bearer(request.headers.get("Authorization"))
+        if token is None and _token_exchange(request):
+            return await handler(request)       # an identity provider's token in the form is its credential
         if token is None:
             raise CatalogError("UNAUTHENTICATED", "Missing 'Authorization: Bearer <token>' header.")
         caller = await self.caller(token)

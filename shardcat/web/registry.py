@@ -3,12 +3,12 @@
 One line per endpoint: the app that serves it, method, path (under its prefix), the audit
 action, the securable type the audit row names (when the path says it), whether a POST only
 reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
-whether it is served without a token.
+whether it is served without a token, and whether a request to it is an audit event.
 From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
 handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
-the shard front's fast paths (serving/front.py), and the paths that need no token
-(web/middleware.py). Adding an endpoint: write its handler in its module, add its line here
+the shard front's fast paths (serving/front.py), the paths that need no token
+(web/middleware.py), those not audited, and the operation names of /metrics (web/metrics.py). Adding an endpoint: write its handler in its module, add its line here
 (docs/design.md). Pure data: clients read it too.
 """
 
@@ -40,6 +40,7 @@ class Endpoint:
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py)
     public: bool = False            # served without an API token (names no securable, or checks its own token)
+    audited: bool = True            # False: not an audit event (probes, metrics, the explorer's files)
     prefix: str = PREFIX
 
     @property
@@ -87,7 +88,12 @@ def _iceberg() -> tuple[Endpoint, ...]:
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True),
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
+    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True, audited=False),
     E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
     E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
     E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
@@ -244,6 +250,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+# POST with a form: the RFC 8693 token exchange, authenticated by the identity provider's token it carries
+TOKEN_EXCHANGE_PATH = CONTROL + "/auth/tokens"
+
+
 def served_by(app: str) -> list[Endpoint]:
     """The endpoints an app serves ("shard", "account", "router"), in registry order."""
     return [e for e in ENDPOINTS if e.app in (app, EVERY)]
@@ -272,15 +282,26 @@ def read_only(method: str, path: str) -> bool:
     return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
 
 
-def public_paths() -> list[str]:
-    """The paths served without a token (the authentication middleware lets them through)."""
-    return [e.full_path for e in ENDPOINTS if e.public and "{" not in e.full_path]
+def _paths(endpoints) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(exact paths, prefixes) of endpoints: a path with parameters covers what is under its
+    part before the first one."""
+    paths = [e.full_path for e in endpoints]
+    return (frozenset(p for p in paths if "{" not in p),
+            tuple(sorted({p.partition("{")[0] for p in paths if "{" in p})))
 
 
-def public_prefixes() -> list[str]:
-    """Of the templated paths served without an API token, the part before the first parameter
-    (the Delta Sharing protocol's handlers check a recipient's token themselves)."""
-    return sorted({e.full_path.partition("{")[0] for e in ENDPOINTS if e.public and "{" in e.full_path})
+_PUBLIC = _paths(e for e in ENDPOINTS if e.public)
+_UNAUDITED = _paths(e for e in ENDPOINTS if not e.audited)
+
+
+def public(path: str) -> bool:
+    """Whether a request path is an endpoint's served without a token."""
+    return path in _PUBLIC[0] or (bool(_PUBLIC[1]) and path.startswith(_PUBLIC[1]))
+
+
+def audited(path: str) -> bool:
+    """Whether a request to this path is an audit event (probes, metrics, static files are not)."""
+    return not (path in _UNAUDITED[0] or (bool(_UNAUDITED[1]) and path.startswith(_UNAUDITED[1])))
 
 
 def securables() -> dict[str, str]:
