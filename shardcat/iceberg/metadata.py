@@ -46,10 +46,15 @@ def _problem(e: ValidationError) -> str:
 
 
 def _model(model, body: dict, what: str):
+    props = body.get("properties")
+    if props is not None and not isinstance(props, dict):
+        raise invalid(f"Invalid {what}: properties must be an object.")
     try:
         return model.model_validate(body)
     except ValidationError as e:
         raise invalid(f"Invalid {what}: {_problem(e)}.") from None
+    except (ValueError, TypeError, AttributeError, KeyError) as e:   # pyiceberg's own validators on odd input
+        raise invalid(f"Invalid {what}: {e}.") from None
 
 
 # ---- requests ---------------------------------------------------------------------------------

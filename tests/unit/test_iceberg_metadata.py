@@ -109,3 +109,14 @@ def test_storage_properties_from_vended_credentials():
     assert md.storage_properties(static, "http://ignored", "us-east-1") == {
         "s3.access-key-id": "K", "s3.secret-access-key": "S2", "s3.region": "auto",
         "s3.session-token-expires-at-ms": "9", "s3.endpoint": "http://minio:9000", "s3.force-virtual-addressing": "false"}
+
+
+def test_odd_requests_are_400s():
+    """pyiceberg's own validators raise more than pydantic's errors on odd input (found by fuzzing)."""
+    for body in ({"name": "v", "schema": {}, "view-version": {}, "properties": ["not", "a", "map"]},
+                 {"name": "v", "schema": {}, "view-version": {}, "properties": 7}):
+        with pytest.raises(CatalogError) as refused:
+            md.view_request(body)
+        assert refused.value.code == "INVALID_PARAMETER_VALUE"
+        with pytest.raises(CatalogError):
+            md.create_request({**body, "schema": json.loads(SCHEMA.model_dump_json())})
