@@ -20,8 +20,9 @@ from ..cache.metastore_cache import MISS, MetastoreCache, page_after
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx
+from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
 from .followers import CacheFollower, Follower, Reconciled
+from .group_commit import GroupCommitConfig, PendingWrite, speculate, undo_speculation
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ class MetastoreState:
     privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending: list = field(default_factory=list)     # writes waiting for the next group (group_commit.py)
+    committer: asyncio.Task | None = None           # the task committing this metastore's groups
 
     def forget(self, asset_id: str) -> None:
         url = self.path_of.pop(asset_id, None)
@@ -101,13 +104,15 @@ class Shard:
     those the router assigned, answering NOT_OWNER for the rest."""
 
     def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True,
-                 cache: CacheConfig = CacheConfig()):
+                 cache: CacheConfig = CacheConfig(), group_commit: GroupCommitConfig = GroupCommitConfig()):
         self.store = store
+        self.group_commit = group_commit
         self.name = name
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0,
+                      "groups": 0, "grouped_writes": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.followers: list[Follower] = [CacheFollower(cache)]
@@ -335,8 +340,20 @@ class Shard:
 
         `body` validates against the transaction's reads and the state's trie, then
         writes through `tx`. A CatalogError from it rolls the whole write back.
+        Writes that queue behind one in flight commit together (group_commit.py).
         """
         state = await self.state(metastore_id)
+        if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
+            return await self._write_alone(state, body)
+        pending = PendingWrite(body, asyncio.get_running_loop().create_future())
+        state.pending.append(pending)
+        if state.committer is None or state.committer.done():
+            # A task of its own: a writer that gives up (its client went away) cancels only its wait.
+            state.committer = asyncio.create_task(self._commit_groups(state))
+        return await asyncio.shield(pending.done)
+
+    async def _write_alone(self, state: MetastoreState, body):
+        metastore_id = state.id
         async with state.write_lock:   # this shard's own writes queue here instead of conflicting
             for _ in range(WRITE_ATTEMPTS):
                 try:
@@ -353,6 +370,79 @@ class Shard:
                     self._applied(state, tx)
                 return result
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+
+    async def _commit_groups(self, state: MetastoreState) -> None:
+        """Commit the metastore's queued writes, a bounded group per transaction, until none is left."""
+        config = self.group_commit
+        while state.pending:
+            if config.max_wait > 0 and 1 < len(state.pending) < config.max_batch:
+                await asyncio.sleep(config.max_wait)
+            batch = state.pending[:config.max_batch]
+            del state.pending[:config.max_batch]
+            try:
+                await self._commit_group(state, batch)
+            except BaseException as e:      # cancelled (the shard stops): nobody is left waiting
+                for pending in [*batch, *state.pending]:
+                    pending.settle(e if not isinstance(e, asyncio.CancelledError) else CatalogError(
+                        "TEMPORARILY_UNAVAILABLE", "The shard stopped; the write's outcome is unknown."))
+                state.pending.clear()
+                raise
+            for pending in batch:
+                pending.settle()
+
+    async def _commit_group(self, state: MetastoreState, batch: list[PendingWrite]) -> None:
+        """One group in one transaction: each write in arrival order in a savepoint of its own.
+        A VersionConflict (another owner wrote) retries the whole group on fresh state; a failure
+        of the transaction itself (the database went away, the commit failed) fails every write."""
+        async with state.write_lock:
+            for _ in range(WRITE_ATTEMPTS):
+                for pending in batch:
+                    pending.reset()
+                try:
+                    async with self.store.write_batch(state.id, state.version) as group:
+                        for pending in batch:
+                            await self._write_in_group(state, group, pending)
+                except VersionConflict:
+                    undo_speculation(state, batch)
+                    self.stats["write_conflicts"] += 1
+                    await self.reconcile(state)
+                    continue
+                except MetastoreGone:
+                    undo_speculation(state, batch)
+                    self.drop(state.id)
+                    gone = CatalogError("NOT_FOUND", f"Metastore '{state.id}' does not exist.")
+                    for pending in batch:
+                        pending.error = gone
+                    return
+                except Exception as e:      # nothing of the group is acknowledged
+                    undo_speculation(state, batch)
+                    for pending in batch:
+                        pending.error = e
+                    return
+                async with state.reconcile_lock:
+                    for pending in batch:
+                        if pending.tx is not None:
+                            self._applied(state, pending.tx)
+                self.stats["groups"] += 1
+                self.stats["grouped_writes"] += len(batch)
+                return
+        conflict = CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+        for pending in batch:
+            pending.error = conflict
+
+    async def _write_in_group(self, state: MetastoreState, group, pending: PendingWrite) -> None:
+        try:
+            async with group.write() as tx:
+                pending.result = await pending.body(tx, state)
+        except (VersionConflict, MetastoreGone):
+            raise
+        except Exception as e:
+            if is_db_unavailable(e) or group.conn.is_closed():
+                raise                       # the transaction is lost, not just this write
+            pending.error = e               # rolled back to its savepoint: it fails alone
+            return
+        pending.tx = tx
+        pending.undo = speculate(state, tx)
 
     def _applied(self, state: MetastoreState, tx: WriteTx) -> None:
         if state.version >= tx.version:

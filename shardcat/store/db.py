@@ -503,21 +503,57 @@ class Store:
     async def write(self, metastore_id: str, expected_version: int):
         """One serializable write to a metastore, as `async with store.write(ms, v) as tx:`."""
         async with self.pool.acquire() as conn, conn.transaction():
-            new_version = await conn.fetchval(
-                "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
-                uuid.UUID(metastore_id), expected_version,
-            )
-            if new_version is None:
-                actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
-                if actual is None:
-                    raise MetastoreGone(metastore_id)
-                raise VersionConflict(metastore_id, expected_version, actual)
-            tx = WriteTx(conn, metastore_id, new_version)
+            tx = await _begin_write(conn, metastore_id, expected_version)
             yield tx
-            await conn.execute(
-                "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)",
-                uuid.UUID(metastore_id), new_version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
-            )
+            await _log_write(conn, tx)
+
+    @asynccontextmanager
+    async def write_batch(self, metastore_id: str, expected_version: int):
+        """Many writes to a metastore in one transaction (group commit, shards/group_commit.py), as
+        `async with store.write_batch(ms, v) as batch:` and then `async with batch.write() as tx:`
+        per write. Each write is what `write` makes of it (its own version bump and change-log row)
+        inside a savepoint: one that fails is rolled back alone. All commit together, or none."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield WriteBatch(conn, metastore_id, expected_version)
+
+
+async def _begin_write(conn, metastore_id: str, expected_version: int) -> "WriteTx":
+    """Bump the metastore's version, conditioned on the one the writer expects (invariant 2)."""
+    new_version = await conn.fetchval(
+        "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
+        uuid.UUID(metastore_id), expected_version,
+    )
+    if new_version is None:
+        actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        if actual is None:
+            raise MetastoreGone(metastore_id)
+        raise VersionConflict(metastore_id, expected_version, actual)
+    return WriteTx(conn, metastore_id, new_version)
+
+
+async def _log_write(conn, tx: "WriteTx") -> None:
+    await conn.execute(
+        "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)",
+        uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
+    )
+
+
+class WriteBatch:
+    """The writes of one group commit, in one open transaction; `version` is the metastore's version
+    after the writes that went through so far (a rolled-back write leaves it as it was)."""
+
+    def __init__(self, conn, metastore_id: str, expected_version: int):
+        self.conn = conn
+        self.metastore_id = metastore_id
+        self.version = expected_version
+
+    @asynccontextmanager
+    async def write(self):
+        async with self.conn.transaction():     # nested: a savepoint
+            tx = await _begin_write(self.conn, self.metastore_id, self.version)
+            yield tx
+            await _log_write(self.conn, tx)
+        self.version = tx.version
 
 
 class WriteTx:
