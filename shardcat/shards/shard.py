@@ -112,7 +112,7 @@ class Shard:
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
         self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0,
-                      "groups": 0, "grouped_writes": 0}
+                      "lone_writes": 0, "groups": 0, "grouped_writes": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.followers: list[Follower] = [CacheFollower(cache)]
@@ -345,6 +345,11 @@ class Shard:
         state = await self.state(metastore_id)
         if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
             return await self._write_alone(state, body)
+        if not state.write_lock.locked() and not state.pending and (state.committer is None or state.committer.done()):
+            # A lone writer: nothing in flight, nothing queued. It writes at once in its own task;
+            # writers arriving meanwhile queue, and their committer takes the lock after it.
+            self.stats["lone_writes"] += 1
+            return await self._write_alone(state, body)
         pending = PendingWrite(body, asyncio.get_running_loop().create_future())
         state.pending.append(pending)
         if state.committer is None or state.committer.done():
@@ -393,7 +398,17 @@ class Shard:
     async def _commit_group(self, state: MetastoreState, batch: list[PendingWrite]) -> None:
         """One group in one transaction: each write in arrival order in a savepoint of its own.
         A VersionConflict (another owner wrote) retries the whole group on fresh state; a failure
-        of the transaction itself (the database went away, the commit failed) fails every write."""
+        of the transaction itself (the database went away, the commit failed) fails every write.
+        A group of one is a plain write: no savepoint, nothing deferred, as without group commit."""
+        if len(batch) == 1:
+            pending = batch[0]
+            try:
+                pending.result = await self._write_alone(state, pending.body)
+            except Exception as e:
+                pending.error = e
+            self.stats["groups"] += 1
+            self.stats["grouped_writes"] += 1
+            return
         async with state.write_lock:
             for _ in range(WRITE_ATTEMPTS):
                 for pending in batch:
