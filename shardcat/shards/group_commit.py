@@ -7,7 +7,11 @@ one transaction and one commit (one fsync). The writes run in arrival order, eac
 savepoint: a write whose body fails is rolled back alone and fails alone, and a later write
 validates against everything the earlier ones did (their rows through the transaction, their
 storage paths through the state's tries, applied as each write ends and undone if the group
-does not commit). Every write of a group is acknowledged after the commit, and only then.
+does not commit). Every write of a group is acknowledged after the commit, and only then; the
+cache, the followers and the version move only then too. The one thing visible earlier is a
+storage path in the tries, for the few milliseconds the group's transaction lasts: a path lookup
+then may name an asset whose write is not acknowledged yet (reading the asset itself finds
+nothing until it is).
 
 The group is bounded (`max_batch`); the committer takes what is queued when the last
 transaction ends and waits for nothing more, so a lone writer waits for nothing (`max_wait`

@@ -351,6 +351,8 @@ class Shard:
             self.stats["lone_writes"] += 1
             return await self._write_alone(state, body)
         pending = PendingWrite(body, asyncio.get_running_loop().create_future())
+        # Its writer may have stopped waiting (cancelled): the outcome is then nobody's to read.
+        pending.done.add_done_callback(lambda done: done.cancelled() or done.exception())
         state.pending.append(pending)
         if state.committer is None or state.committer.done():
             # A task of its own: a writer that gives up (its client went away) cancels only its wait.
