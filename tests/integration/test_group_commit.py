@@ -5,7 +5,8 @@ arrive meanwhile form the next group. Checked: one failing write (even after it 
 fails alone and leaves nothing behind, the others commit with one version each in arrival
 order; conflicts go to the first; a later write validates against the earlier ones' rows and
 storage paths; groups are bounded; a lone writer waits for nothing; a transaction lost
-mid-group fails every write of it and leaves the shard's state as it was.
+mid-group fails every write of it and leaves the shard's state as it was; Delta commits in one
+group are decided in arrival order like any write.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import uuid
 
 from shardcat.auth import Caller
+from shardcat.catalog.delta_commits import DeltaCommitService
 from shardcat.catalog.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
@@ -192,6 +194,41 @@ def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(
                 state.trie.owner(loc)[1].type != "table"
             # the shard goes on: the next write commits
             assert (await service.create(caller, "table", _table("after")))["name"] == "after"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_path):
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            delta = DeltaCommitService(shard)
+            staging = await service.create_staging_table(caller, {"name": "d", "catalog_name": "c",
+                                                                  "schema_name": "s"})
+            table = await service.create(caller, "table", {
+                **_table("d"), "columns": [{"name": "id", "type_name": "LONG"}],
+                "storage_location": staging["staging_location"],
+                "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}})
+            ref = {"table_id": table["table_id"], "table_uri": table["storage_location"]}
+
+            def proposal(version: int) -> dict:
+                return {**ref, "commit_info": {"version": version, "timestamp": 1, "file_size": 1,
+                                               "file_name": f"{version:020d}.{uuid.uuid4()}.json",
+                                               "file_modification_timestamp": 1}}
+
+            release, held = await _hold(shard, ms)
+            queued = [asyncio.create_task(_outcome(delta.commit(caller, p)))
+                      for p in (proposal(1), proposal(1), proposal(2))]
+            await asyncio.sleep(0)
+            assert len(shard.states[ms].pending) == 3
+            release.set()
+            await held
+            first, second, third = await asyncio.gather(*queued)
+            assert first == {} and second == "RESOURCE_CONFLICT" and third == {}   # v2 saw v1 of the same group
+            got = await delta.get_commits(caller, {**ref, "start_version": 0})
+            assert [c["version"] for c in got["commits"]] == [1, 2]
         finally:
             await store.close()
 
