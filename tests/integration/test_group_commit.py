@@ -233,3 +233,41 @@ def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_pat
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_two_owners_writing_in_groups_lose_nothing_and_share_no_version(pg_url, tmp_path):
+    """Two shards own the metastore (a move in progress) and each groups its writers: their groups
+    conflict on the metastore's version and run again on fresh state. Every acknowledged write is
+    there, each has a version of its own, and a refused one left nothing behind."""
+    async def scenario():
+        store, ms, a, service_a, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            b = Shard(store, "b")
+            service_b = CatalogService(b)
+            before = a.version_of(ms)
+            loc = f"file://{tmp_path}/ext2"
+            writes = []
+            for i in range(24):
+                service = (service_a, service_b)[i % 2]
+                if i % 6 == 5:      # every sixth names a path an earlier one holds: refused
+                    body = {**_table(f"x{i}"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0/inside{i}"}
+                elif i == 0:
+                    body = {**_table("t0"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0"}
+                else:
+                    body = _table(f"t{i}")
+                writes.append(_outcome(service.create(caller, "table", body)))
+            outcomes = await asyncio.gather(*writes)
+            acknowledged = [o["name"] for o in outcomes if isinstance(o, dict)]
+            refused = [o for o in outcomes if not isinstance(o, dict)]
+            assert len(acknowledged) == 20 and len(refused) == 4, outcomes
+            versions = await _log(store, ms, before)
+            assert versions == list(range(before + 1, before + 21))      # one each, none shared, none lost
+            for name in acknowledged:
+                assert (await store.get_asset(ms, "table", f"c.s.{name}"))[1] is not None
+            for i in range(5, 24, 6):
+                assert (await store.get_asset(ms, "table", f"c.s.x{i}"))[1] is None
+            assert a.stats["groups"] + b.stats["groups"] > 0
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
