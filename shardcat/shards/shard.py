@@ -12,6 +12,7 @@ each applied change through the followers hook (followers.py): the core knows no
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -27,6 +28,11 @@ from .group_commit import GroupCommitConfig, PendingWrite, speculate, undo_specu
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 8
+# The metastore version the current request's latest write made: its answer reports that one
+# (serving/app.py), not the shard's version after the write's whole group, so that every write's
+# answer names a version of its own, as without group commit.
+WRITTEN_VERSION: contextvars.ContextVar[int | None] = contextvars.ContextVar("shardcat_written_version",
+                                                                             default=None)
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
 # A rebuild yields to the event loop after this many storage paths.
@@ -97,6 +103,12 @@ class MetastoreState:
             owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
             self.trie.insert(asset.storage_path, owner)
             self.path_of[asset.id] = asset.storage_path
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What a write in a transaction of its own left of its tx: the version it made."""
+    version: int
 
 
 class Shard:
@@ -344,12 +356,16 @@ class Shard:
         """
         state = await self.state(metastore_id)
         if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
-            return await self._write_alone(state, body)
+            result, version = await self._write_alone(state, body)
+            WRITTEN_VERSION.set(version)
+            return result
         if not state.write_lock.locked() and not state.pending and (state.committer is None or state.committer.done()):
             # A lone writer: nothing in flight, nothing queued. It writes at once in its own task;
             # writers arriving meanwhile queue, and their committer takes the lock after it.
             self.stats["lone_writes"] += 1
-            return await self._write_alone(state, body)
+            result, version = await self._write_alone(state, body)
+            WRITTEN_VERSION.set(version)
+            return result
         pending = PendingWrite(body, asyncio.get_running_loop().create_future())
         # Its writer may have stopped waiting (cancelled): the outcome is then nobody's to read.
         pending.done.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -357,9 +373,12 @@ class Shard:
         if state.committer is None or state.committer.done():
             # A task of its own: a writer that gives up (its client went away) cancels only its wait.
             state.committer = asyncio.create_task(self._commit_groups(state))
-        return await asyncio.shield(pending.done)
+        result = await asyncio.shield(pending.done)
+        WRITTEN_VERSION.set(pending.tx.version if pending.tx is not None else None)
+        return result
 
-    async def _write_alone(self, state: MetastoreState, body):
+    async def _write_alone(self, state: MetastoreState, body) -> tuple[object, int]:
+        """The write in a transaction of its own: its result, and the version it made."""
         metastore_id = state.id
         async with state.write_lock:   # this shard's own writes queue here instead of conflicting
             for _ in range(WRITE_ATTEMPTS):
@@ -375,7 +394,7 @@ class Shard:
                     raise CatalogError("NOT_FOUND", f"Metastore '{metastore_id}' does not exist.") from None
                 async with state.reconcile_lock:
                     self._applied(state, tx)
-                return result
+                return result, tx.version
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 
     async def _commit_groups(self, state: MetastoreState) -> None:
@@ -405,7 +424,8 @@ class Shard:
         if len(batch) == 1:
             pending = batch[0]
             try:
-                pending.result = await self._write_alone(state, pending.body)
+                pending.result, version = await self._write_alone(state, pending.body)
+                pending.tx = _Made(version)
             except Exception as e:
                 pending.error = e
             self.stats["groups"] += 1

@@ -20,7 +20,7 @@ from shardcat.catalog.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.group_commit import GroupCommitConfig
-from shardcat.shards.shard import Shard
+from shardcat.shards.shard import WRITTEN_VERSION, Shard
 from shardcat.store.db import Store
 
 
@@ -63,6 +63,12 @@ def _table(name: str, **more) -> dict:
             "data_source_format": "DELTA", "columns": [], **more}
 
 
+async def _with_version(coro):
+    """The write's outcome, and the version its answer would report (shards/shard.py WRITTEN_VERSION)."""
+    outcome = await _outcome(coro)
+    return outcome, WRITTEN_VERSION.get()
+
+
 async def _log(store: Store, metastore_id: str, after: int):
     return [c.version for c in await store.changes(metastore_id, after, 1000)]
 
@@ -80,10 +86,10 @@ def test_a_failing_write_in_the_middle_of_a_group_fails_alone(pg_url, tmp_path):
                 raise CatalogError("INVALID_PARAMETER_VALUE", "this write fails after writing a row")
 
             queued = [
-                asyncio.create_task(_outcome(service.create(caller, "table", _table("t1")))),
+                asyncio.create_task(_with_version(service.create(caller, "table", _table("t1")))),
                 asyncio.create_task(_outcome(shard.write(ms, writes_then_fails))),
                 asyncio.create_task(_outcome(service.create(caller, "catalog", {"name": "c"}))),  # exists
-                asyncio.create_task(_outcome(service.create(caller, "table", _table("t2")))),
+                asyncio.create_task(_with_version(service.create(caller, "table", _table("t2")))),
             ]
             await asyncio.sleep(0)          # all four queue behind the held transaction
             assert len(shard.states[ms].pending) == 4
@@ -91,7 +97,10 @@ def test_a_failing_write_in_the_middle_of_a_group_fails_alone(pg_url, tmp_path):
             assert await held == "held"
             t1, failed, duplicate, t2 = await asyncio.gather(*queued)
             assert failed == "INVALID_PARAMETER_VALUE" and duplicate == "ALREADY_EXISTS"
+            (t1, t1_version), (t2, t2_version) = t1, t2
             assert t1["name"] == "t1" and t2["name"] == "t2"
+            # each answer names the version its own write made, not the group's last
+            assert (t1_version, t2_version) == (before + 2, before + 3)
             # One version per write that went through, in arrival order, nothing of the failed ones.
             assert await _log(store, ms, before) == [before + 1, before + 2, before + 3]
             assert shard.version_of(ms) == before + 3
