@@ -34,7 +34,7 @@ from ..catalog.search import search_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
-from ..shards.shard import MetastoreState, Shard
+from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..catalog.sharing import sharing_routes
 from ..catalog.delta_sharing.activation import activation_routes
 from ..catalog.delta_sharing.server import sharing_protocol_routes
@@ -215,13 +215,17 @@ def _metastore_session(shard: Shard):
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
+        WRITTEN_VERSION.set(None)
         try:
             response = await handler(request)
         except MetastoreGone as e:
             # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
-        version = served_version(shard, caller.metastore_id, before)
+        # A write's answer names the version it made (a later write of its group may be applied too).
+        version = WRITTEN_VERSION.get()
+        if version is None:
+            version = served_version(shard, caller.metastore_id, before)
         if version is not None:
             response.headers[VERSION_HEADER] = str(version)
         return response
