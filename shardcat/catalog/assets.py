@@ -19,7 +19,7 @@ import orjson
 from ..auth import Caller
 from ..entities.urls import InvalidUrl, join_url, normalize_url
 from ..entities.asset import Asset
-from ..entities.columns import check_columns
+from ..entities.columns import check_columns, keep_column_tags
 from ..entities.manifest import AssetType
 from ..entities.names import check_name, full_name_key, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, DEFINED_BY_QUERY, TABLE_TYPES, TYPES
@@ -391,8 +391,9 @@ async def create_table(service: AssetService, tx: WriteTx, state: MetastoreState
 
 async def update_table(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
     info = dict(asset.info)
-    if "columns" in fields:
-        info["columns"] = check_columns(fields["columns"])
+    if "columns" in fields:   # new columns keep the tags of the old ones of the same name (catalog/tags.py)
+        stored = await tx.get(asset.namespace, asset.full_name)
+        info["columns"] = keep_column_tags(stored.info.get("columns") if stored else [], check_columns(fields["columns"]))
     fmt = fields.get("data_source_format")
     if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
         raise invalid(f"Unknown data_source_format '{fmt}'.")

@@ -306,7 +306,7 @@ class Authz:
 
 _VERB = {"read": "read", "update": "update", "owner": "change the owner of", "delete": "delete",
          "grant": "manage the permissions of", "read_data": "read the data of", "write_data": "write the data of",
-         "check": "use"}
+         "check": "use", "apply_tag": "tag"}
 
 
 async def authorizer(shard, caller: Caller) -> Authz:

@@ -30,6 +30,7 @@ from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
 from ..catalog.search import search_routes
+from ..catalog.tags import tag_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
@@ -272,7 +273,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

@@ -105,12 +105,25 @@ class Change:
 SEARCH_TEXT = "(lower(a.full_name) || ' ' || lower(coalesce(a.info->>'comment', '')))"
 
 
-def search_query(patterns: int) -> str:
-    """Store.search's SQL for this many LIKE patterns ($10 on). One condition per pattern on the
+def _tag_match(key: int, value: int) -> str:
+    """An asset holding tag $key (with value $value, unless that is NULL), on itself or on a column.
+    The asset's own tags are indexed (migration 0010); its columns' are read from the asset."""
+    def holds(tags: str) -> str:
+        return f"({tags} ? ${key}::text AND (${value}::text IS NULL OR {tags} ->> ${key}::text = ${value}::text))"
+    columns = "CASE WHEN jsonb_typeof(a.info->'columns') = 'array' THEN a.info->'columns' ELSE '[]'::jsonb END"
+    own, column = holds("a.info->'tags'"), holds("c->'tags'")
+    return f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column}))"
+
+
+def search_query(patterns: int, tags: int = 0) -> str:
+    """Store.search's SQL for this many LIKE patterns ($10 on) and tag conditions (two parameters
+    each, after the patterns). One condition per pattern on the
     indexed text: the planner combines them in the trigram index, which it cannot do for one
     condition over an array of patterns. A pattern holding no whitespace matches name and comment
     joined by a space just where it matches one of them."""
-    matches = " AND ".join(f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns))
+    conditions = [f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns)]
+    conditions += [_tag_match(10 + patterns + 2 * i, 11 + patterns + 2 * i) for i in range(tags)]
+    matches = " AND ".join(conditions) or "true"
     return f"""SELECT m.version AS ms_version, r.* FROM metastores m
                LEFT JOIN LATERAL (
                    SELECT * FROM (
@@ -393,19 +406,22 @@ class Store:
         return _versioned_many(metastore_id, rows)
 
     async def search(self, metastore_id: str, types: list[str], patterns: list[str], name_ranks: tuple[str, str, str],
-                     after: tuple[int, str, str], limit: int) -> tuple[int, list[tuple[int, Asset]]]:
+                     after: tuple[int, str, str], limit: int,
+                     tags: list[tuple[str, str | None]] = ()) -> tuple[int, list[tuple[int, Asset]]]:
         """Assets of `types` whose lower-cased full name or comment matches every LIKE pattern (none
-        holding whitespace), as (rank, asset): 0 when the name is `name_ranks[0]`, 1 when it is LIKE
-        `name_ranks[1]`, 2 when LIKE `name_ranks[2]`, else 3; in (rank, full name, id) order after `after`."""
+        holding whitespace) and that hold every (key, value or None: any) tag, on themselves or on a
+        column, as (rank, asset): 0 when the name is `name_ranks[0]`, 1 when it is LIKE
+        `name_ranks[1]`, 2 when LIKE `name_ranks[2]`, else 3 (names None: all 3); in (rank, full name,
+        id) order after `after`."""
         exact, prefix, inside = name_ranks
         async with self.pool.acquire() as conn, conn.transaction(readonly=True):
             # Planned for its own words: the generic plan PostgreSQL moves a prepared statement to
             # after five runs cannot tell a rare word (the index) from one every asset holds (a scan).
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             rows = await conn.fetch(
-                search_query(len(patterns)),
+                search_query(len(patterns), len(tags)),
                 uuid.UUID(metastore_id), types, exact, prefix, inside, after[0], after[1], uuid.UUID(after[2]),
-                limit, *patterns)
+                limit, *patterns, *(x for kv in tags for x in kv))
         if not rows:
             raise MetastoreGone(metastore_id)
         return rows[0]["ms_version"], [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]
