@@ -203,7 +203,7 @@ class ResolveService:
         entry["authorization"] = decision.json()
         entry["_id"] = asset.id         # for the audit row (_decisions)
         if decision.allowed:
-            entry[asset.type] = present(asset, caller)
+            entry[asset.type] = present(asset, caller, authz)      # with ABAC policies in place, for this caller
             if with_credentials and asset.storage_path and (asset.type == "volume" or (
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path

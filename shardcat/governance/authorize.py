@@ -22,6 +22,7 @@ from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
+from . import abac
 from . import privileges as P
 from .index import privilege_index
 
@@ -76,6 +77,20 @@ class Authz:
             self.admin = None
         # An admin's every decision is this one (batched resolve asks once per item).
         self._admin_decision = Decision(True, {"source": "admin", "as": self.admin}) if self.admin else None
+        self.policies: list = []     # the metastore's ABAC policies (abac.py), set by `authorizer`
+
+    def effective(self, asset: Asset) -> abac.Effective:
+        """The row filter and column masks ABAC policies give `asset` for this caller."""
+        if not self.policies or asset.type != "table":
+            return abac.Effective()
+        return abac.effective(asset, self.policies, self.principals)
+
+    def present_table(self, out: dict, asset: Asset) -> dict:
+        """A rendered table as this caller may see it: ABAC policies in place, for trusted engines only."""
+        eff = self.effective(asset)
+        if eff and self.caller.trusted_engine:
+            out = abac.apply(out, eff)
+        return present_table(self.caller, out)
 
     # ---- the securable's place in the index ---------------------------------------
 
@@ -310,10 +325,14 @@ _VERB = {"read": "read", "update": "update", "owner": "change the owner of", "de
 
 
 async def authorizer(shard, caller: Caller) -> Authz:
-    """The caller's Authz for its metastore; account admins need no index."""
+    """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index."""
+    policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
     if caller.is_account_admin:
-        return Authz(caller, None)
-    return Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+        authz = Authz(caller, None)
+    else:
+        authz = Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+    authz.policies = policies
+    return authz
 
 
 # ---- data access: tables, volumes, model versions, external locations ------------------
@@ -334,7 +353,11 @@ def has_policies(asset: Asset) -> bool:
 
 def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
     """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
-    if has_policies(asset) and not authz.caller.trusted_engine:
+    governed = authz.effective(asset)      # ABAC policies that apply to this caller (abac.py)
+    if governed.conflict:
+        return Decision(False, reason=f"Table '{asset.full_name}' is governed by conflicting ABAC policies for "
+                                      f"this caller: {governed.conflict}.")
+    if (has_policies(asset) or governed) and not authz.caller.trusted_engine:
         return Decision(False, reason=f"Table '{asset.full_name}' has a row filter or column masks; only a "
                                       "trusted engine, which enforces them, may read or write its data.")
     kind = _DATA_KIND[asset.type]

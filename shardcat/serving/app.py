@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ..errors import CatalogError
+from ..governance.authorize import authorizer
 from ..governance.grants import grants_routes
 from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
@@ -31,6 +32,7 @@ from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
+from ..catalog.policies import policy_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
@@ -53,7 +55,9 @@ CRUD = (
 
 async def found_json(catalogs: CatalogService, caller, type_name: str, full_name: str) -> bytes:
     """A get's answer: the asset as this caller may see it."""
-    return presented_json(await catalogs.find(caller, type_name, full_name), caller)
+    asset = await catalogs.find(caller, type_name, full_name)
+    # a trusted engine gets the ABAC policies that govern a table for it (governance/abac.py)
+    return presented_json(asset, caller, await authorizer(catalogs.shard, caller) if caller.trusted_engine else None)
 
 
 async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: str | None, max_results: str | None,
@@ -66,7 +70,8 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
         return head + tail
     # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
     # buffer, copying it again each time, and then copy the result).
-    items = [presented_json(a, caller) for a in page]
+    authz = await authorizer(catalogs.shard, caller) if caller.trusted_engine and type_name == "table" else None
+    items = [presented_json(a, caller, authz) for a in page]
     items[0] = head + items[0]
     items[-1] = items[-1] + tail
     return b",".join(items)
@@ -273,7 +278,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app
