@@ -153,7 +153,9 @@ class ResolveService:
         if body.get("expand_dependencies", True) is False:
             return None
         roots = {k: snap.by_name.get(k) for k in names}
-        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version, max_depth)
+        authz = await authorizer(self.shard, caller)
+        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version, max_depth,
+                            governed=authz.governed)
 
     def _add_dependencies(self, entry: dict, key, nodes: dict, max_depth: int, authz, caller: Caller,
                           with_credentials: bool) -> None:

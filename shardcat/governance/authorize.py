@@ -14,6 +14,7 @@ and schemas above it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pyroaring import BitMap
@@ -84,6 +85,14 @@ class Authz:
         if not self.policies or asset.type != "table":
             return abac.Effective()
         return abac.effective(asset, self.policies, self.principals)
+
+    def governed(self, asset: Asset) -> Asset:
+        """The asset with the filter and masks ABAC policies give it for this caller in its own place
+        (what resolve expands dependencies from: the policies' functions are dependencies too)."""
+        eff = self.effective(asset)
+        if not eff or eff.conflict:
+            return asset
+        return dataclasses.replace(asset, info=abac.apply(asset.info, eff))
 
     def present_table(self, out: dict, asset: Asset) -> dict:
         """A rendered table as this caller may see it: ABAC policies in place, for trusted engines only."""

@@ -79,6 +79,8 @@ async def test_a_mask_by_tag_reaches_a_table_created_after_the_policy(server, ws
     items = {"items": [{"name": name, "operation": "READ"}]}
     item = (await ok(engine, "POST", "/resolve", json=items))["items"][0]
     assert item["authorization"]["allowed"] and item["table"]["columns"][1]["mask"] == mask
+    # the policy's function comes with it, as a table's own mask function does
+    assert [d["name"] for d in item["dependencies"]] == [f"{c}.s.redact"]
 
     # The excepted group's member reads it unmasked.
     item = (await ok(excepted, "POST", "/resolve", json=items))["items"][0]
