@@ -27,6 +27,7 @@ from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.functions import create_function
 from ..catalog.lineage import lineage_routes
+from ..catalog.openlineage import openlineage_routes
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
@@ -278,7 +279,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
+                *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX), *openlineage_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

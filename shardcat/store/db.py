@@ -483,6 +483,32 @@ class Store:
             [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, uuid.UUID(target.id), target.full_name,
               job, principal, at) for s in sources])
 
+    async def add_column_lineage(self, metastore_id: str, edges: list[tuple[Asset, str, Asset, str]],
+                                 job: str | None, principal: str) -> None:
+        """One reported write's column lineage: (source, source column, target, target column) each."""
+        at = now_ms()
+        await self.pool.executemany(
+            """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
+                                           target_id, target_name, target_column, job, principal, at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
+            [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, sc, uuid.UUID(t.id), t.full_name, tc,
+              job, principal, at) for s, sc, t, tc in edges])
+
+    async def column_lineage_edges(self, metastore_id: str, asset_id: str, column: str, upstream: bool) -> list[dict]:
+        """The column edges into (`upstream`) or out of one column, one per (source column, target
+        column), with the names last recorded and the last time."""
+        end, col = ("target_id", "target_column") if upstream else ("source_id", "source_column")
+        rows = await self.pool.fetch(
+            f"""SELECT source_id, source_column, target_id, target_column, max(at) AS last_at,
+                       (array_agg(source_type ORDER BY at DESC))[1] AS source_type,
+                       (array_agg(source_name ORDER BY at DESC))[1] AS source_name,
+                       (array_agg(target_name ORDER BY at DESC))[1] AS target_name
+                FROM column_lineage WHERE metastore_id = $1 AND {end} = $2 AND lower({col}) = lower($3)
+                GROUP BY source_id, source_column, target_id, target_column
+                ORDER BY source_name, source_column, target_name, target_column LIMIT 1000""",
+            uuid.UUID(metastore_id), uuid.UUID(asset_id), column)
+        return [{**dict(r), "source_id": str(r["source_id"]), "target_id": str(r["target_id"])} for r in rows]
+
     async def lineage_edges(self, metastore_id: str, ids: list[str], upstream: bool) -> list[dict]:
         """The edges into (`upstream`) or out of the assets `ids`, one per (source, target): the
         names and source type last recorded, first and last time, how many writes, which jobs."""

@@ -159,6 +159,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "GET", "/shardcat/changes", "listChanges"),
     E(SHARD, "POST", "/shardcat/lineage", "reportLineage"),
     E(SHARD, "GET", "/shardcat/lineage", "getLineage"),
+    E(SHARD, "POST", "/openlineage/api/v1/lineage", "reportOpenLineage"),
+    E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineage"),     # the client's URL without its trailing slash
+    E(SHARD, "GET", "/lineage-tracking/table-lineage", "getTableLineage", prefix="/api/2.0"),
+    E(SHARD, "GET", "/lineage-tracking/column-lineage", "getColumnLineage", prefix="/api/2.0"),
     E(EVERY, "GET", "/shardcat/audit", "listAuditEvents"),
     E(SHARD, "GET", "/permissions/{securable_type}/{full_name}", "getPermissions"),
     E(SHARD, "PATCH", "/permissions/{securable_type}/{full_name}", "updatePermissions"),
