@@ -203,6 +203,23 @@ class OpenLineageService:
                 "downstream_cols": [entry(e["target_id"], e["target_column"], e["last_at"]) for e in down]}
 
 
+    async def dependents(self, caller: Caller, asset) -> list[dict]:
+        """What lineage says was written from `asset` (a table just dropped): those tables by name,
+        or `{"hidden": true}` for those the caller may not read."""
+        down = await self.shard.store.lineage_edges(caller.metastore(), [asset.id], False)
+        shown = await self._visible(caller, [e["target_id"] for e in down])
+        out = []
+        for e in sorted(down, key=lambda e: e["target_name"]):
+            found = shown(e["target_id"])
+            out.append({"full_name": found.full_name, "securable_type": "TABLE"} if found else {"hidden": True})
+        return out
+
+
+async def dropped_table_dependents(shard: Shard, caller: Caller, asset) -> list[dict]:
+    """The tables lineage records as written from a dropped table (DELETE /tables answers them)."""
+    return await OpenLineageService(shard).dependents(caller, asset)
+
+
 LINEAGE_TRACKING = "/api/2.0/lineage-tracking"
 
 

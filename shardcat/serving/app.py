@@ -27,7 +27,8 @@ from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.functions import create_function
 from ..catalog.lineage import lineage_routes
-from ..catalog.openlineage import openlineage_routes
+from ..catalog.openlineage import dropped_table_dependents, openlineage_routes
+from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
@@ -125,7 +126,17 @@ class ShardApi:
                                             await json_body(request)))
 
         async def delete(request):
-            await catalogs.delete(request["caller"], type_name, request.match_info[key], flag(request, "force"))
+            caller = request["caller"]
+            dropped = None
+            if type_name == "table":      # what depends on it, by lineage, is answered once it is gone
+                dropped = await catalogs.shard.lookup(caller.metastore(), "table",
+                                                      full_name_key(request.match_info[key], 3, "table"),
+                                                      caller.min_version)
+            await catalogs.delete(caller, type_name, request.match_info[key], flag(request, "force"))
+            if dropped is not None:
+                dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
+                if dependents:
+                    return ok({"dependents": dependents})
             return ok()
 
         item = f"{base}/{{{key}}}"

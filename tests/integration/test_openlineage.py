@@ -116,3 +116,18 @@ async def test_openlineage_refuses_outputs_the_caller_may_not_write(server, ws, 
     assert status == 400
     graph = await ok(ws, "GET", "/shardcat/lineage", params={"name": f"{c}.s.net"})
     assert graph["edges"] == []
+
+
+async def test_dropping_a_table_reports_what_was_written_from_it(server, ws, tmp_path):
+    c = await _world(ws, tmp_path)
+    admin = _client(ws, ws.token)
+    for target in ("net", "report"):
+        await asyncio.to_thread(admin.emit, _event(RunState.COMPLETE, [InputDataset(namespace="shardcat",
+                                                                                    name=f"{c}.s.orders")],
+                                                    [OutputDataset(namespace="shardcat", name=f"{c}.s.{target}")]))
+    status, body = await ws.call("DELETE", f"/tables/{c}.s.orders")
+    assert status == 200, body
+    assert body["dependents"] == [{"full_name": f"{c}.s.net", "securable_type": "TABLE"},
+                                  {"full_name": f"{c}.s.report", "securable_type": "TABLE"}]
+    status, body = await ws.call("DELETE", f"/tables/{c}.s.refunds")
+    assert (status, body) == (200, {})
