@@ -23,6 +23,7 @@ from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
 from ..catalog.changes import change_routes
+from ..catalog.events import event_routes
 from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.functions import create_function
@@ -291,7 +292,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
                 *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
-                *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX), *openlineage_routes(shard, PREFIX),
+                *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX), *openlineage_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app
