@@ -158,5 +158,7 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     app.add_routes([
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
+        # Databricks' lineage-tracking API sits outside the prefix; it is a metastore's too
+        web.route("*", "/api/2.0/lineage-tracking/{tail:.*}", forwarder.forward),
     ])
     return app
