@@ -48,6 +48,26 @@ def _dataset(d, where: str) -> tuple[str, str]:
     return d["namespace"], d["name"]
 
 
+def _column_fields(d: dict, where: tuple[str, str]) -> dict[str, list]:
+    """An output's columnLineage facet as {output column: [input fields]}, or INVALID_PARAMETER_VALUE."""
+    facets = d.get("facets") or {}
+    if not isinstance(facets, dict):
+        raise invalid(f"The facets of '{where[1]:.100}' must be an object.")
+    facet = facets.get("columnLineage")
+    fields = (facet or {}).get("fields") if isinstance(facet, dict) or facet is None else None
+    if fields is None and facet is None:
+        return {}
+    if not isinstance(fields, dict) or len(fields) > MAX_FIELDS:
+        raise invalid(f"The columnLineage facet of '{where[1]:.100}' must map at most {MAX_FIELDS} fields.")
+    out = {}
+    for col, spec in fields.items():
+        inputs_of = spec.get("inputFields") if isinstance(spec, dict) else None
+        if not isinstance(inputs_of, list) or not all(isinstance(f, dict) for f in inputs_of):
+            raise invalid(f"columnLineage field '{col:.100}' must have a list of inputFields.")
+        out[col] = inputs_of
+    return out
+
+
 def dataset_ref(namespace: str, name: str):
     """('name', key) for a catalog name, ('path', url) for a storage path, or None."""
     if "://" in namespace or namespace in ("file", "s3", "gs", "abfss"):
@@ -80,15 +100,11 @@ class OpenLineageService:
         job_name = job_name[:MAX_JOB_CHARS] if job_name else None
         ins = [_dataset(d, f"inputs[{i}]") for i, d in enumerate(inputs)]
         outs = [_dataset(d, f"outputs[{i}]") for i, d in enumerate(outputs)]
-        column_facets = [(o, ((d.get("facets") or {}).get("columnLineage") or {}).get("fields") or {})
-                         for o, d in zip(outs, outputs)]
-        for o, fields in column_facets:
-            if not isinstance(fields, dict) or len(fields) > MAX_FIELDS:
-                raise invalid(f"The columnLineage facet of '{o[1]:.100}' must map at most {MAX_FIELDS} fields.")
+        column_facets = [(o, _column_fields(d, o)) for o, d in zip(outs, outputs)]
         # every dataset the event names, inputs of column lineage included
         named = list(dict.fromkeys(ins + outs + [
-            _dataset(f, "columnLineage.inputFields[]") for _, fields in column_facets for spec in fields.values()
-            for f in (spec.get("inputFields") or [] if isinstance(spec, dict) else [])]))
+            _dataset(f, "columnLineage.inputFields[]") for _, fields in column_facets for inputs_of in fields.values()
+            for f in inputs_of]))
         if event_type not in RECORDED:
             return {"recorded": False, "eventType": event_type}
         refs = {d: dataset_ref(*d) for d in named}
@@ -134,8 +150,8 @@ class OpenLineageService:
             target = assets.get(o)
             if target is None:
                 continue
-            for out_col, spec in fields.items():
-                for f in (spec.get("inputFields") or []) if isinstance(spec, dict) else []:
+            for out_col, inputs_of in fields.items():
+                for f in inputs_of:
                     src = assets.get(_dataset(f, "inputFields[]"))
                     if src is not None and isinstance(f.get("field"), str) and f["field"]:
                         columns.append((src, f["field"], target, out_col))

@@ -63,7 +63,7 @@ def _using(spec: dict, where: str, aliases: set[str]) -> list[dict]:
         raise invalid(f"{where}.using must be a list of {{\"alias\": ...}}.")
     out = []
     for i, u in enumerate(using):
-        if not isinstance(u, dict) or set(u) != {"alias"}:
+        if not isinstance(u, dict) or set(u) != {"alias"} or not isinstance(u["alias"], str):
             raise invalid(f"{where}.using[{i}] must be {{\"alias\": ...}}: constant arguments are not supported.")
         if u["alias"] not in aliases:
             raise invalid(f"{where}.using[{i}] names alias {u['alias']!r:.40}, which match_columns does not bind.")
@@ -117,7 +117,7 @@ def check_policy(body, old: dict | None = None) -> dict:
     checked = {"function_name": ".".join(split_full_name(spec["function_name"], 3, "function")),
                "using": _using(spec, field_name, aliases)}
     if field_name == "column_mask":
-        if spec.get("on_column") not in aliases:
+        if not isinstance(spec.get("on_column"), str) or spec["on_column"] not in aliases:
             raise invalid("column_mask.on_column must be an alias that match_columns binds.")
         checked["on_column"] = spec["on_column"]
     out[field_name] = checked

@@ -114,6 +114,11 @@ async def test_openlineage_refuses_outputs_the_caller_may_not_write(server, ws, 
     assert status == 403 and body["error_code"] == "PERMISSION_DENIED"
     status, body = await reader.call("POST", "/openlineage/api/v1/lineage", json={**event, "inputs": "x"})
     assert status == 400
+    for facets in ({"columnLineage": "x"}, {"columnLineage": {"fields": {"id": {"inputFields": "x"}}}},
+                   {"columnLineage": {"fields": {"id": {"inputFields": [3]}}}}, "x"):
+        bad = {**event, "outputs": [{"namespace": "shardcat", "name": f"{c}.s.net", "facets": facets}]}
+        status, body = await ws.call("POST", "/openlineage/api/v1/lineage", json=bad)
+        assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (facets, body)
     graph = await ok(ws, "GET", "/shardcat/lineage", params={"name": f"{c}.s.net"})
     assert graph["edges"] == []
 
