@@ -1,4 +1,4 @@
-"""Search by tag in a metastore of 100,000 tables: the GIN index on tags (migration 0010) vs a scan.
+"""Search by tag in a metastore of 100,000 tables: the GIN index on tag_index (migration 0010) vs a scan.
 
     python -m benchmarks.bench_tag_search [--tables N] [--repeat R] [--no-docs]
 
@@ -52,6 +52,18 @@ async def tag_tables(db: str, catalog: str, schema: str) -> float:
                 """UPDATE assets SET info = jsonb_set(info, '{columns,0,tags}', '{"pii": "email"}'::jsonb)
                    WHERE metastore_id = $1 AND type = 'table' AND substr(name, 2)::int % 500 = 0
                      AND jsonb_array_length(info->'columns') > 0""", ms)
+            # search's tag_index, as catalog/tags.py keeps it: every key and key=value, own and columns'
+            await conn.execute(
+                """UPDATE assets a SET info = jsonb_set(info, '{tag_index}', (
+                       SELECT coalesce(jsonb_agg(DISTINCT t), '[]'::jsonb) FROM (
+                           SELECT key AS t FROM jsonb_each_text(a.info->'tags')
+                           UNION SELECT key || '=' || value FROM jsonb_each_text(a.info->'tags') WHERE value IS NOT NULL
+                           UNION SELECT key FROM jsonb_array_elements(a.info->'columns') c,
+                                                 jsonb_each_text(coalesce(c->'tags', '{}'::jsonb))
+                           UNION SELECT key || '=' || value FROM jsonb_array_elements(a.info->'columns') c,
+                                                 jsonb_each_text(coalesce(c->'tags', '{}'::jsonb))
+                                 WHERE value IS NOT NULL) terms))
+                   WHERE metastore_id = $1 AND type = 'table'""", ms)
             ids = [r["id"] for r in await conn.fetch(
                 "SELECT id FROM assets WHERE metastore_id = $1 AND type = 'table'", ms)]
             await conn.execute("INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5)",
@@ -97,8 +109,8 @@ def markdown(run: dict) -> str:
              f"- **Data:** one schema of {run['tables']:,} tables; `domain` on every table (`sales` on every 10th), "
              "`pii` on every 1,000th table and on the first column of every 500th.",
              f"- **Method:** `GET /shardcat/search?query=...&max_results=100`, {run['repeat']} times in a row per "
-             "query after two warm-ups; *index*: as migrated (migration 0010, GIN on `info->'tags'`); *scan*: "
-             "that index dropped. Column tags are read from the rows the other conditions leave, either way.",
+             "query after two warm-ups; *index*: as migrated (migration 0010, GIN on `info->'tag_index'`, every "
+             "key and key=value of a table and its columns); *scan*: that index dropped.",
              "",
              "| query | what it finds | results | index p50 / max ms | scan p50 / max ms |",
              "| --- | --- | ---: | ---: | ---: |"]

@@ -40,6 +40,7 @@ def render(asset: Asset) -> dict:
     """An asset as the API returns it: stored fields plus names and ids derived from where it sits."""
     t = TYPES[asset.type]
     out = dict(asset.info)
+    out.pop("tag_index", None)      # search's, not the asset's (catalog/tags.py)
     out["name"] = asset.name
     out[t.id_field] = asset.id
     out["metastore_id"] = asset.metastore_id

@@ -104,8 +104,15 @@ def tags_of(asset: Asset, column: str | None) -> dict:
     return dict(asset.info["columns"][_column(asset, column)].get("tags") or {})
 
 
+def _index_terms(tags: dict | None) -> set[str]:
+    return {t for k, v in (tags or {}).items() for t in ((k,) if v is None else (k, f"{k}={v}"))}
+
+
 def with_tags(asset: Asset, column: str | None, tags: dict) -> Asset:
+    """The asset with `tags` on itself (column None) or on a column, and its `tag_index` (what
+    search's index reads: every key and key=value of it and its columns) kept a superset of them."""
     info = dict(asset.info)
+    info["tag_index"] = sorted(set(info.get("tag_index") or ()) | _index_terms(tags))
     if column is None:
         if tags:
             info["tags"] = tags

@@ -105,24 +105,27 @@ class Change:
 SEARCH_TEXT = "(lower(a.full_name) || ' ' || lower(coalesce(a.info->>'comment', '')))"
 
 
-def _tag_match(key: int, value: int) -> str:
+def _tag_match(term: int, key: int, value: int) -> str:
     """An asset holding tag $key (with value $value, unless that is NULL), on itself or on a column.
-    The asset's own tags are indexed (migration 0010); its columns' are read from the asset."""
+    `info->'tag_index'` (catalog/tags.py: every `key` and `key=value` of the asset and its columns,
+    $term is one of them) is indexed (migration 0010) and narrows the rows; the exact test follows."""
     def holds(tags: str) -> str:
         return f"({tags} ? ${key}::text AND (${value}::text IS NULL OR {tags} ->> ${key}::text = ${value}::text))"
     columns = "CASE WHEN jsonb_typeof(a.info->'columns') = 'array' THEN a.info->'columns' ELSE '[]'::jsonb END"
     own, column = holds("a.info->'tags'"), holds("c->'tags'")
-    return f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column}))"
+    return (f"(a.info->'tag_index' ? ${term}::text AND "
+            f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column})))")
 
 
 def search_query(patterns: int, tags: int = 0) -> str:
     """Store.search's SQL for this many LIKE patterns ($10 on) and tag conditions (two parameters
-    each, after the patterns). One condition per pattern on the
+    each: three parameters, after the patterns). One condition per pattern on the
     indexed text: the planner combines them in the trigram index, which it cannot do for one
     condition over an array of patterns. A pattern holding no whitespace matches name and comment
     joined by a space just where it matches one of them."""
     conditions = [f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns)]
-    conditions += [_tag_match(10 + patterns + 2 * i, 11 + patterns + 2 * i) for i in range(tags)]
+    conditions += [_tag_match(10 + patterns + 3 * i, 11 + patterns + 3 * i, 12 + patterns + 3 * i)
+                   for i in range(tags)]
     matches = " AND ".join(conditions) or "true"
     return f"""SELECT m.version AS ms_version, r.* FROM metastores m
                LEFT JOIN LATERAL (
@@ -421,7 +424,7 @@ class Store:
             rows = await conn.fetch(
                 search_query(len(patterns), len(tags)),
                 uuid.UUID(metastore_id), types, exact, prefix, inside, after[0], after[1], uuid.UUID(after[2]),
-                limit, *patterns, *(x for kv in tags for x in kv))
+                limit, *patterns, *(x for k, v in tags for x in (k if v is None else f"{k}={v}", k, v)))
         if not rows:
             raise MetastoreGone(metastore_id)
         return rows[0]["ms_version"], [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]

@@ -51,6 +51,7 @@ async def test_tags_on_every_securable_and_column_are_shown_listed_updated_and_r
         assert (await _tag(ws, entity_type, name, "pii"))[0] == 200            # a key without a value
         shown = await ok(ws, "GET", path)
         assert shown["tags"] == {"domain": "sales", "pii": None}, (entity_type, shown)
+        assert "tag_index" not in shown           # search's, not part of the answer
 
     status, body = await _tag(ws, "columns", f"{c}.s.people.email", "pii", "email")
     assert status == 200, body
