@@ -56,13 +56,14 @@ async def tag_tables(db: str, catalog: str, schema: str) -> float:
             await conn.execute(
                 """UPDATE assets a SET info = jsonb_set(info, '{tag_index}', (
                        SELECT coalesce(jsonb_agg(DISTINCT t), '[]'::jsonb) FROM (
-                           SELECT key AS t FROM jsonb_each_text(a.info->'tags')
-                           UNION SELECT key || '=' || value FROM jsonb_each_text(a.info->'tags') WHERE value IS NOT NULL
-                           UNION SELECT key FROM jsonb_array_elements(a.info->'columns') c,
-                                                 jsonb_each_text(coalesce(c->'tags', '{}'::jsonb))
-                           UNION SELECT key || '=' || value FROM jsonb_array_elements(a.info->'columns') c,
-                                                 jsonb_each_text(coalesce(c->'tags', '{}'::jsonb))
-                                 WHERE value IS NOT NULL) terms))
+                           SELECT o.key AS t FROM jsonb_each_text(a.info->'tags') o
+                           UNION SELECT o.key || '=' || o.value FROM jsonb_each_text(a.info->'tags') o
+                                 WHERE o.value IS NOT NULL
+                           UNION SELECT k.key FROM jsonb_array_elements(a.info->'columns') c,
+                                                   jsonb_each_text(coalesce(c->'tags', '{}'::jsonb)) k
+                           UNION SELECT k.key || '=' || k.value FROM jsonb_array_elements(a.info->'columns') c,
+                                                 jsonb_each_text(coalesce(c->'tags', '{}'::jsonb)) k
+                                 WHERE k.value IS NOT NULL) terms))
                    WHERE metastore_id = $1 AND type = 'table'""", ms)
             ids = [r["id"] for r in await conn.fetch(
                 "SELECT id FROM assets WHERE metastore_id = $1 AND type = 'table'", ms)]
