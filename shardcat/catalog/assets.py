@@ -19,7 +19,7 @@ import orjson
 from ..auth import Caller
 from ..entities.urls import InvalidUrl, join_url, normalize_url
 from ..entities.asset import Asset
-from ..entities.columns import check_columns
+from ..entities.columns import check_columns, keep_column_tags
 from ..entities.manifest import AssetType
 from ..entities.names import check_name, full_name_key, split_full_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, DEFINED_BY_QUERY, TABLE_TYPES, TYPES
@@ -40,6 +40,7 @@ def render(asset: Asset) -> dict:
     """An asset as the API returns it: stored fields plus names and ids derived from where it sits."""
     t = TYPES[asset.type]
     out = dict(asset.info)
+    out.pop("tag_index", None)      # search's, not the asset's (catalog/tags.py)
     out["name"] = asset.name
     out[t.id_field] = asset.id
     out["metastore_id"] = asset.metastore_id
@@ -51,14 +52,17 @@ def render(asset: Asset) -> dict:
     return out
 
 
-def present(asset: Asset, caller: Caller) -> orjson.Fragment:
+def present(asset: Asset, caller: Caller, authz=None) -> orjson.Fragment:
     """`presented_json` as a part of answers built with `encode_json`."""
-    return orjson.Fragment(presented_json(asset, caller))
+    return orjson.Fragment(presented_json(asset, caller, authz))
 
 
-def presented_json(asset: Asset, caller: Caller) -> bytes:
+def presented_json(asset: Asset, caller: Caller, authz=None) -> bytes:
     """`render(asset)` as this caller may see it, as JSON encoded once per asset state and kind of
-    caller (only trusted engines see a table's row filter and column masks)."""
+    caller (only trusted engines see a table's row filter and column masks). With `authz` (a trusted
+    engine's), a table that ABAC policies govern for this caller gets theirs, encoded for it alone."""
+    if authz is not None and asset.type == "table" and caller.trusted_engine and authz.effective(asset):
+        return encode_json(authz.present_table(render(asset), asset))
     full = caller.trusted_engine or asset.type != "table"
     encoded = asset.memo.get(full)
     if encoded is None:
@@ -124,7 +128,9 @@ class AssetService:
 
     async def get(self, caller: Caller, type_name: str, full_name: str) -> dict:
         asset = await self.find(caller, type_name, full_name)
-        return present_table(caller, render(asset)) if type_name == "table" else render(asset)
+        if type_name != "table":
+            return render(asset)
+        return (await authorizer(self.shard, caller)).present_table(render(asset), asset)
 
     async def find(self, caller: Caller, type_name: str, full_name: str) -> Asset:
         """The asset, if the caller may read it."""
@@ -136,8 +142,12 @@ class AssetService:
     async def list(self, caller: Caller, type_name: str, parent_full: str | None,
                    max_results=None, page_token: str | None = None) -> dict:
         page, next_token = await self.list_page(caller, type_name, parent_full, max_results, page_token)
-        shown = [render(a) for a in page]
-        out = {TYPES[type_name].list_key: [present_table(caller, a) for a in shown] if type_name == "table" else shown}
+        if type_name == "table":
+            authz = await authorizer(self.shard, caller)
+            shown = [authz.present_table(render(a), a) for a in page]
+        else:
+            shown = [render(a) for a in page]
+        out = {TYPES[type_name].list_key: shown}
         if next_token:
             out["next_page_token"] = next_token
         return out
@@ -391,8 +401,9 @@ async def create_table(service: AssetService, tx: WriteTx, state: MetastoreState
 
 async def update_table(service: AssetService, tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict):
     info = dict(asset.info)
-    if "columns" in fields:
-        info["columns"] = check_columns(fields["columns"])
+    if "columns" in fields:   # new columns keep the tags of the old ones of the same name (catalog/tags.py)
+        stored = await tx.get(asset.namespace, asset.full_name)
+        info["columns"] = keep_column_tags(stored.info.get("columns") if stored else [], check_columns(fields["columns"]))
     fmt = fields.get("data_source_format")
     if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
         raise invalid(f"Unknown data_source_format '{fmt}'.")

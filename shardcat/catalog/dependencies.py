@@ -94,14 +94,18 @@ class Node:
 
 
 async def expand(shard, metastore_id: str, version: int, roots: dict[Key, Asset | None],
-                 min_version: int, max_depth: int = MAX_DEPTH) -> dict[Key, Node]:
+                 min_version: int, max_depth: int = MAX_DEPTH, governed=None) -> dict[Key, Node]:
     """Every asset reachable from `roots` (already read at `version`) within `max_depth` levels,
-    each level one snapshot call. Raises SnapshotMoved if a level came from another version."""
+    each level one snapshot call. Raises SnapshotMoved if a level came from another version.
+    `governed(asset)`: the asset as the caller's ABAC policies make it (their functions are
+    dependencies too)."""
     nodes: dict[Key, Node] = {}
     level: dict[Key, Asset | None] = dict(roots)
     for depth in range(max_depth + 2):
         wanted: set[Key] = set()
         for key, asset in level.items():
+            if governed is not None and asset is not None:
+                asset = governed(asset)
             node = nodes[key] = Node(asset)
             if asset is not None:
                 try:

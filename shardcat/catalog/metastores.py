@@ -25,8 +25,11 @@ _CLOUDS = {"s3": "aws", "abfss": "azure", "abfs": "azure", "gs": "gcp", "file": 
 def render_metastore(m: Metastore) -> dict:
     scheme = m.info.get("storage_root", "").split(":", 1)[0]
     cloud, region = _CLOUDS.get(scheme, "local"), m.info.get("region", "local")
+    # served by their own endpoints: /tag-policies (tags.py), /policies (policies.py), /shardcat/webhooks
+    # (events.py; their secrets never leave but once)
+    info = {k: v for k, v in m.info.items() if k not in ("tag_policies", "abac_policies", "webhooks")}
     return {
-        **m.info,
+        **info,
         "metastore_id": m.id,
         "name": m.name,
         "cloud": cloud,

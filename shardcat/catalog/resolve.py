@@ -153,7 +153,9 @@ class ResolveService:
         if body.get("expand_dependencies", True) is False:
             return None
         roots = {k: snap.by_name.get(k) for k in names}
-        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version, max_depth)
+        authz = await authorizer(self.shard, caller)
+        return await expand(self.shard, caller.metastore(), snap.version, roots, caller.min_version, max_depth,
+                            governed=authz.governed)
 
     def _add_dependencies(self, entry: dict, key, nodes: dict, max_depth: int, authz, caller: Caller,
                           with_credentials: bool) -> None:
@@ -203,7 +205,7 @@ class ResolveService:
         entry["authorization"] = decision.json()
         entry["_id"] = asset.id         # for the audit row (_decisions)
         if decision.allowed:
-            entry[asset.type] = present(asset, caller)
+            entry[asset.type] = present(asset, caller, authz)      # with ABAC policies in place, for this caller
             if with_credentials and asset.storage_path and (asset.type == "volume" or (
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path

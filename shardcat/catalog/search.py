@@ -1,8 +1,10 @@
-"""Search: find catalogs, schemas, tables, volumes, functions and models by name or comment.
+"""Search: find catalogs, schemas, tables, volumes, functions and models by name, comment or tag.
 
 `GET /shardcat/search?query=orders daily` answers the securables of the caller's metastore
 whose full name or comment holds every word of the query (case-insensitive), that the caller
-may see (the same rule as listing them), best first: the name equal to the first word, then
+may see (the same rule as listing them); `tag:pii` and `tag:domain=sales` in the query keep only
+assets holding that tag (with that value), on themselves or on one of their columns
+(`matching_columns` names those); best first: the name equal to the first word, then
 names starting with it, then names holding it, then the rest; ties in full-name order. Read
 from PostgreSQL at one metastore version (a search is rare next to reads: no shard keeps an
 index for it), where a trigram index finds the assets holding a rare word without reading the
@@ -26,6 +28,7 @@ from ..governance.authorize import authorizer
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
 from ..web.kit import ok
+from .tags import check_key, check_value
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200
@@ -38,14 +41,22 @@ def _like(word: str) -> str:
     return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _words(query: str | None) -> list[str]:
+def _terms(query: str | None) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """The words (lower-cased) and the tag conditions (`tag:key`, `tag:key=value`: as written) of a query."""
     # NFC, as names are stored: a decomposed `café` finds the composed one
-    words = unicodedata.normalize("NFC", (query or "").lower()).split()
-    if not words:
+    terms = unicodedata.normalize("NFC", query or "").split()
+    if not terms:
         raise invalid("Query parameter 'query' must hold at least one word.")
-    if len(query) > MAX_QUERY_CHARS or len(words) > MAX_WORDS:
+    if len(query) > MAX_QUERY_CHARS or len(terms) > MAX_WORDS:
         raise invalid(f"Query parameter 'query' may hold at most {MAX_WORDS} words and {MAX_QUERY_CHARS} characters.")
-    return words
+    words, tags = [], []
+    for term in terms:
+        if term[:4].lower() == "tag:":
+            key, eq, value = term[4:].partition("=")
+            tags.append((check_key(key, "query"), check_value(value, "query") if eq else None))
+        else:
+            words.append(term.lower())
+    return words, tags
 
 
 def _types(value: str | None) -> list[str]:
@@ -75,14 +86,23 @@ def _after(token: str | None) -> tuple[int, str, str]:
     raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
 
 
-def _result(rank: int, asset) -> dict:
+def _result(rank: int, asset, words: list[str], tags: list[tuple[str, str | None]]) -> dict:
     info = asset.info
     out = {"securable_type": TYPES[asset.type].securable_type, "full_name": asset.full_name, "id": asset.id,
-           "match": "name" if rank < 3 else "full_name_or_comment"}
-    for key in ("comment", "owner", "table_type", "data_source_format", "updated_at"):
+           "match": "name" if rank < 3 else "full_name_or_comment" if words else "tag"}
+    for key in ("comment", "owner", "table_type", "data_source_format", "updated_at", "tags"):
         if info.get(key) is not None:
             out[key] = info[key]
+    if tags:    # the columns holding a searched tag, when the asset's own tags do not
+        columns = [c["name"] for c in info.get("columns") or [] if any(_holds(c.get("tags"), kv) for kv in tags)]
+        if columns:
+            out["matching_columns"] = columns
     return out
+
+
+def _holds(tags: dict | None, condition: tuple[str, str | None]) -> bool:
+    key, value = condition
+    return bool(tags) and key in tags and (value is None or tags[key] == value)
 
 
 class SearchService:
@@ -90,20 +110,23 @@ class SearchService:
         self.shard = shard
 
     async def search(self, caller: Caller, query) -> dict:
-        words = _words(query.get("query"))
+        words, tags = _terms(query.get("query"))
         types = _types(query.get("securable_types"))
         limit = page_size(query.get("max_results"))
         after = _after(query.get("page_token"))
-        first = _like(words[0])
+        ranks = (None, None, None)      # tags alone: every match ranks the same, in full-name order
+        if words:
+            first = _like(words[0])
+            ranks = (words[0], first + "%", f"%{first}%")
         ms = caller.metastore()
         found = await self.shard.read(ms, self.shard.store.search(
-            ms, types, [f"%{_like(w)}%" for w in words], (words[0], first + "%", f"%{first}%"), after, limit + 1))
+            ms, types, [f"%{_like(w)}%" for w in words], ranks, after, limit + 1, tags))
         page = found[:limit]
         authz = await authorizer(self.shard, caller)
         visible = set()
         for t in {a.type for _, a in page}:
             visible.update(a.id for a in authz.filter_any(t, [a for _, a in page if a.type == t]))
-        out = {"results": [_result(rank, a) for rank, a in page if a.id in visible]}
+        out = {"results": [_result(rank, a, words, tags) for rank, a in page if a.id in visible]}
         if len(found) > limit:
             rank, last = page[-1]
             out["next_page_token"] = encode_page_token(json.dumps([rank, last.full_name, last.id]))

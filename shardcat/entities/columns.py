@@ -91,3 +91,10 @@ def _default_json(c: dict) -> str:
     t = c["type_name"]
     spark = f"decimal({c['type_precision']},{c['type_scale']})" if t == "DECIMAL" else _SPARK_JSON.get(t, c["type_text"])
     return json.dumps({"name": c["name"], "type": spark, "nullable": c["nullable"], "metadata": {}})
+
+
+def keep_column_tags(old_columns: list, new_columns: list) -> list:
+    """A table's columns replaced by an update keep the tags of the columns of the same name."""
+    old = {c.get("name", "").lower(): c["tags"] for c in old_columns or [] if c.get("tags")}
+    return [{**c, "tags": old[c["name"].lower()]} if c["name"].lower() in old and "tags" not in c else c
+            for c in new_columns]

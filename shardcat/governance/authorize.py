@@ -14,6 +14,7 @@ and schemas above it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pyroaring import BitMap
@@ -22,6 +23,7 @@ from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
+from . import abac
 from . import privileges as P
 from .index import privilege_index
 
@@ -76,6 +78,28 @@ class Authz:
             self.admin = None
         # An admin's every decision is this one (batched resolve asks once per item).
         self._admin_decision = Decision(True, {"source": "admin", "as": self.admin}) if self.admin else None
+        self.policies: list = []     # the metastore's ABAC policies (abac.py), set by `authorizer`
+
+    def effective(self, asset: Asset) -> abac.Effective:
+        """The row filter and column masks ABAC policies give `asset` for this caller."""
+        if not self.policies or asset.type != "table":
+            return abac.Effective()
+        return abac.effective(asset, self.policies, self.principals)
+
+    def governed(self, asset: Asset) -> Asset:
+        """The asset with the filter and masks ABAC policies give it for this caller in its own place
+        (what resolve expands dependencies from: the policies' functions are dependencies too)."""
+        eff = self.effective(asset)
+        if not eff or eff.conflict:
+            return asset
+        return dataclasses.replace(asset, info=abac.apply(asset.info, eff))
+
+    def present_table(self, out: dict, asset: Asset) -> dict:
+        """A rendered table as this caller may see it: ABAC policies in place, for trusted engines only."""
+        eff = self.effective(asset)
+        if eff and self.caller.trusted_engine:
+            out = abac.apply(out, eff)
+        return present_table(self.caller, out)
 
     # ---- the securable's place in the index ---------------------------------------
 
@@ -306,14 +330,18 @@ class Authz:
 
 _VERB = {"read": "read", "update": "update", "owner": "change the owner of", "delete": "delete",
          "grant": "manage the permissions of", "read_data": "read the data of", "write_data": "write the data of",
-         "check": "use"}
+         "check": "use", "apply_tag": "tag"}
 
 
 async def authorizer(shard, caller: Caller) -> Authz:
-    """The caller's Authz for its metastore; account admins need no index."""
+    """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index."""
+    policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
     if caller.is_account_admin:
-        return Authz(caller, None)
-    return Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+        authz = Authz(caller, None)
+    else:
+        authz = Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+    authz.policies = policies
+    return authz
 
 
 # ---- data access: tables, volumes, model versions, external locations ------------------
@@ -334,7 +362,11 @@ def has_policies(asset: Asset) -> bool:
 
 def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
     """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
-    if has_policies(asset) and not authz.caller.trusted_engine:
+    governed = authz.effective(asset)      # ABAC policies that apply to this caller (abac.py)
+    if governed.conflict:
+        return Decision(False, reason=f"Table '{asset.full_name}' is governed by conflicting ABAC policies for "
+                                      f"this caller: {governed.conflict}.")
+    if (has_policies(asset) or governed) and not authz.caller.trusted_engine:
         return Decision(False, reason=f"Table '{asset.full_name}' has a row filter or column masks; only a "
                                       "trusted engine, which enforces them, may read or write its data.")
     kind = _DATA_KIND[asset.type]

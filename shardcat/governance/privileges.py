@@ -131,7 +131,8 @@ _DATA = {   # (read, write) of a securable's data
 
 
 def rule(kind: str, op: str) -> Rule:
-    """The rule for an operation: read, create, update, owner (change it), delete, grant, read_data, write_data."""
+    """The rule for an operation: read, create, update, owner (change it), delete, grant, read_data, write_data,
+    apply_tag."""
     if op == "read":
         return Rule((ADMINISTER, OWNER, *_READ[kind]))
     if op == "create":     # the container's owner has every privilege on it, CREATE ... included
@@ -141,7 +142,9 @@ def rule(kind: str, op: str) -> Rule:
         return _ADMIN
     if op in ("read_data", "write_data"):
         return Rule(_DATA[kind][op == "write_data"])
+    if op == "apply_tag":     # set or remove a tag: APPLY TAG (on it or above it), or administering it
+        return Rule((ADMINISTER, "APPLY TAG"))
     raise KeyError(op)
 
 
-OPERATIONS = ("read", "create", "update", "owner", "delete", "grant", "read_data", "write_data")
+OPERATIONS = ("read", "create", "update", "owner", "delete", "grant", "read_data", "write_data", "apply_tag")

@@ -185,5 +185,7 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
         web.route("*", SHARING_PREFIX + "/{tail:.*}", forwarder.forward),     # Delta Sharing: the metastore's
+        # Databricks' lineage-tracking API sits outside the prefix; it is a metastore's too
+        web.route("*", "/api/2.0/lineage-tracking/{tail:.*}", forwarder.forward),
     ])
     return app

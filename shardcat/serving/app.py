@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ..errors import CatalogError
+from ..governance.authorize import authorizer
 from ..governance.grants import grants_routes
 from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
@@ -22,15 +23,20 @@ from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
 from ..catalog.changes import change_routes
+from ..catalog.events import event_routes
 from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.iceberg_rest import iceberg_routes
 from ..catalog.functions import create_function
 from ..catalog.lineage import lineage_routes
+from ..catalog.openlineage import dropped_table_dependents, openlineage_routes
+from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
 from ..catalog.search import search_routes
+from ..catalog.tags import tag_routes
+from ..catalog.policies import policy_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
@@ -58,7 +64,9 @@ CRUD = (
 
 async def found_json(catalogs: CatalogService, caller, type_name: str, full_name: str) -> bytes:
     """A get's answer: the asset as this caller may see it."""
-    return presented_json(await catalogs.find(caller, type_name, full_name), caller)
+    asset = await catalogs.find(caller, type_name, full_name)
+    # a trusted engine gets the ABAC policies that govern a table for it (governance/abac.py)
+    return presented_json(asset, caller, await authorizer(catalogs.shard, caller) if caller.trusted_engine else None)
 
 
 async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: str | None, max_results: str | None,
@@ -71,7 +79,8 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
         return head + tail
     # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
     # buffer, copying it again each time, and then copy the result).
-    items = [presented_json(a, caller) for a in page]
+    authz = await authorizer(catalogs.shard, caller) if caller.trusted_engine and type_name == "table" else None
+    items = [presented_json(a, caller, authz) for a in page]
     items[0] = head + items[0]
     items[-1] = items[-1] + tail
     return b",".join(items)
@@ -124,7 +133,17 @@ class ShardApi:
                                             await json_body(request)))
 
         async def delete(request):
-            await catalogs.delete(request["caller"], type_name, request.match_info[key], flag(request, "force"))
+            caller = request["caller"]
+            dropped = None
+            if type_name == "table":      # what depends on it, by lineage, is answered once it is gone
+                dropped = await catalogs.shard.lookup(caller.metastore(), "table",
+                                                      full_name_key(request.match_info[key], 3, "table"),
+                                                      caller.min_version)
+            await catalogs.delete(caller, type_name, request.match_info[key], flag(request, "force"))
+            if dropped is not None:
+                dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
+                if dependents:
+                    return ok({"dependents": dependents})
             return ok()
 
         item = f"{base}/{{{key}}}"
@@ -286,8 +305,9 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
                 *delta_commit_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
-                *iceberg_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
+                *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

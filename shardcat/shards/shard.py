@@ -81,6 +81,7 @@ class MetastoreState:
     locations: UrlTrie = field(default_factory=UrlTrie)
     location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
     privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
+    policies: object = None     # a follower's: governance/abac.py's parsed ABAC policies, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     pending: list = field(default_factory=list)     # writes waiting for the next group (group_commit.py)

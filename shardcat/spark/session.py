@@ -11,18 +11,23 @@ into what they depend on), registers each table as a temporary view over its fil
 and column masks applied, for a trusted engine), each catalog view as a temporary view over those,
 inlines catalog SQL functions, rewrites the query to those names and runs it. What the catalog
 said is kept for the job (see catalog.py), so a pipeline does not ask twice about the same table.
-Every write reports its lineage (`POST /shardcat/lineage`): the catalog tables and volumes whose
+Every write reports its lineage as an OpenLineage RunEvent (`POST /openlineage/api/v1/lineage`): the catalog tables and volumes whose
 files the DataFrame read.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
+import json
 import logging
 import re
+import urllib.parse
 import uuid
 
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.serde import Serde
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -408,7 +413,7 @@ class Shardcat:
 
     def _read_from(self, location: str | None, name: str | None, securable_type: str | None) -> None:
         if location and name and securable_type and self._locations.get(location) is None:
-            self._locations.insert(location, {"name": name, "securable_type": securable_type})
+            self._locations.insert(location, {"name": name, "securable_type": securable_type, "location": location})
 
     def _sources(self, df: DataFrame) -> list[dict]:
         """The catalog tables and volumes this session read whose files `df` reads (Spark's
@@ -431,8 +436,8 @@ class Shardcat:
         if not sources:
             return []
         try:
-            self.catalog.call("POST", "/shardcat/lineage", {"target": target, "sources": sources,
-                                                            "job": self.spark.conf.get("spark.app.name", None)})
+            self.catalog.call("POST", "/openlineage/api/v1/lineage", openlineage_event(
+                target, sources, self.spark.conf.get("spark.app.name", None) or "spark"))
         except CatalogError as e:
             log.warning("lineage of %s not recorded: %s", target, e)
             return []
@@ -457,3 +462,24 @@ def _exists(location: str) -> bool:
 
 
 __all__ = ["connect", "Shardcat", "CatalogError"]
+
+
+def _dataset_of(source: dict) -> tuple[str, str]:
+    """An OpenLineage (namespace, name) for a source: a table by its catalog name, a volume by its
+    storage path (the catalog maps a path to the asset owning it)."""
+    if source["securable_type"] == "TABLE" or not source.get("location"):
+        return "shardcat", source["name"]
+    parsed = urllib.parse.urlsplit(source["location"])
+    if parsed.scheme == "file":
+        return "file", parsed.path
+    return f"{parsed.scheme}://{parsed.netloc}", parsed.path.lstrip("/")
+
+
+def openlineage_event(target: str, sources: list[dict], job: str) -> dict:
+    """A COMPLETE OpenLineage RunEvent of one write (the catalog's one lineage model, catalog/openlineage.py)."""
+    event = RunEvent(eventType=RunState.COMPLETE, eventTime=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                     run=Run(runId=str(uuid.uuid4())), job=Job(namespace="shardcat.spark", name=job),
+                     producer="https://github.com/shardcat/shardcat/spark",
+                     inputs=[InputDataset(*_dataset_of(s)) for s in sources],
+                     outputs=[OutputDataset("shardcat", target)])
+    return json.loads(Serde.to_json(event))

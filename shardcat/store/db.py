@@ -105,12 +105,28 @@ class Change:
 SEARCH_TEXT = "(lower(a.full_name) || ' ' || lower(coalesce(a.info->>'comment', '')))"
 
 
-def search_query(patterns: int) -> str:
-    """Store.search's SQL for this many LIKE patterns ($10 on). One condition per pattern on the
+def _tag_match(term: int, key: int, value: int) -> str:
+    """An asset holding tag $key (with value $value, unless that is NULL), on itself or on a column.
+    `info->'tag_index'` (catalog/tags.py: every `key` and `key=value` of the asset and its columns,
+    $term is one of them) is indexed (migration 0010) and narrows the rows; the exact test follows."""
+    def holds(tags: str) -> str:
+        return f"({tags} ? ${key}::text AND (${value}::text IS NULL OR {tags} ->> ${key}::text = ${value}::text))"
+    columns = "CASE WHEN jsonb_typeof(a.info->'columns') = 'array' THEN a.info->'columns' ELSE '[]'::jsonb END"
+    own, column = holds("a.info->'tags'"), holds("c->'tags'")
+    return (f"(a.info->'tag_index' ? ${term}::text AND "
+            f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column})))")
+
+
+def search_query(patterns: int, tags: int = 0) -> str:
+    """Store.search's SQL for this many LIKE patterns ($10 on) and tag conditions (two parameters
+    each: three parameters, after the patterns). One condition per pattern on the
     indexed text: the planner combines them in the trigram index, which it cannot do for one
     condition over an array of patterns. A pattern holding no whitespace matches name and comment
     joined by a space just where it matches one of them."""
-    matches = " AND ".join(f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns))
+    conditions = [f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns)]
+    conditions += [_tag_match(10 + patterns + 3 * i, 11 + patterns + 3 * i, 12 + patterns + 3 * i)
+                   for i in range(tags)]
+    matches = " AND ".join(conditions) or "true"
     return f"""SELECT m.version AS ms_version, r.* FROM metastores m
                LEFT JOIN LATERAL (
                    SELECT * FROM (
@@ -393,19 +409,22 @@ class Store:
         return _versioned_many(metastore_id, rows)
 
     async def search(self, metastore_id: str, types: list[str], patterns: list[str], name_ranks: tuple[str, str, str],
-                     after: tuple[int, str, str], limit: int) -> tuple[int, list[tuple[int, Asset]]]:
+                     after: tuple[int, str, str], limit: int,
+                     tags: list[tuple[str, str | None]] = ()) -> tuple[int, list[tuple[int, Asset]]]:
         """Assets of `types` whose lower-cased full name or comment matches every LIKE pattern (none
-        holding whitespace), as (rank, asset): 0 when the name is `name_ranks[0]`, 1 when it is LIKE
-        `name_ranks[1]`, 2 when LIKE `name_ranks[2]`, else 3; in (rank, full name, id) order after `after`."""
+        holding whitespace) and that hold every (key, value or None: any) tag, on themselves or on a
+        column, as (rank, asset): 0 when the name is `name_ranks[0]`, 1 when it is LIKE
+        `name_ranks[1]`, 2 when LIKE `name_ranks[2]`, else 3 (names None: all 3); in (rank, full name,
+        id) order after `after`."""
         exact, prefix, inside = name_ranks
         async with self.pool.acquire() as conn, conn.transaction(readonly=True):
             # Planned for its own words: the generic plan PostgreSQL moves a prepared statement to
             # after five runs cannot tell a rare word (the index) from one every asset holds (a scan).
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             rows = await conn.fetch(
-                search_query(len(patterns)),
+                search_query(len(patterns), len(tags)),
                 uuid.UUID(metastore_id), types, exact, prefix, inside, after[0], after[1], uuid.UUID(after[2]),
-                limit, *patterns)
+                limit, *patterns, *(x for k, v in tags for x in (k if v is None else f"{k}={v}", k, v)))
         if not rows:
             raise MetastoreGone(metastore_id)
         return rows[0]["ms_version"], [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]
@@ -466,6 +485,32 @@ class Store:
                                     job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
             [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, uuid.UUID(target.id), target.full_name,
               job, principal, at) for s in sources])
+
+    async def add_column_lineage(self, metastore_id: str, edges: list[tuple[Asset, str, Asset, str]],
+                                 job: str | None, principal: str) -> None:
+        """One reported write's column lineage: (source, source column, target, target column) each."""
+        at = now_ms()
+        await self.pool.executemany(
+            """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
+                                           target_id, target_name, target_column, job, principal, at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
+            [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, sc, uuid.UUID(t.id), t.full_name, tc,
+              job, principal, at) for s, sc, t, tc in edges])
+
+    async def column_lineage_edges(self, metastore_id: str, asset_id: str, column: str, upstream: bool) -> list[dict]:
+        """The column edges into (`upstream`) or out of one column, one per (source column, target
+        column), with the names last recorded and the last time."""
+        end, col = ("target_id", "target_column") if upstream else ("source_id", "source_column")
+        rows = await self.pool.fetch(
+            f"""SELECT source_id, source_column, target_id, target_column, max(at) AS last_at,
+                       (array_agg(source_type ORDER BY at DESC))[1] AS source_type,
+                       (array_agg(source_name ORDER BY at DESC))[1] AS source_name,
+                       (array_agg(target_name ORDER BY at DESC))[1] AS target_name
+                FROM column_lineage WHERE metastore_id = $1 AND {end} = $2 AND lower({col}) = lower($3)
+                GROUP BY source_id, source_column, target_id, target_column
+                ORDER BY source_name, source_column, target_name, target_column LIMIT 1000""",
+            uuid.UUID(metastore_id), uuid.UUID(asset_id), column)
+        return [{**dict(r), "source_id": str(r["source_id"]), "target_id": str(r["target_id"])} for r in rows]
 
     async def lineage_edges(self, metastore_id: str, ids: list[str], upstream: bool) -> list[dict]:
         """The edges into (`upstream`) or out of the assets `ids`, one per (source, target): the
