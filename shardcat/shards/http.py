@@ -26,6 +26,7 @@ from ..store.db import MetastoreGone, bigint_text
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
 from .changes import change_routes
 from .credentials import temporary_credentials_routes
+from .delta_api import delta_api_routes
 from .delta_commits import delta_commit_routes
 from ..governance import row_filters as _row_filters  # noqa: F401,E402  (registers the table policy rules)
 from .functions import create_function
@@ -364,6 +365,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                     web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                     *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),
+                    *delta_api_routes(shard, PREFIX),
                     *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                     *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes])
     return app
