@@ -68,10 +68,11 @@ DOMAINS = {"delta.clustering": CLUSTERING, "delta.rowTracking": ROW_ID_HIGH_WATE
 
 # What a new catalog-managed table's version 0 must declare (the Delta protocol's catalogManaged
 # feature needs in-commit timestamps), and what shardcat suggests on top.
-REQUIRED_PROTOCOL = {"min-reader-version": 3, "min-writer-version": 7, "reader-features": ["catalogManaged"],
-                     "writer-features": ["catalogManaged", "inCommitTimestamp"]}
-SUGGESTED_PROTOCOL = {"reader-features": ["deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"],
-                      "writer-features": ["deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"]}
+REQUIRED_PROTOCOL = {"min-reader-version": 3, "min-writer-version": 7,
+                     "reader-features": ["catalogManaged", "vacuumProtocolCheck"],
+                     "writer-features": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"]}
+SUGGESTED_PROTOCOL = {"reader-features": ["deletionVectors", "v2Checkpoint"],
+                      "writer-features": ["deletionVectors", "v2Checkpoint"]}
 SUGGESTED_PROPERTIES = {"delta.enableDeletionVectors": "true", "delta.checkpointPolicy": "v2",
                         "delta.parquet.compression.codec": "zstd"}
 
