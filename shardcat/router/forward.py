@@ -15,6 +15,7 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
+from ..shards.delta_api import HEAD_HEADER
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
 from ..shards.metastores import AccountService
 from ..store.db import Store, bigint_text
@@ -99,6 +100,8 @@ class Forwarder:
         resendable = safe_to_resend(request.method, request.path)
         # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
         method = "GET" if request.method == "HEAD" else request.method
+        if request.method == "HEAD" or HEAD_HEADER in request.headers:    # ... saying so, for the routes whose
+            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (shards/delta_api.py)
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
             try:

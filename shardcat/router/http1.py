@@ -25,6 +25,7 @@ import httptools
 import orjson
 from aiohttp import web
 
+from ..shards.delta_api import HEAD_HEADER
 from ..shards.http import MAX_BODY_BYTES
 from .shard_client import Address, Answer, ShardClient
 
@@ -71,6 +72,8 @@ async def relay(client: ShardClient, address: Address, request: Request) -> Answ
     # HEAD goes on as GET (our client would wait for the body a HEAD answer announces but never
     # carries); `_write` leaves the body out
     method = "GET" if request.method == "HEAD" else request.method
+    if request.method == "HEAD":    # ... saying so, for the routes whose HEAD is not a GET's (shards/delta_api.py)
+        headers[HEAD_HEADER.lower()] = "HEAD"
     try:
         answer = await client.request(address, method, request.raw_path, headers, request.body)
     except ConnectionError as e:

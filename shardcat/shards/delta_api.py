@@ -41,6 +41,8 @@ from .service import CatalogService, encode_json
 from .shard import MetastoreState, Shard
 
 PROTOCOL_VERSION = "1.0"
+# The router sends a HEAD on to its shard as a GET with this header: tableExists is not loadTable.
+HEAD_HEADER = "X-Shardcat-Head"
 ENDPOINTS = [
     "GET /v1/config",
     "POST /v1/catalogs/{catalog}/schemas/{schema}/staging-tables",
@@ -435,9 +437,21 @@ class DeltaApi:
 
     async def _table(self, caller: Caller, c: str, s: str, t: str) -> Asset:
         """The table, if the caller may read its metadata (the UC API's getTable rule)."""
-        table = await self.catalogs.find(caller, "table", f"{c}.{s}.{t}")
+        try:
+            table = await self.catalogs.find(caller, "table", f"{c}.{s}.{t}")
+        except CatalogError as e:
+            if e.code == "NOT_FOUND":
+                await self._parents(caller, c, s)     # say which part is missing
+            raise
         audit.annotate("TABLE", table.full_name, table.id)
         return table
+
+    async def _parents(self, caller: Caller, c: str, s: str) -> None:
+        """NOT_FOUND naming the catalog or schema if one of them does not exist."""
+        ms = caller.metastore()
+        for kind, name in (("catalog", c), ("schema", f"{c}.{s}")):
+            if await self.shard.lookup(ms, TYPES[kind].namespace, name.lower(), caller.min_version) is None:
+                raise not_found(f"{kind.capitalize()} '{name}' does not exist.")
 
     @staticmethod
     def _require_delta(table: Asset) -> None:
@@ -668,7 +682,8 @@ def delta_api_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
         route("POST", f"{schema}/tables", api.create, body=True),
         route("GET", f"{schema}/tables", lambda caller, c, s, r: api.list_tables(
             caller, c, s, q(r, "max-results") or q(r, "max_results"), q(r, "page-token") or q(r, "page_token"))),
-        route("GET", table, lambda caller, c, s, t, r: api.load(caller, c, s, t)),
+        route("GET", table, lambda caller, c, s, t, r: api.exists(caller, c, s, t) if HEAD_HEADER in r.headers
+              else api.load(caller, c, s, t)),
         route("HEAD", table, lambda caller, c, s, t, r: api.exists(caller, c, s, t)),
         route("POST", table, api.update, body=True),
         route("DELETE", table, lambda caller, c, s, t, r: api.delete(caller, c, s, t)),
