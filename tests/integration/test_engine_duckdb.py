@@ -15,11 +15,11 @@ import os
 
 import deltalake
 import duckdb
-import pyarrow as pa
 import pytest
 
 from shardcat.delta.client import DeltaCatalogClient
 
+from engine_tables import engine_tables
 from governance_users import grant, user
 
 EXTENSIONS = ("duckdb_extension_httpfs", "duckdb_extension_delta", "duckdb_extension_unity_catalog")
@@ -42,40 +42,22 @@ def attach(ws, token: str | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-async def tables(ws) -> dict:
-    """A plain Delta table written by delta-rs and a catalog-managed one written by shardcat's client,
-    the last commit of which is ratified but not published (only the catalog knows it)."""
-    assert (await ws.call("POST", "/catalogs", json={"name": "main"}))[0] == 200
-    assert (await ws.call("POST", "/schemas", json={"name": "s", "catalog_name": "main"}))[0] == 200
-    status, plain = await ws.call("POST", "/tables", json={
-        "name": "plain", "catalog_name": "main", "schema_name": "s", "table_type": "MANAGED",
-        "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]})
-    assert status == 200, plain
-    deltalake.write_deltalake(plain["storage_location"], pa.table({"id": [10, 20]}), mode="overwrite")
-    async with DeltaCatalogClient(ws.api, ws.token) as client:
-        t = await client.create_table("main.s.orders", pa.schema([("id", pa.int64()), ("item", pa.string())]))
-        await client.append(t, pa.table({"id": [1, 2], "item": ["a", "b"]}))
-        client.publish_after_commit = False
-        await client.append(t, pa.table({"id": [3], "item": ["c"]}))
-    status, loaded = await ws.call("GET", "/delta/v1/catalogs/main/schemas/s/tables/orders")
-    assert status == 200 and loaded["latest-table-version"] == 2 and [c["version"] for c in loaded["commits"]] == [2]
-    return {"orders": t, "plain": plain}
-
-
 async def test_attach_list_read_and_insert(ws):
-    made = await tables(ws)
+    made = await engine_tables(ws)
 
     def run():
         con = attach(ws)
         listed = sorted((r[1], r[2]) for r in con.execute("SHOW ALL TABLES").fetchall() if r[0] == "uc")
         plain = con.execute("SELECT id FROM uc.s.plain ORDER BY id").fetchall()
         orders = con.execute("SELECT id, item FROM uc.s.orders ORDER BY id").fetchall()
+        with pytest.raises(duckdb.Error, match="max_catalog_version must not be set"):
+            con.execute("SELECT count(*) FROM uc.s.interop")      # see docs/engines.md
         con.execute("INSERT INTO uc.s.orders VALUES (4, 'd')")
         con.execute("INSERT INTO uc.s.plain VALUES (30)")
         return listed, plain, orders, con.execute("SELECT count(*) FROM uc.s.orders").fetchone()[0]
 
     listed, plain, orders, count = await asyncio.to_thread(run)
-    assert listed == [("s", "orders"), ("s", "plain")]
+    assert listed == [("s", "interop"), ("s", "orders"), ("s", "plain")]
     assert plain == [(10,), (20,)]
     assert orders == [(1, "a"), (2, "b"), (3, "c")]        # version 2 is the catalog's alone
     assert count == 4
@@ -90,7 +72,7 @@ async def test_attach_list_read_and_insert(ws):
 
 
 async def test_without_select_duckdb_reads_nothing(ws, server):
-    await tables(ws)
+    await engine_tables(ws)
     reader = await user(server, ws)
     await grant(ws, "catalog", "main", reader.name, "USE CATALOG")
     await grant(ws, "schema", "main.s", reader.name, "USE SCHEMA")
