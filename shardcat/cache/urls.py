@@ -7,9 +7,19 @@ Canonical form: ``scheme://authority/seg/seg`` with
 * no empty, ``.`` or ``..`` segments and no trailing slash;
 * each segment percent-encoded one fixed way: bytes in ``_SAFE`` stay literal,
   every other byte becomes upper-case ``%XX`` (so ``%7e`` -> ``~``, ``' '`` -> ``%20``,
-  ``é`` -> ``%C3%A9``, and a ``%2F`` inside a segment stays ``%2F``).
+  ``é`` -> ``%C3%A9``).
+
+Refused (``InvalidUrl``), because storage systems and engines disagree on what they mean
+and a rule checked on one reading would be bypassed through another (issue 28): encoded
+separators (``%2F``, ``%5C``), a segment that is ``.`` or ``..`` only once decoded
+(``%2E``, ``.%2e``, ``%2E%2E``), backslashes, control characters (raw or encoded), and
+escapes that do not decode to UTF-8. Raw ``.`` and ``..`` segments are resolved (RFC 3986).
+So a canonical segment names exactly one file or key name, and decoding is a bijection.
 
 The root of a bucket is ``s3://bucket``; the root of the local filesystem is ``file:///``.
+Every rule (ownership, overlap, locations) compares canonical forms, and every storage
+access derives its file path or object key from the canonical form with ``storage_names``,
+``local_path`` or ``s3_bucket_key`` below: the one place a storage URL is decoded.
 Nothing here does I/O.
 """
 
@@ -20,6 +30,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "InvalidUrl", "normalize_url", "url_segments", "url_from_segments", "join_url", "is_within",
+    "storage_names", "local_path", "s3_bucket_key",
 ]
 
 
@@ -52,6 +63,7 @@ _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _HEX = frozenset("0123456789abcdefABCDEF")
 _SAFE_CHARS = frozenset(chr(b) for b in _SAFE)
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")   # C0 controls, DEL and C1 controls
+_SEPARATORS = (0x2F, 0x5C)                          # '/' and '\\': a path separator to some reader
 
 
 def _is_control(ch: str) -> bool:
@@ -73,7 +85,10 @@ def _decode(url: str, segment: str) -> bytes:
             hexpair = segment[i + 1:i + 3]
             if len(hexpair) != 2 or not set(hexpair) <= _HEX:
                 raise InvalidUrl(url, f"malformed percent-escape {segment[i:i + 3]!r}")
-            out.append(int(hexpair, 16))
+            byte = int(hexpair, 16)
+            if byte in _SEPARATORS:
+                raise InvalidUrl(url, f"contains an encoded path separator {segment[i:i + 3]!r}")
+            out.append(byte)
             i += 3
         else:
             try:
@@ -81,8 +96,12 @@ def _decode(url: str, segment: str) -> bytes:
             except UnicodeEncodeError:  # a lone surrogate
                 raise InvalidUrl(url, "contains a character that is not valid Unicode") from None
             i += 1
+    try:
+        text = out.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidUrl(url, "contains percent-escapes that are not UTF-8") from None
     # An escaped control character is still a control character.
-    if any(_is_control(ch) for ch in out.decode("utf-8", errors="surrogateescape")):
+    if any(_is_control(ch) for ch in text):
         raise InvalidUrl(url, "contains a percent-encoded control character")
     return bytes(out)
 
@@ -95,6 +114,9 @@ def _path_segments(url: str, path: str) -> list[str]:
             segments.append(raw)    # already canonical: the common case, and a rebuild does it 100,000 times
             continue
         decoded = _decode(url, raw)
+        if decoded in (b".", b"..") and "%" in raw:
+            # RFC 3986 says %2E is '.', but not every reader decodes before it resolves dots.
+            raise InvalidUrl(url, f"contains an encoded dot segment {raw!r}")
         if decoded in (b"", b"."):
             continue  # repeated slash, trailing slash or '.': no new level
         if decoded == b"..":
@@ -114,6 +136,8 @@ def _split(url: str) -> tuple[str, ...]:
         raise InvalidUrl(url, "empty")
     if _CONTROL_RE.search(url):
         raise InvalidUrl(url, "contains control characters")
+    if "\\" in url:
+        raise InvalidUrl(url, "contains a backslash (a path separator to some readers)")
     # A raw '?' or '#' starts a query/fragment; storage keys containing them must be escaped.
     if "?" in url:
         raise InvalidUrl(url, "query strings are not allowed in a storage URL")
@@ -190,7 +214,7 @@ def join_url(base: str, *segments: str) -> str:
     for name in segments:
         if not isinstance(name, str):
             raise TypeError(f"path segment must be a str, not {type(name).__name__}")
-        if name in ("", ".", "..") or "/" in name:
+        if name in ("", ".", "..") or "/" in name or "\\" in name:
             raise InvalidUrl(base, f"cannot join segment {name!r}: must be one non-empty name")
         if any(_is_control(ch) for ch in name):
             raise InvalidUrl(base, f"cannot join segment {name!r}: contains control characters")
@@ -205,3 +229,31 @@ def is_within(child: str, parent: str) -> bool:
     """True if ``child`` is ``parent`` or below it, comparing whole segments."""
     c, p = _split(child), _split(parent)
     return c[:len(p)] == p
+
+
+# ---- from the canonical form to storage: the one place a storage URL is decoded ----------
+
+
+def storage_names(url: str) -> tuple[str, list[str]]:
+    """(``scheme://authority``, the path's names as the storage system spells them).
+
+    Each name is one decoded segment: never empty, ``.`` or ``..``, never containing ``/``,
+    ``\\`` or a control character (``_split`` refuses what would), always valid text."""
+    head, *segments = _split(url)
+    return head, [_decode(url, s).decode("utf-8") for s in segments]
+
+
+def local_path(url: str) -> str:
+    """The absolute local filesystem path of a ``file://`` URL."""
+    head, names = storage_names(url)
+    if head != "file://":
+        raise InvalidUrl(url, "not a file:// URL")
+    return "/" + "/".join(names)
+
+
+def s3_bucket_key(url: str) -> tuple[str, str]:
+    """(bucket, key prefix without slashes at either end) of an ``s3://`` URL."""
+    head, names = storage_names(url)
+    if not head.startswith("s3://"):
+        raise InvalidUrl(url, "not an s3:// URL")
+    return head.removeprefix("s3://"), "/".join(names)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ..cache.urls import normalize_url, storage_names
 from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
@@ -50,8 +51,12 @@ class Storage:
     """A table's files under its location."""
 
     def __init__(self, location: str):
-        self.location = location.rstrip("/")
-        self.fs, self.root = pafs.FileSystem.from_uri(self.location)
+        # The catalog's canonical form, decoded where the catalog decodes it (cache/urls.py), so the
+        # files touched are the ones the catalog's rules were checked on; other spellings are refused.
+        self.location = normalize_url(location)
+        head, names = storage_names(self.location)
+        self.fs, base = pafs.FileSystem.from_uri("file:///" if head == "file://" else head)
+        self.root = "/".join([base.rstrip("/"), *names]) if names else base
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"

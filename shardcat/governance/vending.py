@@ -8,7 +8,8 @@ only decides *which* cloud identity covers the URL and down-scopes it:
 - file:// needs no secret: the answer carries the url and an expiry only.
 - s3:// calls STS AssumeRole on the IAM role of the storage credential that covers the
   URL, with an inline session policy that allows only the URL's prefix (read: GetObject;
-  read-write: also Put/DeleteObject; ListBucket only with an s3:prefix condition). The
+  read-write: also Put/DeleteObject; ListBucket only with an s3:prefix condition; a key
+  holding '*', '?' or '$', which IAM would read as a wildcard or variable, is refused). The
   covering credential is the one of the external location holding the URL; for managed
   storage under the metastore's storage root it is the metastore's
   `storage_root_credential_id`, else the role in $SHARDCAT_STORAGE_ROOT_ROLE_ARN.
@@ -32,11 +33,10 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 from cachetools import TLRUCache
 
-from ..cache.urls import is_within, url_segments
+from ..cache.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..store.db import now_ms
 
@@ -50,10 +50,23 @@ SESSION_NAME = "shardcat"
 
 
 def s3_location(url: str) -> tuple[str, str]:
-    """(bucket, key prefix without slashes at either end) of a canonical s3:// URL."""
-    segments = url_segments(url)
-    bucket = segments[0].removeprefix("s3://")
-    return bucket, "/".join(unquote(s) for s in segments[1:])
+    """(bucket, key prefix without slashes at either end) of a canonical s3:// URL: decoded
+    in cache/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
+    return s3_bucket_key(url)
+
+
+# IAM reads these in a Resource or a StringLike condition as wildcards ('*', '?') or a policy
+# variable ('${...}'): a prefix holding one would grant more than the prefix (issue 28).
+IAM_WILDCARDS = frozenset("*?$")
+
+
+def require_policy_safe(url: str, prefix: str) -> None:
+    """INVALID_PARAMETER_VALUE if a session policy cannot scope `prefix` exactly."""
+    found = sorted(IAM_WILDCARDS.intersection(prefix))
+    if found:
+        raise CatalogError("INVALID_PARAMETER_VALUE",
+                           f"Cannot vend s3:// credentials for '{url}': its key holds {' '.join(found)}, which "
+                           "an IAM policy reads as a wildcard or variable, so no policy can scope it exactly.")
 
 
 def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
@@ -63,6 +76,7 @@ def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
     arn:aws:s3:::bucket/prefix/*. Listing: s3:ListBucket on the bucket, only for
     s3:prefix values at or under the prefix (a plain prefix match would also admit a
     sibling such as prefix-old/, hence the two patterns)."""
+    require_policy_safe(f"s3://{bucket}/{prefix}", prefix)
     objects = f"arn:aws:s3:::{bucket}/{prefix}/*" if prefix else f"arn:aws:s3:::{bucket}/*"
     actions = ["s3:GetObject"] + (["s3:PutObject", "s3:DeleteObject"] if write else [])
     listing = [prefix, f"{prefix}/*"] if prefix else ["*"]
@@ -250,6 +264,7 @@ async def vend(shard, caller, url: str, *, write: bool, now: int | None = None) 
         raise CatalogError("FAILED_PRECONDITION",
                            f"shardcat does not vend {scheme}:// credentials yet; it vends s3:// (STS) "
                            "and file:// (which needs none).")
+    require_policy_safe(url, s3_location(url)[1])      # before any STS call or cache
     role = await _aws_role(shard, caller, url)
     found = await AWS.credential(role["role_arn"], role.get("external_id"), url, write=write)
     return {"aws_temp_credentials": {"access_key_id": found.access_key_id,

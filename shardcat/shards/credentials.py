@@ -16,11 +16,12 @@ import uuid
 from aiohttp import web
 
 from ..auth import Caller
-from ..errors import CatalogError, invalid, not_found
+from ..errors import invalid, not_found
 from ..governance import audit
 from ..governance.authorize import require_data_access
 from ..governance.vending import vend
-from .locations import location_of, require_external_location
+from .locations import require_external_location
+from .path_access import authorize_path, authorize_subtree, refuse_managed_root
 from .shard import Shard
 from .storage import storage_url
 
@@ -90,39 +91,16 @@ class TemporaryCredentials:
         operation = _operation(body, PATH_OPERATIONS)
         state = await self.shard.state(caller.metastore(), caller.min_version)
         require_external_location(state, url, "url")
-        owner = state.trie.owner(url)
-        if owner is not None and owner[1].is_root:
-            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' lies in managed storage (of {owner[1].type} "
-                                                    f"'{owner[1].full_name}'): ask for table or volume credentials.")
+        refuse_managed_root(state, url)
         if operation == "PATH_CREATE_TABLE":
             hit = state.trie.first_overlap(url)
             if hit is not None:
                 raise invalid(f"The url '{url}' overlaps the storage of {hit[1].type} '{hit[1].full_name}' "
                               f"at '{hit[0]}': no new table can be created there.")
-        await self._authorize_path(caller, state, url, operation)
+        # Same rules by path as by name (path_access.py), for everything the credentials reach.
+        await authorize_path(self.shard, caller, state, url, write=operation in WRITES)
+        await authorize_subtree(self.shard, caller, state, url, write=operation in WRITES)
         return await self._vend(caller, url, operation)
-
-    async def _authorize_path(self, caller: Caller, state, url: str, operation: str) -> None:
-        """Same rules by path as by name: the asset owning `url` decides; a path no asset owns
-        is governed by its external location's READ FILES / WRITE FILES; anything else is refused."""
-        write = operation in WRITES
-        ms = caller.metastore()
-        if state.trie.owner(url) is not None:
-            owner, asset = (await self.shard.snapshot(ms, [], [url], caller.min_version)).by_path[url]
-            if asset is None:
-                raise not_found(f"The {owner.type} owning '{url}' no longer exists.")
-            audit.annotate(asset.type.upper(), asset.full_name, asset.id)
-            await require_data_access(self.shard, caller, asset, write=write)
-            return
-        location = location_of(state, url)
-        if location is None:
-            raise CatalogError("PERMISSION_DENIED", f"No table, volume or external location owns '{url}': "
-                                                    "no credentials can be vended for it.")
-        asset = await self.shard.lookup(ms, "external_location", location.full_name, caller.min_version)
-        if asset is None:
-            raise not_found(f"External location '{location.full_name}' no longer exists.")
-        audit.annotate("EXTERNAL_LOCATION", asset.full_name, asset.id)
-        await require_data_access(self.shard, caller, asset, write=write)
 
 
 def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:

@@ -10,7 +10,10 @@ External locations bind a URL to a storage credential. Their URLs live in the sh
 state's own trie (`MetastoreState.locations`): two locations may not overlap, while
 tables, volumes and managed storage roots lie inside them (locations.py has the rule
 external tables and volumes follow). `GET /files` lists what lies at a URL inside an
-external location, for file:// and s3:// (boto3; endpoint from $SHARDCAT_S3_ENDPOINT).
+external location, for file:// and s3:// (boto3; endpoint from $SHARDCAT_S3_ENDPOINT):
+the asset owning the URL authorizes it as by name (path_access.py), the file path or key
+comes from the canonical URL (cache/urls.py), and a local walk never leaves the location
+(no '..', no symbolic link followed below the location's directory).
 """
 
 from __future__ import annotations
@@ -19,21 +22,21 @@ import dataclasses
 
 import asyncio
 import base64
+import errno
 import json
 import os
+import stat
 import uuid
-from urllib.parse import unquote
 
 from aiohttp import web
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, is_within, join_url, normalize_url, url_segments
+from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names
 from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..errors import CatalogError, invalid, not_found
-from ..governance.authorize import require_data_access
 from ..store.db import WriteTx
-from .locations import location_of
+from .path_access import authorize_path
 from .service import page_size, render
 from .shard import MetastoreState, Shard
 from .toplevel import TopLevel, crud_routes
@@ -249,33 +252,71 @@ def _files_after(token: str | None) -> str:
     raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
 
 
-def _local_path(url: str) -> str:
-    return "/" + "/".join(unquote(s) for s in url_segments(url)[1:])
+# Opening a directory below a location's root: never through a symbolic link (O_NOFOLLOW).
+_DIR_BELOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def _list_local(url: str, after: str, limit: int) -> tuple[list[dict], bool]:
-    path = _local_path(url)
-    if not os.path.exists(path):
-        raise not_found(f"No file or directory at '{url}'.")
-    if not os.path.isdir(path):
-        st = os.stat(path)
-        return [{"path": url, "name": os.path.basename(path), "size": st.st_size,
-                 "mtime": int(st.st_mtime * 1000), "is_dir": False}], False
+def _file_entry(url: str, name: str, st: os.stat_result) -> dict:
+    is_dir = stat.S_ISDIR(st.st_mode)
+    return {"path": url, "name": name, "size": 0 if is_dir else st.st_size,
+            "mtime": int(st.st_mtime * 1000), "is_dir": is_dir}
+
+
+def _symlink_refused(url: str) -> CatalogError:
+    return invalid(f"The url '{url}' passes through a symbolic link inside its external location; "
+                   "shardcat does not follow symbolic links there.")
+
+
+def _list_local(location_url: str, url: str, after: str, limit: int) -> tuple[list[dict], bool]:
+    """List `url`, which lies at or below external location `location_url`, without ever leaving it.
+
+    The walk starts at the location's directory (its own path is the location creator's: followed
+    as written) and opens each name below it relative to its parent, refusing symbolic links, so
+    neither a spelling (canonical names hold no '/', '.' or '..') nor a link can lead outside."""
+    _, location_names = storage_names(location_url)
+    _, names = storage_names(url)
+    below = names[len(location_names):]
     try:
-        names = sorted(n for n in os.listdir(path) if n > after)
+        fd = os.open(local_path(location_url), os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise not_found(f"No file or directory at '{url}'.") from None
     except OSError as e:
         raise CatalogError("FAILED_PRECONDITION", f"Cannot list '{url}': {e.strerror}.") from None
-    out = []
-    for name in names[:limit]:
-        full = os.path.join(path, name)
-        try:
-            st = os.stat(full)
-        except OSError:
-            continue   # vanished while listing
-        is_dir = os.path.isdir(full)
-        out.append({"path": join_url(url, name), "name": name, "size": 0 if is_dir else st.st_size,
-                    "mtime": int(st.st_mtime * 1000), "is_dir": is_dir})
-    return out, len(names) > limit
+    try:
+        for i, name in enumerate(below):
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                raise not_found(f"No file or directory at '{url}'.") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise _symlink_refused(url)
+            if not stat.S_ISDIR(st.st_mode):
+                if i == len(below) - 1:
+                    return [_file_entry(url, name, st)], False
+                raise not_found(f"No file or directory at '{url}'.")
+            try:
+                inner = os.open(name, _DIR_BELOW, dir_fd=fd)
+            except OSError as e:     # ELOOP: a link swapped in since the stat; ENOENT: gone
+                if e.errno == errno.ELOOP:
+                    raise _symlink_refused(url) from None
+                raise not_found(f"No file or directory at '{url}'.") from None
+            os.close(fd)
+            fd = inner
+        with os.scandir(fd) as listing:
+            # Names no storage URL may spell (control characters, backslash, not UTF-8) are left out.
+            found = sorted((e.name, path) for e in listing if e.name > after and (path := _child_url(url, e.name)))
+        out = []
+        for name, path in found[:limit]:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)   # a link is listed as itself
+            except OSError:
+                continue    # vanished while listing
+            out.append(_file_entry(path, name, st))
+    except OSError as e:
+        raise CatalogError("FAILED_PRECONDITION", f"Cannot list '{url}': {e.strerror}.") from None
+    finally:
+        os.close(fd)
+    return out, len(found) > limit
 
 
 def s3_client():
@@ -285,11 +326,17 @@ def s3_client():
                         region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
 
 
+def _child_url(url: str, name: str) -> str | None:
+    """The URL of `name` below `url`, or None for a key name no storage URL may spell ('..', '\\')."""
+    try:
+        return join_url(url, name)
+    except InvalidUrl:
+        return None
+
+
 def _list_s3(url: str, after: str, limit: int) -> tuple[list[dict], bool]:
     from botocore.exceptions import BotoCoreError, ClientError
-    segments = url_segments(url)
-    bucket = segments[0].removeprefix("s3://")
-    prefix = "/".join(unquote(s) for s in segments[1:])
+    bucket, prefix = s3_bucket_key(url)
     prefix = prefix + "/" if prefix else ""
     args = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": limit + 1}
     if after:
@@ -306,12 +353,13 @@ def _list_s3(url: str, after: str, limit: int) -> tuple[list[dict], bool]:
     entries = []
     for p in answer.get("CommonPrefixes", []):
         name = p["Prefix"][len(prefix):].rstrip("/")
-        if name and name > after:
-            entries.append({"path": join_url(url, name), "name": name, "size": 0, "mtime": 0, "is_dir": True})
+        if name and name > after and (path := _child_url(url, name)):
+            entries.append({"path": path, "name": name, "size": 0, "mtime": 0, "is_dir": True})
     for o in answer.get("Contents", []):
         name = o["Key"][len(prefix):]
-        if name and name > after:   # a key equal to the prefix is a directory marker
-            entries.append({"path": join_url(url, name), "name": name, "size": o["Size"],
+        # A key equal to the prefix is a directory marker.
+        if name and name > after and (path := _child_url(url, name)):
+            entries.append({"path": path, "name": name, "size": o["Size"],
                             "mtime": int(o["LastModified"].timestamp() * 1000), "is_dir": False})
     entries.sort(key=lambda e: e["name"])
     more = len(entries) > limit or bool(answer.get("IsTruncated"))
@@ -326,15 +374,15 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     limit = page_size(max_results)
     after = _files_after(page_token)
     state = await shard.state(caller.metastore(), caller.min_version)
-    owner = location_of(state, url)
-    if owner is None:
+    hit = state.locations.owner(url)
+    if hit is None:
         raise invalid(f"The url '{url}' is not inside any external location; only external locations can be listed.")
-    location = await shard.lookup(state.id, "external_location", owner.full_name, caller.min_version)
-    if location is not None:    # READ FILES on the external location
-        await require_data_access(shard, caller, location, write=False)
+    # The asset owning the path decides (a table's SELECT, a volume's READ VOLUME), as by name;
+    # else the external location's READ FILES.
+    await authorize_path(shard, caller, state, url, write=False)
     scheme = url.split(":", 1)[0]
     if scheme == "file":
-        files, more = await asyncio.to_thread(_list_local, url, after, limit)
+        files, more = await asyncio.to_thread(_list_local, hit[0], url, after, limit)
     elif scheme == "s3":
         files, more = await asyncio.to_thread(_list_s3, url, after, limit)
     else:

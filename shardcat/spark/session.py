@@ -35,6 +35,7 @@ from ..entities.sql import sql_references
 from . import sqlrewrite
 from .catalog import CatalogClient, CatalogError, Resolved, credentials_of
 from .delta import DeltaBridge, in_partition_directories, is_catalog_managed
+from .paths import engine_path, volume_file_url
 from .types import same_columns, to_arrow, to_columns, to_schema
 
 FILE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT")
@@ -273,14 +274,14 @@ class Shardcat:
             r = self.catalog.resolve([("VOLUME", volume, "READ")])[("VOLUME", volume)]
             self._check(r.item, volume)
             self._remember_credentials(r.item)
-            location = r.item["volume"]["storage_location"].rstrip("/") + (m.group(4) or "")
+            location = engine_path(volume_file_url(r.item["volume"]["storage_location"], m.group(4)))
             self._configure_credentials(r.item["volume"])
             self._read_from(r.item["volume"]["storage_location"], volume, "VOLUME")
         else:
             item = self.catalog.resolve_path(path, "READ")
             self._check(item, path)
             self._remember_credentials(item)
-            location = path
+            location = engine_path(path)    # what the catalog checked, not a second reading of `path`
             table = item.get("table")
             if table:
                 self._configure_credentials(table)
