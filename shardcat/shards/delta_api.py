@@ -270,6 +270,13 @@ class UpdateRequest:
         return any(a not in COMMIT_ACTIONS for a in self.actions)
 
 
+def _keys(value) -> set:
+    """The names a map's keys or a list's strings are (anything else: none; its own check refuses it)."""
+    if isinstance(value, dict):
+        return set(value)
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
 def parse_update(body: dict) -> UpdateRequest:
     requirements, updates = body.get("requirements"), body.get("updates")
     if not isinstance(requirements, list) or not requirements:
@@ -298,14 +305,11 @@ def parse_update(body: dict) -> UpdateRequest:
         if action in actions:
             raise invalid(f"At most one {action} update per request.")
         actions[action] = u
-    both = set(actions.get("set-properties", {}).get("updates") or {}) & set(
-        actions.get("remove-properties", {}).get("removals") or [])
-    if both:
-        raise invalid(f"set-properties and remove-properties both touch {sorted(both)[:5]}.")
-    both = set(actions.get("set-domain-metadata", {}).get("updates") or {}) & set(
-        actions.get("remove-domain-metadata", {}).get("domains") or [])
-    if both:
-        raise invalid(f"set-domain-metadata and remove-domain-metadata both touch {sorted(both)}.")
+    for setting, removing, field, what in (("set-properties", "remove-properties", "removals", "key"),
+                                           ("set-domain-metadata", "remove-domain-metadata", "domains", "domain")):
+        both = _keys(actions.get(setting, {}).get("updates")) & _keys(actions.get(removing, {}).get(field))
+        if both:
+            raise invalid(f"{setting} and {removing} both touch the {what}s {sorted(both)[:5]}.")
     commit = backfilled = None
     if "add-commit" in actions or "set-latest-backfilled-version" in actions:
         request = {"table_id": table_uuid, "table_uri": "-"}
@@ -519,6 +523,7 @@ class DeltaApi:
         staging = await self.catalogs.create_staging_table(caller, {"name": name, "catalog_name": c,
                                                                     "schema_name": s})
         table_id, location = staging["id"], staging["staging_location"]
+        audit.annotate("TABLE", f"{c}.{s}.{staging['name']}", table_id)
         vended = await vend(self.shard, caller, location, write=True)
         return {"table-id": table_id, "table-type": "MANAGED", "location": location,
                 "storage-credentials": [_credential(vended, "READ_WRITE")],
@@ -566,6 +571,7 @@ class DeltaApi:
         if body.get("comment") is not None:
             uc["comment"] = body["comment"]
         created = await self.catalogs.create(caller, "table", uc)
+        audit.annotate("TABLE", created["full_name"], created["table_id"])
         return await self.load(caller, c, s, created["name"])
 
     async def update(self, caller: Caller, c: str, s: str, t: str, body: dict) -> dict:

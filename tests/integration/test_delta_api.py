@@ -213,6 +213,9 @@ async def test_bad_updates_are_refused_whole(ws):
         update(table_id, {"action": "set-columns", "columns": {"type": "struct", "fields": [
             {"name": "a", "type": "quux", "nullable": True, "metadata": {}}]}}),
         update(table_id, {"action": "set-partition-columns", "partition-columns": ["nope"]}),
+        update(table_id, {"action": "set-properties", "updates": [{"a": "1"}]},
+               {"action": "remove-properties", "removals": [{"a": 1}]}),
+        update(table_id, {"action": "set-domain-metadata", "updates": {"delta.nope": {}}}),
         update(table_id, {"action": "update-metadata-snapshot-version", "last-commit-version": 1,
                           "last-commit-timestamp-ms": 1}),                               # MANAGED table
     ]
@@ -332,3 +335,22 @@ async def test_credentials_metrics_and_grants(ws, server):
     await grant(ws, "table", "main.s.t", bob.name, "MODIFY")
     status, body = await bob.call("POST", f"{SCHEMA}/tables/t", json=update(md["table-uuid"], add_commit(1)))
     assert status == 200 and body["latest-table-version"] == 1, body
+
+
+async def test_audit_names_the_operation_and_the_table(ws):
+    await setup(ws)
+    created = await create_through_delta_api(ws, "t")
+    table_id = created["metadata"]["table-uuid"]
+    assert (await ws.call("POST", f"{SCHEMA}/tables/t", json=update(table_id, add_commit(1))))[0] == 200
+    assert (await ws.call("POST", f"{SCHEMA}/tables/t", json=update(table_id, add_commit(1, "x"))))[0] == 400
+    assert (await ws.call("GET", f"{SCHEMA}/tables/t"))[0] == 200
+    status, body = await ws.call("GET", "/shardcat/audit", params={"metastore_id": ws.metastore_id})
+    assert status == 200, body
+    events = [(e["action"], e.get("securable_type"), e.get("securable_full_name"), e["status"], e.get("error_code"))
+              for e in reversed(body["events"]) if e["route"].startswith("/delta/v1") or "/delta/v1" in e["route"]]
+    assert events == [
+        ("createStagingTable", "TABLE", "main.s.t", 200, None),
+        ("createTable", "TABLE", "main.s.t", 200, None),
+        ("updateTable", "TABLE", "main.s.t", 200, None),
+        ("updateTable", "TABLE", "main.s.t", 400, "InvalidParameterValueException"),
+        ("loadTable", "TABLE", "main.s.t", 200, None)], events
