@@ -507,8 +507,8 @@ class DeltaApi:
         # Unpublished commits are data (get-commits needs SELECT): so does loading them.
         await require_data_access(self.shard, caller, table, write=False)
         ms = caller.metastore()
-        version, current, latest, _, rows = await self.shard.store.delta_commits(
-            ms, table.id, 0, None, rules.MAX_COMMITS_PER_PAGE)
+        # All of them (LIMIT NULL): the spec wants them complete; the unpublished-commit limit bounds them.
+        version, current, latest, _, rows = await self.shard.store.delta_commits(ms, table.id, 0, None, None)
         await self.shard.observed(ms, version)
         if current is None or current.type != "table":
             raise not_found(f"Table '{c}.{s}.{t}' does not exist.")
