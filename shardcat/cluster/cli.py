@@ -11,11 +11,14 @@ import uvloop
 
 from ..client.cli import add_client_commands, run_client
 from ..shards.shard import CacheConfig
+from ..store.sealing import key_file_of, rotate_key_file
 from .server import ServeConfig, serve_forever
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "rotate-secret-key":
+        return rotate_secret_key(args)
     if args.command != "serve":
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -44,7 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                        help="the event loop of the server and of its shard actors: uvloop (default) or "
                             "asyncio's own, for comparison")
+    serve.add_argument("--secret-key", default=None, metavar="SOURCE",
+                       help="the keys that encrypt credential secrets: a key file's path, or env:NAME for an "
+                            "environment variable (default: <data dir>/secret.key, created on first start)")
     serve.add_argument("--log-level", default="INFO")
+    rotate = commands.add_parser("rotate-secret-key",
+                                 help="put a new key first in the secret key file; the next start re-encrypts "
+                                      "every credential secret under it (docs/security.md)")
+    rotate.add_argument("--data-dir", type=Path, default=Path.home() / ".shardcat",
+                        help="the server's data dir, whose secret.key is rotated (default ~/.shardcat)")
+    rotate.add_argument("--secret-key", default=None, metavar="FILE",
+                        help="rotate this key file instead of the data dir's")
     add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
     return parser
 
@@ -53,7 +66,24 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
                        shards=args.shards, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
-                       event_loop=args.event_loop)
+                       event_loop=args.event_loop, secret_key=args.secret_key)
+
+
+def rotate_secret_key(args: argparse.Namespace) -> int:
+    """A new key first in the key file, the old ones kept after it to decrypt until the next start
+    has re-encrypted every secret (then they may be deleted from the file)."""
+    if args.secret_key is not None and args.secret_key.startswith("env:"):
+        print("shardcat: keys from an environment variable are rotated where it is set: put a new key "
+              "(Fernet.generate_key()) first in its value, restart, then drop the old one")
+        return 2
+    path = key_file_of(args.data_dir.expanduser(), args.secret_key)
+    if not path.exists():
+        print(f"shardcat: no secret key file at {path} (a server's first start creates it)")
+        return 2
+    rotate_key_file(path)
+    print(f"a new secret key is first in {path}; restart the server to re-encrypt every credential secret "
+          "under it, then the old key lines may be deleted")
+    return 0
 
 
 if __name__ == "__main__":

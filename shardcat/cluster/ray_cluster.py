@@ -126,8 +126,11 @@ def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
 
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
-                 cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop"):
+                 cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop", secret_keys: list[bytes] = ()):
         self.routing = routing
+        # The keys sealing credential secrets (store/sealing.py): each shard writes credentials. They
+        # reach the actors as arguments, through Ray's control plane: keep a Ray cluster private.
+        self.secret_keys = list(secret_keys)
         self.db_url = db_url
         self.ray_address = ray_address
         self.event_loop = event_loop
@@ -154,7 +157,7 @@ class RayCluster:
             # Ray gives async actors uvloop unless their own environment says otherwise; the workers
             # of a joined cluster do not inherit this process's.
             options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
-        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache)
+        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys)
         # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
         url, local_socket = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
         handle = ShardHandle(name, url, actor, local_socket=local_socket)

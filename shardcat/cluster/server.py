@@ -14,10 +14,12 @@ from ..router.app import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
 from ..router.http1 import Listening
+from ..router.http_limits import HttpLimits
 from ..router.routing import RoutingTable
 from ..shards.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
+from ..store.sealing import SecretBox, load_keys, reseal_credentials
 from .bootstrap import ensure_admin_token, ensure_default_metastore
 from .embedded_db import start_embedded_postgres
 from .ray_cluster import RayCluster
@@ -35,6 +37,8 @@ class ServeConfig:
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
     cache: CacheConfig = field(default_factory=CacheConfig)
     event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
+    secret_key: str | None = None  # where the secret keys are: a file, env:NAME; None: <data_dir>/secret.key
+    http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
 
 
 @dataclass
@@ -57,18 +61,24 @@ class Running:
 async def start(config: ServeConfig) -> Running:
     data_dir = config.data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    secrets = SecretBox(load_keys(data_dir, config.secret_key))    # a bad key source stops here, first
     db_url = config.db or await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")
+    keys = secrets.keys
     store = await Store.open(db_url)
+    store.secrets = secrets
     await store.migrate()
+    await reseal_credentials(store, store.secrets)     # plain text (older versions) and older keys' seals
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)
     if config.shards:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
-                             event_loop=config.event_loop)
+                             event_loop=config.event_loop, secret_keys=keys)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port)
+        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port,
+                                  config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port)
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port,
+                                    limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 
 

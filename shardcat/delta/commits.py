@@ -216,10 +216,16 @@ def parse_get_commits(body: dict) -> GetCommits:
 # ---- the table ---------------------------------------------------------------------
 
 
+def missing_table(table_id: str) -> CatalogError:
+    """The answer for a table id that names no table, and for a table the caller may not see."""
+    return not_found(f"Table with id '{table_id}' does not exist.")
+
+
 def check_table(table: Asset | None, table_id: str, table_uri: str) -> Asset:
-    """The table a commit or read names must exist, be a catalog-managed MANAGED Delta table, at that uri."""
+    """The table a commit or read names must exist, be a catalog-managed MANAGED Delta table, at that uri.
+    Callers authorize before this check: its messages name the table and its type."""
     if table is None or table.type != "table":
-        raise not_found(f"Table with id '{table_id}' does not exist.")
+        raise missing_table(table_id)
     info = table.info
     if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
         raise invalid(f"Table '{table.full_name}' is {info.get('table_type')} {info.get('data_source_format')}; "

@@ -6,6 +6,7 @@ import json
 
 from ..errors import invalid
 from .manifest import KINDS
+from .names import normal_text_name
 
 TYPE_NAMES = (
     "BOOLEAN", "BYTE", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ",
@@ -48,6 +49,8 @@ def check_columns(columns: list) -> list[dict]:
         name = c.get("name")
         if not name:
             raise invalid(f"columns[{i}] is missing its 'name'.")
+        # NFC and no invisible characters, as every name; a column keeps its case and may hold spaces
+        c["name"] = name = normal_text_name(name, f"columns[{i}]")
         if name.lower() in seen:
             raise invalid(f"Column '{name}' appears more than once.")
         seen.add(name.lower())

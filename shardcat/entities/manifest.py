@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import invalid
+from .names import check_principal
+from .secrets import shown
 
 REQ, OPT, IGN, ERR = "REQ", "OPT", "IGN", "ERR"
 
@@ -46,7 +48,11 @@ KINDS = {
     "map<string,string>": _is_str_map,
     "list": _is_list,
     "object": _is_object,
+    "principal": _is_str,          # a principal's name (owner): checked and normalised by NORMALISE
 }
+
+# Kinds whose values are normalised (or refused) beyond their type: value, field name -> value.
+NORMALISE = {"principal": check_principal}
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class AssetType:
             if rule == ERR:
                 raise invalid(f"Field '{f.name}' cannot be set when you {op} a {self.name}.")
             if not KINDS[f.kind](value):
-                raise invalid(f"Field '{f.name}' must be a {f.kind}, got {type(value).__name__}: {value!r:.80}.")
-            kept[f.name] = value
+                raise invalid(f"Field '{f.name}' must be a {'string' if f.kind == 'principal' else f.kind}, "
+                              f"got {type(value).__name__}{shown(f.name, value)}.")
+            normalise = NORMALISE.get(f.kind)
+            kept[f.name] = normalise(value, f.name) if normalise else value
         return kept

@@ -7,7 +7,7 @@ from .manifest import ERR, IGN, OPT, REQ, AssetType, Field
 _COMMON = (
     Field("comment", "string", OPT, OPT),
     Field("properties", "map<string,string>", OPT, OPT),
-    Field("owner", "string", IGN, OPT),
+    Field("owner", "principal", IGN, OPT),
 )
 
 CATALOG = AssetType(
@@ -83,7 +83,7 @@ METASTORE = AssetType(
         Field("name", "string", REQ, OPT),
         Field("storage_root", "string", REQ, ERR),
         Field("region", "string", OPT, IGN),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("default_data_access_config_id", "string", IGN, OPT),
         Field("storage_root_credential_id", "string", IGN, OPT),
         Field("delta_sharing_enabled", "bool", IGN, OPT),
@@ -106,7 +106,7 @@ CREDENTIAL = AssetType(
         Field("name", "string", REQ, OPT),
         Field("new_name", "string", IGN, OPT),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("purpose", "string", OPT, IGN),
         Field("read_only", "bool", OPT, OPT),
         Field("skip_validation", "bool", OPT, OPT),   # input only: nothing is validated against the cloud yet
@@ -124,7 +124,7 @@ EXTERNAL_LOCATION = AssetType(
         Field("url", "string", REQ, OPT),
         Field("credential_name", "string", REQ, OPT),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("read_only", "bool", OPT, OPT),
         Field("skip_validation", "bool", OPT, OPT),   # input only
         Field("force", "bool", IGN, OPT),             # input only
@@ -138,7 +138,7 @@ SHARE = AssetType(
         Field("name", "string", REQ, OPT),
         Field("new_name", "string", IGN, OPT),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("objects", "list", IGN, OPT),    # 2.1: the whole list of shared data objects
         Field("updates", "list", IGN, OPT),    # ADD / REMOVE / UPDATE one data object each
     ),
@@ -152,7 +152,7 @@ RECIPIENT = AssetType(
         Field("new_name", "string", IGN, OPT),
         Field("authentication_type", "string", REQ, IGN),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("data_recipient_global_metastore_id", "string", OPT, IGN),
         Field("ip_access_list", "object", OPT, OPT),
         Field("properties_kv_pairs", "object", OPT, OPT),
@@ -167,7 +167,7 @@ PROVIDER = AssetType(
         Field("new_name", "string", IGN, OPT),
         Field("authentication_type", "string", REQ, IGN),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("recipient_profile_str", "string", OPT, OPT),
         Field("data_provider_global_metastore_id", "string", OPT, IGN),
     ),
@@ -190,7 +190,7 @@ VOLUME = AssetType(
         Field("volume_type", "string", REQ, ERR),
         Field("storage_location", "string", OPT, ERR),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
     ),
 )
 
@@ -218,7 +218,7 @@ FUNCTION = AssetType(
         Field("external_language", "string", OPT, IGN),
         Field("properties", "string", OPT, IGN),      # a JSON-encoded map, as the open-source API has it
         Field("comment", "string", OPT, IGN),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
     ),
 )
 
@@ -231,7 +231,7 @@ REGISTERED_MODEL = AssetType(
         Field("catalog_name", "string", REQ, IGN),
         Field("schema_name", "string", REQ, IGN),
         Field("comment", "string", OPT, OPT),
-        Field("owner", "string", IGN, OPT),
+        Field("owner", "principal", IGN, OPT),
         Field("storage_location", "string", ERR, ERR),   # always managed, under the schema's storage
     ),
 )

@@ -405,7 +405,8 @@ def _securable_from_route(route: str, match: dict) -> tuple[str | None, str | No
 
 def _from_json(data: dict, kind: str | None) -> tuple[str | None, str | None]:
     """(full name, id) of the object a request body or a JSON answer describes."""
-    name = data.get("full_name")
+    # Only the naming fields, and only strings: nothing else of a request body (its secrets, say) is kept.
+    name = data.get("full_name") if isinstance(data.get("full_name"), str) else None
     if name is None and isinstance(data.get("name"), str):
         scope = [data.get(k) for k in ("catalog_name", "schema_name") if isinstance(data.get(k), str)]
         name = ".".join([*scope, data["name"]])

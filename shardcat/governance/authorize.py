@@ -183,6 +183,36 @@ class Authz:
         if not decision.allowed:
             raise denied(decision.reason)
 
+    # ---- existence: an asset the caller may not see answers as a missing one ----------
+
+    def sees(self, kind: str, asset: Asset) -> bool:
+        """Whether the caller may know that `asset` exists: it may read it, a list would show it
+        (a catalog or schema holding something the caller owns or has a grant on), or it holds a
+        privilege on it itself; always with the right to use the catalogs and schemas above.
+        Everywhere else the asset answers as if it did not exist (docs/security.md)."""
+        if self.admin or self.decide(kind, "read", asset).allowed:
+            return True
+        ix, n = self.index, self._n(asset)
+        if self._uses(ix.chain(n)[1:]) is not None:
+            return False
+        if n in ix.with_any_grant(self.principals):
+            return True
+        return kind in ("catalog", "schema") and n in ix.above(ix.with_any_grant(self.principals) |
+                                                               ix.owned_by(self.principals))
+
+    def require_or_missing(self, kind: str, op: str, asset: Asset | None, missing: CatalogError | None, *,
+                           parent: Asset | None = None) -> None:
+        """`require`, except that a refusal on an asset (for a create: the container) the caller
+        may not see raises `missing`: the very error a missing name gives, so refusals tell no
+        one what exists."""
+        decision = self.decide(kind, op, asset, parent=parent)
+        if decision.allowed:
+            return
+        target = parent if op == "create" else asset
+        if missing is not None and target is not None and not self.sees(target.type, target):
+            raise missing
+        raise denied(decision.reason)
+
     def require_view_owner_change(self, view: Asset, new_owner: str) -> None:
         """The 2.1 spec's updateTable rule for views: changing a VIEW's owner requires that the caller
         is the new owner or a member of it (a view runs with its owner's rights, so handing it to a
@@ -215,11 +245,11 @@ class Authz:
             raise denied(f"{self._caller()} may not use {self._where(n) if n is not None else 'the location'} "
                          f"for '{url}': that needs {privilege} on it.")
 
-    def require_data(self, asset: Asset, *, write: bool) -> None:
+    def require_data(self, asset: Asset, *, write: bool, missing: CatalogError | None = None) -> None:
         """Pure data-access check (for use inside a write): see `require_data_access`."""
         decision = data_decision(self, asset, write=write)
         if not decision.allowed:
-            raise denied(decision.reason)
+            raise missing if missing is not None and not self.sees(asset.type, asset) else denied(decision.reason)
 
     # ---- lists ------------------------------------------------------------------------
 
@@ -308,12 +338,14 @@ def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | No
     return authz.decide(kind, "write_data" if write else "read_data", target)
 
 
-async def require_data_access(shard, caller: Caller, asset: Asset, *, write: bool) -> None:
+async def require_data_access(shard, caller: Caller, asset: Asset, *, write: bool,
+                              missing: CatalogError | None = None) -> None:
     """Raise PERMISSION_DENIED unless `caller` may read (or, with `write`, change) `asset`'s data:
     SELECT/MODIFY on a table, READ/WRITE VOLUME on a volume, EXECUTE on a model version's model
     (writing its files: the model's owner or MANAGE), READ/WRITE FILES on an external location;
     each with USE CATALOG and USE SCHEMA on the parents. Tables with row filters or column
-    masks are for trusted engines only."""
+    masks are for trusted engines only. With `missing`: a caller that may not see the asset
+    (the model, for a version) gets that error instead, the one a missing asset gives."""
     authz = await authorizer(shard, caller)
     parent = None
     if asset.type == "model_version":
@@ -321,6 +353,9 @@ async def require_data_access(shard, caller: Caller, asset: Asset, *, write: boo
         parent = await shard.lookup_id(ms, asset.parent_id, caller.min_version)
     decision = data_decision(authz, asset, write=write, parent=parent)
     if not decision.allowed:
+        seen = parent if asset.type == "model_version" else asset
+        if missing is not None and seen is not None and not authz.sees(seen.type, seen):
+            raise missing
         raise denied(decision.reason)
 
 

@@ -27,7 +27,7 @@ from ..auth import Caller
 from ..cache.privilege_index import PrivilegeIndex
 from ..cache.ttl import TtlCache
 from ..entities.asset import Asset
-from ..entities.names import split_full_name
+from ..entities.names import check_principal, split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx, now_ms
@@ -147,15 +147,21 @@ def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
     for i, c in enumerate(changes):
         if not isinstance(c, dict) or not isinstance(c.get("principal"), str) or not c["principal"].strip():
             raise invalid(f"changes[{i}] must be an object with a non-empty string 'principal'.")
+        principal = check_principal(c["principal"], f"changes[{i}].principal")
         lists = []
         for key in ("add", "remove"):
             value = c.get(key) or []
             if not isinstance(value, list):
                 raise invalid(f"changes[{i}].{key} must be a list of privileges.")
             lists.append({P.privilege_name(v, kind) for v in value})
-        out.append((c["principal"], *lists))
+        out.append((principal, *lists))
     return out
 
+
+
+def _missing(kind: str, full_name: str) -> CatalogError:
+    """The answer for a securable that does not exist, and for one the caller may not see."""
+    return not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
 
 class PermissionsService:
     def __init__(self, shard, identity_ttl: float = 5.0):
@@ -188,7 +194,7 @@ class PermissionsService:
             return kind, None
         asset = await self.shard.lookup(caller.metastore(), *key, caller.min_version)
         if asset is None or (kind != "table" and asset.type != kind):
-            raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
+            raise _missing(kind, full_name)
         return kind, asset
 
     async def _authz(self, caller: Caller) -> Authz:
@@ -198,7 +204,7 @@ class PermissionsService:
     async def get(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
         kind, asset = await self._securable(caller, type_name, full_name)
         authz = await self._authz(caller)
-        authz.require(kind, "read", asset)
+        authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
         n = authz._n(asset)
         return _assignments(authz.index.grants.get(n, {}), principal)
 
@@ -223,7 +229,8 @@ class PermissionsService:
             if not isinstance(a, dict) or not isinstance(a.get("principal"), str) or not a["principal"].strip() \
                     or not isinstance(a.get("privileges"), list):
                 raise invalid(f"privilege_assignments[{i}] must be {{principal: string, privileges: list}}.")
-            new.setdefault(a["principal"], set()).update(P.privilege_name(p, kind) for p in a["privileges"])
+            principal = check_principal(a["principal"], f"privilege_assignments[{i}].principal")
+            new.setdefault(principal, set()).update(P.privilege_name(p, kind) for p in a["privileges"])
         await self._write(caller, kind, key, full_name, lambda held: new)
         return {}
 
@@ -236,8 +243,8 @@ class PermissionsService:
             if key is not None:
                 asset = await tx.get(*key)
                 if asset is None or (kind != "table" and asset.type != kind):
-                    raise not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
-            authz.require(kind, "grant", asset)
+                    raise _missing(kind, full_name)
+            authz.require_or_missing(kind, "grant", asset, _missing(kind, full_name))
             sid = asset.id if asset else state.id
             rows = await tx.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
                                        uuid.UUID(sid))
@@ -259,7 +266,7 @@ class PermissionsService:
     async def effective(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
         kind, asset = await self._securable(caller, type_name, full_name)
         authz = await self._authz(caller)
-        authz.require(kind, "read", asset)
+        authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
         ix = authz.index
         n = authz._n(asset)
         kind_of_n = ix.kind.get(n, "metastore")
@@ -297,6 +304,7 @@ class PermissionsService:
         else:
             if not isinstance(principal, str) or not principal:
                 raise invalid("Field 'principal' must be a non-empty string.")
+            principal = check_principal(principal, "principal")
             if not me.admin:
                 raise denied("Only account admins and metastore admins may ask about another principal.")
             principals, is_account_admin = await self._subject(principal)
@@ -318,15 +326,18 @@ class PermissionsService:
         for item, kind, key, privilege in parsed:
             answer = {k: item[k] for k in ("securable_type", "full_name", "privilege")}
             asset = snap.by_name.get(key) if key is not None else None
+            gone = {"allowed": False, "reason": f"{label(kind).capitalize()} '{item['full_name']}' does not exist."}
             if key is not None and (asset is None or (kind != "table" and asset.type != kind)):
-                answer.update(allowed=False, reason=f"{label(kind).capitalize()} '{item['full_name']}' does not exist.")
+                answer.update(gone)
             else:
                 if privilege.lower() in P.OPERATIONS:
                     decision = authz.decide(kind, privilege.lower(), asset, parent=None)
                 else:
                     use = privilege not in (P.USE_CATALOG, P.USE_SCHEMA, P.BROWSE)
                     decision = authz.decide(kind, "check", asset, rule=P.Rule((P.OWNER, privilege), use=use))
-                answer.update(decision.json())
+                # a securable the caller may not see answers as a missing one (admins see everything)
+                hidden = not decision.allowed and asset is not None and not me.sees(asset.type, asset)
+                answer.update(gone if hidden else decision.json())
             out.append(answer)
         return {"metastore_version": snap.version, "principal": principal or caller.name, "items": out}
 
@@ -354,8 +365,12 @@ def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
     def args(request):
         return request["caller"], request.match_info["securable_type"], request.match_info["full_name"]
 
+    def principal_of(request) -> str | None:
+        principal = request.query.get("principal")
+        return check_principal(principal, "principal") if principal is not None else None
+
     async def get(request):
-        return ok(await service.get(*args(request), request.query.get("principal")))
+        return ok(await service.get(*args(request), principal_of(request)))
 
     async def patch(request):
         return ok(await service.update(*args(request), await json_body(request)))
@@ -364,7 +379,7 @@ def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
         return ok(await service.replace(*args(request), await json_body(request)))
 
     async def effective(request):
-        return ok(await service.effective(*args(request), request.query.get("principal")))
+        return ok(await service.effective(*args(request), principal_of(request)))
 
     async def authorize(request):
         return ok(await service.authorize(request["caller"], await json_body(request)))

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..auth import Caller, hash_token, new_token
+from ..entities.names import MAX_PRINCIPAL_LENGTH, check_principal
 from ..errors import CatalogError, invalid, not_found
 from ..store.db import Store, bigint_text, now_ms
 from ..store.principals import Membership, PrincipalInfo, TokenInfo
@@ -53,7 +54,7 @@ RESOURCES = {r.path: r for r in (
 _BY_KIND = {r.kind: r for r in RESOURCES.values()}
 _TYPE_OF_KIND = {"user": "User", "group": "Group", "service_principal": "ServicePrincipal"}
 
-MAX_NAME = 255
+MAX_NAME = MAX_PRINCIPAL_LENGTH
 MAX_TEXT = 1000
 MAX_COUNT = 1000                 # SCIM page size cap
 MAX_LIFETIME = 10 * 365 * 86400  # a token lives at most ten years
@@ -72,12 +73,8 @@ def _text(value, what: str, *, max_len: int = MAX_TEXT, nullable: bool = True) -
 
 
 def check_principal_name(value, what: str) -> str:
-    name = _text(value, what, max_len=MAX_NAME, nullable=False)
-    if not name.strip() or name != name.strip():
-        raise invalid(f"'{what}' must be non-empty, without leading or trailing spaces, got '{name:.80}'.")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise invalid(f"'{what}' must not contain control characters.")
-    return name
+    """The one rule for principal names (entities/names.py): grants and owners use it too."""
+    return check_principal(value, what)
 
 
 def _bool(value, what: str) -> bool:
@@ -453,8 +450,7 @@ class IdentityService:
         workspace_id = body.get("workspace_id", caller.workspace_id)
         if isinstance(workspace_id, bool) or not isinstance(workspace_id, int) or workspace_id < 0:
             raise invalid(f"'workspace_id' must be a non-negative integer, got {workspace_id!r:.40}.")
-        owner_name = body.get("principal", caller.name)
-        check_principal_name(owner_name, "principal")
+        owner_name = check_principal_name(body.get("principal", caller.name), "principal")
         if owner_name != caller.name or workspace_id != caller.workspace_id:
             _require_admin(caller, "make tokens for other principals or workspaces")
         owner = await self.db.get_by_name(owner_name)

@@ -20,7 +20,7 @@ from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HE
 from ..shards.metastores import AccountService
 from ..store.db import Store, bigint_text
 from .account import AccountApi
-from .middleware import Authenticator, error_middleware
+from .middleware import Authenticator, error_middleware, text_input
 from .routing import RoutingTable
 from .shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
@@ -148,7 +148,7 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
     app = web.Application(middlewares=[audit.middleware(audit_log), error_middleware(MAX_BODY_BYTES),
-                                       authenticator.middleware],
+                                       authenticator.middleware, text_input],
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
     app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator

@@ -19,6 +19,7 @@ from ..auth import bearer
 from ..governance.audit import REQUEST_ID_HEADER
 from ..shards.http import PREFIX, VERSION_HEADER
 from . import http1
+from .http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from .middleware import Authenticator
 from .shard_client import Address, Answer, ShardClient
@@ -49,7 +50,7 @@ class Front:
 
     def _fast_path(self, request: http1.Request) -> bool:
         path = request.path
-        if request.too_large or "%" in path or not path.startswith(PREFIX + "/"):
+        if "%" in path or not path.startswith(PREFIX + "/"):
             return False
         if request.method not in ("GET", "POST") or not safe_to_resend(request.method, path):
             return False
@@ -97,6 +98,8 @@ def _own_routes(app: web.Application, forward_handler) -> dict[str, list]:
     return out
 
 
-async def start_front(app: web.Application, host: str, port: int) -> http1.Listening:
-    """Serve the router app (make_router_app) behind a front on (host, port); port 0 picks a free one."""
-    return await http1.serve_behind(app, lambda address: Front(app, address), host, port)
+async def start_front(app: web.Application, host: str, port: int,
+                      limits: HttpLimits | None = None) -> http1.Listening:
+    """Serve the router app (make_router_app) behind a front on (host, port); port 0 picks a free one.
+    `limits`: what a client may send (the defaults of HttpLimits unless given)."""
+    return await http1.serve_behind(app, lambda address: Front(app, address), host, port, limits=limits)

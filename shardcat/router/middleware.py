@@ -1,4 +1,5 @@
-"""aiohttp middlewares of the front: Unity Catalog error JSON for every failure, and authentication."""
+"""aiohttp middlewares of the front: Unity Catalog error JSON for every failure (never showing a
+secret the request carried), authentication, and the refusal of parameters PostgreSQL cannot store."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from urllib.parse import unquote_to_bytes
 
+import orjson
 from aiohttp import web
 
 from ..auth import Caller, bearer, hash_token
 from ..cache.ttl import TtlCache
+from ..entities.secrets import scrub, secret_values
+from ..entities.text import bad_char
 from ..errors import CatalogError
 from ..store.db import Store, is_db_unavailable, now_ms
 
@@ -33,7 +38,8 @@ def error_middleware(max_body_bytes: int):
         try:
             return await handler(request)
         except CatalogError as e:
-            return web.json_response(e.to_json(), status=e.status)
+            return web.json_response({"error_code": e.code, "message": await _without_secrets(request, e.message)},
+                                     status=e.status)
         except web.HTTPException as e:
             if e.status < 400:
                 raise
@@ -50,6 +56,20 @@ def error_middleware(max_body_bytes: int):
     return errors
 
 
+async def _without_secrets(request: web.Request, message: str) -> str:
+    """An error message with nothing in it that the request sent in a secret-bearing field (a
+    safety net: messages about such fields already leave their values out). The client and the
+    audit log (which records the answer's message) both get this."""
+    if request.method not in ("POST", "PUT", "PATCH") or not request.body_exists:
+        return message
+    try:
+        body = orjson.loads(await request.read())
+    except Exception:      # not JSON, or the body could not be read: nothing of it is in the message
+        return message
+    secrets = secret_values(body)
+    return scrub(message, secrets) if secrets else message
+
+
 def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: int) -> str:
     if e.status == 404:
         return f"No API found for {request.method} {request.path}."
@@ -59,6 +79,30 @@ def _http_message(request: web.Request, e: web.HTTPException, max_body_bytes: in
     if e.status == 413:
         return f"The request body is larger than the limit of {max_body_bytes} bytes."
     return e.text or e.reason
+
+
+@web.middleware
+async def text_input(request: web.Request, handler):
+    """Refuse, before anything reaches the database, a request whose query parameters or path
+    segments hold what is not text PostgreSQL can store: NUL, percent-escapes that are not UTF-8,
+    unpaired surrogates. (Other control characters are each parameter's own rule to refuse, with a
+    message that says what it wanted: names do. JSON bodies: shards/http.py `json_object`.)"""
+    raw = request.raw_path
+    if raw.isascii() and raw.isprintable() and "%" not in raw:
+        return await handler(request)        # nothing decodes to anything odd: the common case
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeError:
+        raise CatalogError("INVALID_PARAMETER_VALUE",
+                           "The request's path or query has percent-escapes that are not valid UTF-8.") from None
+    for where, items in (("Query parameter", request.query.items()), ("Path parameter", request.match_info.items())):
+        for name, value in items:
+            wrong = bad_char(name, controls=False) or bad_char(value, controls=False)
+            if wrong is not None:
+                shown = repr(name)[1:-1][:60]
+                raise CatalogError("INVALID_PARAMETER_VALUE",
+                                   f"{where} '{shown}' contains {wrong}, which is not allowed.")
+    return await handler(request)
 
 
 def _unexpired(hit: tuple[Caller, int | None]) -> bool:

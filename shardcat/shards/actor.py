@@ -23,6 +23,7 @@ from ..governance import audit
 from ..router import http1
 from ..router.middleware import Authenticator
 from ..store.db import Store
+from ..store.sealing import SecretBox
 from .front import start_shard_front
 from .http import make_shard_app
 from .shard import CacheConfig, Shard
@@ -35,9 +36,10 @@ HEARTBEAT_SECONDS = 0.1
 
 @ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
 class ShardActor:
-    def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig()):
+    def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig(), secret_keys: list[bytes] = ()):
         self.name = name
         self.db_url = db_url
+        self.secret_keys = list(secret_keys)     # the server's (store/sealing.py): credentials are written here
         self.cache = cache
         self.shard: Shard | None = None
         self.listening: http1.Listening | None = None     # its front, the app behind it
@@ -54,6 +56,7 @@ class ShardActor:
             log.warning("shard %s runs at niceness %d: it yields the CPU to every other process on its node; "
                         "start Ray with RAY_worker_niceness=0 (ray-config/README.md)", self.name, os.nice(0))
         store = await Store.open(self.db_url)
+        store.secrets = SecretBox(self.secret_keys) if self.secret_keys else None
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
         app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled))
         # Through the module: Ray ships this class by value, so a name imported into it is a copy

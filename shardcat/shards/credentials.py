@@ -21,7 +21,7 @@ from ..governance import audit
 from ..governance.authorize import require_data_access
 from ..governance.vending import vend
 from .locations import require_external_location
-from .path_access import authorize_path, authorize_subtree, refuse_managed_root
+from .path_access import authorize_path, authorize_subtree, owner_label, refuse_managed_root
 from .shard import Shard
 from .storage import storage_url
 
@@ -80,7 +80,8 @@ class TemporaryCredentials:
         asset_id = _asset_id(body, f"{type_name}_id")
         operation = _operation(body, operations)
         asset = await self._by_id(caller, asset_id, type_name, label)
-        await require_data_access(self.shard, caller, asset, write=operation in WRITES)
+        await require_data_access(self.shard, caller, asset, write=operation in WRITES,
+                                  missing=not_found(f"{label} with id '{asset_id}' does not exist."))
         if not asset.storage_path:
             kind = f" is a {asset.info.get('table_type')} and" if type_name == "table" else ""
             raise invalid(f"{label} '{asset.full_name}'{kind} has no storage.")
@@ -95,8 +96,8 @@ class TemporaryCredentials:
         if operation == "PATH_CREATE_TABLE":
             hit = state.trie.first_overlap(url)
             if hit is not None:
-                raise invalid(f"The url '{url}' overlaps the storage of {hit[1].type} '{hit[1].full_name}' "
-                              f"at '{hit[0]}': no new table can be created there.")
+                raise invalid(f"The url '{url}' overlaps the storage of {await owner_label(self.shard, caller, hit[1])}: "
+                              "no new table can be created there.")
         # Same rules by path as by name (path_access.py), for everything the credentials reach.
         await authorize_path(self.shard, caller, state, url, write=operation in WRITES)
         await authorize_subtree(self.shard, caller, state, url, write=operation in WRITES)

@@ -41,8 +41,13 @@ class DeltaCommitService:
         authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            table = rules.check_table(await tx.get_by_id(commit.table_id), commit.table_id, commit.table_uri)
-            authz.require_data(table, write=True)     # MODIFY on the table
+            table = await tx.get_by_id(commit.table_id)
+            missing = rules.missing_table(commit.table_id)
+            if table is None or table.type != "table":
+                raise missing
+            # MODIFY on the table, before anything names it or its type
+            authz.require_data(table, write=True, missing=missing)
+            rules.check_table(table, commit.table_id, commit.table_uri)
             changed = rules.apply_metadata(table, commit.metadata, caller.name, now) \
                 if commit.info is not None and commit.metadata is not None else None
             await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed)
@@ -82,8 +87,12 @@ class DeltaCommitService:
         version, table, latest, _, rows = await self.shard.store.delta_commits(
             ms, req.table_id, req.start_version, req.end_version, rules.MAX_COMMITS_PER_PAGE)
         await self.shard.observed(ms, version)
+        missing = rules.missing_table(req.table_id)
+        if table is None or table.type != "table":
+            raise missing
+        # SELECT on the table, before anything names it or its type
+        await require_data_access(self.shard, caller, table, write=False, missing=missing)
         rules.check_table(table, req.table_id, req.table_uri)
-        await require_data_access(self.shard, caller, table, write=False)     # SELECT on the table
         return {"commits": [rules.commit_info_json(r) for r in rows], "latest_table_version": latest or 0}
 
 

@@ -20,6 +20,7 @@ from aiohttp import web
 from ..auth import Caller, bearer
 from ..governance import audit
 from ..router import http1
+from ..router.http_limits import HttpLimits
 from ..router.shard_client import Address, Answer, ShardClient
 from ..store.db import bigint_text
 from .http import (CRUD, MIN_VERSION_HEADER, PREFIX, SERVING, VERSION_HEADER, found_json, listed_json, resolved_json,
@@ -90,7 +91,7 @@ class ShardFront:
             return None
         segment, slash, name = path[len(PREFIX) + 1:].partition("/")
         if request.method == "POST":
-            if segment != "resolve" or slash or query or request.too_large:
+            if segment != "resolve" or slash or query:
                 return None
             return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
         read = _READS.get(segment)
@@ -134,6 +135,8 @@ def _query(query: str) -> dict[str, str]:
     return params
 
 
-async def start_shard_front(app: web.Application, host: str, port: int, unix: str | None = None) -> http1.Listening:
-    """Serve the shard app (make_shard_app) behind a ShardFront on (host, port) and, if named, a Unix socket."""
-    return await http1.serve_behind(app, lambda address: ShardFront(app, address), host, port, unix)
+async def start_shard_front(app: web.Application, host: str, port: int, unix: str | None = None,
+                            limits: HttpLimits | None = None) -> http1.Listening:
+    """Serve the shard app (make_shard_app) behind a ShardFront on (host, port) and, if named, a Unix
+    socket; `limits`: what a client may send (the defaults of HttpLimits unless given)."""
+    return await http1.serve_behind(app, lambda address: ShardFront(app, address), host, port, unix, limits)

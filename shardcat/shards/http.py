@@ -20,7 +20,7 @@ from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
-from ..router.middleware import Authenticator, error_middleware
+from ..router.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone, bigint_text
 from . import volumes as _volumes  # noqa: F401  (registers the volume rules)
@@ -345,7 +345,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     audit_log = AuditLog(shard.store)
     app = web.Application(
         middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
-                     _metastore_session(shard)],
+                     text_input, _metastore_session(shard)],
         client_max_size=max_body_bytes)
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)

@@ -96,26 +96,33 @@ class LineageService:
         ms = caller.metastore()
         snap = await self.shard.snapshot(ms, [("table", target_name), *names], paths, caller.min_version)
         target = snap.by_name[("table", target_name)]
+        missing = not_found(f"Table '{target_name}' does not exist.")
         if target is None:
-            raise not_found(f"Table '{target_name}' does not exist.")
+            raise missing
         audit.annotate("TABLE", target.full_name, target.id)
-        if target.info.get("table_type") in VIEW_TYPES:
-            raise invalid(f"'{target.full_name}' is a view: lineage goes into tables.")
         authz = await authorizer(self.shard, caller)
-        authz.require_data(target, write=True)
+        # Authorize before anything names the table or its type; what the caller may not see answers as missing.
+        if target.info.get("table_type") not in VIEW_TYPES:
+            authz.require_data(target, write=True, missing=missing)
+        elif not authz.sees("table", target):
+            raise missing
+        else:
+            raise invalid(f"'{target.full_name}' is a view: lineage goes into tables.")
         sources = {}
         for key in names:
             asset = snap.by_name[key]
+            missing = not_found(f"{key[0].capitalize()} '{key[1]}' does not exist.")
             if asset is None:
-                raise not_found(f"{key[0].capitalize()} '{key[1]}' does not exist.")
+                raise missing
+            authz.require_data(asset, write=False, missing=missing)
             sources[asset.id] = asset
         for path in paths:
             owner, asset = snap.by_path[path] or (None, None)
+            missing = not_found(f"No table or volume owns path '{path}'.")
             if asset is None or owner.is_root or asset.type not in _KINDS.values():
-                raise not_found(f"No table or volume owns path '{path}'.")
+                raise missing
+            authz.require_data(asset, write=False, missing=missing)
             sources[asset.id] = asset
-        for asset in sources.values():
-            authz.require_data(asset, write=False)
         sources.pop(target.id, None)         # a table rewritten from itself adds no edge
         if sources:
             await self.shard.store.add_lineage(ms, target, list(sources.values()), job, caller.name)

@@ -8,7 +8,7 @@ MetastoreState; no I/O.
 
 from __future__ import annotations
 
-from ..errors import invalid
+from ..errors import CatalogError, invalid
 from .shard import MetastoreState, PathOwner
 
 
@@ -16,6 +16,12 @@ def location_of(state: MetastoreState, url: str) -> PathOwner | None:
     """The external location holding `url` (at or above it), or None."""
     hit = state.locations.owner(url)
     return hit[1] if hit is not None else None
+
+
+def outside_locations(url: str, what: str) -> CatalogError:
+    """The answer for a url no external location holds (and for one only locations the caller may not see hold)."""
+    return invalid(f"The {what} '{url}' is not inside any external location of this metastore; "
+                   "create an external location that covers it first.")
 
 
 def require_external_location(state: MetastoreState, url: str, what: str) -> PathOwner | None:
@@ -28,7 +34,6 @@ def require_external_location(state: MetastoreState, url: str, what: str) -> Pat
         return None
     owner = location_of(state, url)
     if owner is None:
-        raise invalid(f"The {what} '{url}' is not inside any external location of this metastore; "
-                      "create an external location that covers it first.")
+        raise outside_locations(url, what)
     # Whether the creator may use that location (CREATE EXTERNAL TABLE / VOLUME) comes with governance.
     return owner

@@ -78,6 +78,11 @@ async def find_metastore(store: Store, metastore_id: str) -> Metastore:
     return m
 
 
+def _elsewhere(metastore_id: str) -> CatalogError:
+    """Another workspace's metastore, to a caller that is not an account admin: as if it did not exist."""
+    return not_found(f"Metastore '{metastore_id}' does not exist.")
+
+
 class AccountService:
     """Account-level operations, served by whoever fronts the cluster: no metastore's version moves."""
 
@@ -159,7 +164,7 @@ class MetastoreService:
     async def get(self, caller: Caller, metastore_id: str) -> dict:
         m = await find_metastore(self.store, metastore_id)
         if not caller.is_account_admin and m.id != caller.metastore_id:
-            raise CatalogError("PERMISSION_DENIED", f"Metastore '{metastore_id}' is not assigned to your workspace.")
+            raise _elsewhere(metastore_id)
         return render_metastore(m)
 
     async def summary(self, caller: Caller) -> dict:
@@ -173,7 +178,9 @@ class MetastoreService:
 
     async def update(self, caller: Caller, metastore_id: str, body: dict) -> dict:
         m = await find_metastore(self.store, metastore_id)
-        if not caller.is_account_admin and not (m.id == caller.metastore_id and is_metastore_admin(caller, m)):
+        if not caller.is_account_admin and m.id != caller.metastore_id:
+            raise _elsewhere(metastore_id)
+        if not caller.is_account_admin and not is_metastore_admin(caller, m):
             raise CatalogError("PERMISSION_DENIED", "Only an account admin or a metastore admin (the metastore's "
                                                     "owner) may update a metastore.")
         fields = METASTORE.check_update(body)

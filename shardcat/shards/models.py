@@ -127,7 +127,8 @@ class ModelService:
         if catalog_name:
             name = check_name(catalog_name, "catalog")
             catalog = await self.shard.lookup(ms, "catalog", name, v)
-            if catalog is None:
+            # a catalog the caller may not see answers as a missing one (not as an empty list)
+            if catalog is None or not (await authorizer(self.shard, caller)).sees("catalog", catalog):
                 raise not_found(f"Catalog '{catalog_name}' does not exist.")
             catalogs = [catalog]
         else:
@@ -160,9 +161,10 @@ class ModelService:
         """The model, if the caller may read it (its versions are governed by the model's privileges)."""
         names = split_full_name(full_name, 3, "registered model")
         model = await self.shard.lookup(caller.metastore(), "registered_model", ".".join(names), caller.min_version)
+        missing = not_found(f"Registered model '{full_name}' does not exist.")
         if model is None:
-            raise not_found(f"Registered model '{full_name}' does not exist.")
-        (await authorizer(self.shard, caller)).require("registered_model", "read", model)
+            raise missing
+        (await authorizer(self.shard, caller)).require_or_missing("registered_model", "read", model, missing)
         return model
 
     async def _version(self, caller: Caller, full_name: str, version) -> tuple[Asset, Asset]:
@@ -178,9 +180,10 @@ class ModelService:
     async def _model_in_tx(tx: WriteTx, full_name: str, authz) -> Asset:
         """The model, if the caller may change it or its versions (`authz`: governance/authorize.py)."""
         model = await tx.get("registered_model", full_name)
+        missing = not_found(f"Registered model '{full_name}' does not exist.")
         if model is None:
-            raise not_found(f"Registered model '{full_name}' does not exist.")
-        authz.require("registered_model", "update", model)
+            raise missing
+        authz.require_or_missing("registered_model", "update", model, missing)
         return model
 
     @staticmethod

@@ -15,17 +15,28 @@ from __future__ import annotations
 from ..auth import Caller
 from ..errors import CatalogError, not_found
 from ..governance import audit
-from ..governance.authorize import require_data_access
-from .locations import location_of
+from ..governance.authorize import authorizer, require_data_access
+from .locations import location_of, outside_locations
 from .shard import MetastoreState, Shard
 
 
 def refuse_managed_root(state: MetastoreState, url: str) -> None:
-    """PERMISSION_DENIED if `url` lies in managed storage outside any table or volume in it."""
+    """PERMISSION_DENIED if `url` lies in managed storage outside any table or volume in it
+    (whose it is stays unsaid: the caller may not see that catalog or schema)."""
     owner = state.trie.owner(url)
     if owner is not None and owner[1].is_root:
-        raise CatalogError("PERMISSION_DENIED", f"The url '{url}' lies in managed storage (of {owner[1].type} "
-                                                f"'{owner[1].full_name}'): ask by table or volume name.")
+        raise CatalogError("PERMISSION_DENIED", f"The url '{url}' lies in managed storage: ask by table or volume name.")
+
+
+async def owner_label(shard: Shard, caller: Caller, owner) -> str:
+    """How an answer names the asset owning a path: by name if the caller may see it, else
+    without a name (a refusal tells no one what exists)."""
+    if owner.type == "metastore":
+        return "the metastore"
+    asset = await shard.lookup_id(caller.metastore(), owner.asset_id, caller.min_version)
+    if asset is not None and (await authorizer(shard, caller)).sees(asset.type, asset):
+        return f"{owner.type} '{owner.full_name}'"
+    return "a securable the caller may not see"
 
 
 async def authorize_path(shard: Shard, caller: Caller, state: MetastoreState, url: str, *, write: bool) -> None:
@@ -37,7 +48,8 @@ async def authorize_path(shard: Shard, caller: Caller, state: MetastoreState, ur
         if asset is None:
             raise not_found(f"The {owner.type} owning '{url}' no longer exists.")
         audit.annotate(asset.type.upper(), asset.full_name, asset.id)
-        await require_data_access(shard, caller, asset, write=write)
+        await require_data_access(shard, caller, asset, write=write, missing=CatalogError(
+            "PERMISSION_DENIED", f"'{url}' lies in the storage of a securable the caller may not see."))
         return
     location = location_of(state, url)
     if location is None:
@@ -46,7 +58,8 @@ async def authorize_path(shard: Shard, caller: Caller, state: MetastoreState, ur
     if asset is None:
         raise not_found(f"External location '{location.full_name}' no longer exists.")
     audit.annotate("EXTERNAL_LOCATION", asset.full_name, asset.id)
-    await require_data_access(shard, caller, asset, write=write)
+    # A location the caller may not see answers as if no location held the url.
+    await require_data_access(shard, caller, asset, write=write, missing=outside_locations(url, "url"))
 
 
 async def authorize_subtree(shard: Shard, caller: Caller, state: MetastoreState, url: str, *, write: bool) -> None:
@@ -57,10 +70,12 @@ async def authorize_subtree(shard: Shard, caller: Caller, state: MetastoreState,
         return
     for entry_url, owner in below:
         if owner.is_root:
-            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' holds managed storage (of {owner.type} "
-                                                    f"'{owner.full_name}' at '{entry_url}'): ask by table or volume name.")
+            raise CatalogError("PERMISSION_DENIED", f"The url '{url}' holds managed storage (at '{entry_url}'): "
+                                                    "ask by table or volume name.")
     snapshot = await shard.snapshot(caller.metastore(), [], [u for u, _ in below], caller.min_version)
     for entry_url, _ in below:
         found = snapshot.by_path[entry_url]
         if found is not None and found[1] is not None:
-            await require_data_access(shard, caller, found[1], write=write)
+            await require_data_access(shard, caller, found[1], write=write, missing=CatalogError(
+                "PERMISSION_DENIED", f"'{entry_url}' below '{url}' lies in the storage of a securable the caller "
+                                     "may not see."))

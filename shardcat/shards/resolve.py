@@ -19,7 +19,7 @@ import asyncio
 import functools
 
 from ..auth import Caller
-from ..cache.urls import InvalidUrl, normalize_url
+from ..cache.urls import InvalidUrl, is_within, normalize_url
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
@@ -89,17 +89,20 @@ class ResolveService:
             if key is not None:
                 since = entry.pop("_since", None)
                 asset = snap.by_name[key]
-                if asset is None:
+                decision = None if asset is None else _seen(authz, entry, asset)
+                if decision is None:
                     entry["error"] = _error("NOT_FOUND", f"{entry['securable_type'].capitalize()} "
                                                          f"'{entry['name']}' does not exist.")
                     continue
                 if deps is not None:
                     self._add_dependencies(entry, key, deps, max_depth, authz, caller, with_credentials)
-                self._authorized(authz, caller, entry, asset, with_credentials)
+                self._authorized(authz, caller, entry, asset, with_credentials, decision)
                 if since is not None:
                     self._unchanged(entry, asset, deps, since)
             elif "_path" in entry:
-                self._path_answer(entry, snap.by_path[entry.pop("_path")], authz, caller, with_credentials)
+                path = entry.pop("_path")
+                self._path_answer(entry, snap.by_path[path], authz, caller, with_credentials,
+                                  lambda: self.shard.states[caller.metastore()].storage_root, path)
         if with_credentials:
             await self._credentials(caller, out)
         audit.record_all(caller, _decisions(out))
@@ -191,12 +194,12 @@ class ResolveService:
                 item.pop(kind, None)
 
     @staticmethod
-    def _authorized(authz, caller: Caller, entry: dict, asset, with_credentials: bool) -> None:
+    def _authorized(authz, caller: Caller, entry: dict, asset, with_credentials: bool, decision=None) -> None:
         """The item's authorization decision, taken at the snapshot's version (governance/authorize.py);
         the asset (row filter and column masks for trusted engines only) only if allowed: a denied
         item carries no storage details. An allowed table (not a view) or volume with storage is
         marked for credentials (`_credentials`) when the request wants them."""
-        decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
+        decision = decision or data_decision(authz, asset, write=entry["operation"] == "WRITE")
         entry["authorization"] = decision.json()
         entry["_id"] = asset.id         # for the audit row (_decisions)
         if decision.allowed:
@@ -205,14 +208,30 @@ class ResolveService:
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path
 
-    def _path_answer(self, entry: dict, owned, authz, caller: Caller, with_credentials: bool) -> None:
+    def _path_answer(self, entry: dict, owned, authz, caller: Caller, with_credentials: bool, root, path: str) -> None:
         owner, asset = owned if owned is not None else (None, None)
-        if owner is None or owner.is_root or asset is None:
-            where = f"; it lies in the managed storage of {owner.type} '{owner.full_name}'" if owner else ""
+        decision = None if owner is None or owner.is_root or asset is None else _seen(authz, entry, asset)
+        if decision is None:
+            # The same answer whether nothing owns the path or something the caller may not see does:
+            # it names no catalog, schema or asset, only the metastore whose managed storage holds it.
+            storage_root = root()
+            where = "; it lies in the metastore's managed storage" \
+                if storage_root and is_within(path, storage_root) else ""
             entry["error"] = _error("NOT_FOUND", f"No table or volume owns path '{entry['path']}'{where}.")
             return
         entry.update(name=asset.full_name, securable_type=TYPES[asset.type].securable_type)
-        self._authorized(authz, caller, entry, asset, with_credentials)
+        self._authorized(authz, caller, entry, asset, with_credentials, decision)
+
+
+def _seen(authz, entry: dict, asset):
+    """The item's decision if it may be answered as what it is: allowed, or denied to a caller that
+    may know the asset exists (governance/authorize.py `Authz.sees`). None: it answers as a missing
+    one; the refusal is kept for the audit row (`_refused`), which tells the truth."""
+    decision = data_decision(authz, asset, write=entry["operation"] == "WRITE")
+    if decision.allowed or authz.sees(asset.type, asset):
+        return decision
+    entry["_refused"] = (asset.id, decision.reason)
+    return None
 
 
 # ---- the audit trail ---------------------------------------------------------------------------
@@ -230,6 +249,11 @@ def _decisions(out: list[dict]) -> list[tuple]:
         for item in (entry, *entry.get("dependencies", ())):
             kind, name, asset_id = item.get("securable_type"), item.get("name", item.get("path")), item.pop("_id", None)
             action = "resolveWrite" if item["operation"] == "WRITE" else "resolveRead"
+            refused = item.pop("_refused", None)
+            if refused is not None:      # answered as missing: the log says who was refused what
+                rows.append((action, kind, name, False, refused[0], "PERMISSION_DENIED",
+                             refused[1]))
+                continue
             error = item.get("error")
             if error is not None:
                 code = error["error_code"]

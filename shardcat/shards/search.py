@@ -13,12 +13,14 @@ when the caller may not see some matches; its `next_page_token` still moves on.
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 
 from aiohttp import web
 
 from ..auth import Caller
 from ..entities.types import TYPES
+from ..entities.text import bad_char
 from ..errors import invalid
 from ..governance.authorize import authorizer
 from .service import decode_page_token, encode_page_token, page_size
@@ -36,7 +38,8 @@ def _like(word: str) -> str:
 
 
 def _words(query: str | None) -> list[str]:
-    words = (query or "").lower().split()
+    # NFC, as names are stored: a decomposed `café` finds the composed one
+    words = unicodedata.normalize("NFC", (query or "").lower()).split()
     if not words:
         raise invalid("Query parameter 'query' must hold at least one word.")
     if len(query) > MAX_QUERY_CHARS or len(words) > MAX_WORDS:
@@ -63,7 +66,8 @@ def _after(token: str | None) -> tuple[int, str, str]:
         return _START
     try:
         rank, full_name, asset_id = json.loads(raw)
-        if type(rank) is int and 0 <= rank <= 3 and isinstance(full_name, str):     # ranks are 0 to 3
+        # ranks are 0 to 3; the name goes to PostgreSQL, which takes no NUL or lone surrogate
+        if type(rank) is int and 0 <= rank <= 3 and isinstance(full_name, str) and bad_char(full_name) is None:
             return rank, full_name, str(uuid.UUID(asset_id))
     except (ValueError, TypeError, AttributeError):
         pass

@@ -119,6 +119,11 @@ def _label(t: AssetType) -> str:
     return t.name.replace("_", " ").capitalize()
 
 
+def missing(t: AssetType, full_name: str) -> CatalogError:
+    """The answer for a name that does not exist, and for one the caller may not see."""
+    return not_found(f"{_label(t)} '{full_name}' does not exist.")
+
+
 def _parent_of(t: AssetType):
     return TYPES.get(t.parent)
 
@@ -136,7 +141,7 @@ class CatalogService:
         key = full_name_key(full_name, t.name_parts, t.name)
         asset = await self.shard.lookup(caller.metastore(), t.namespace, key, caller.min_version)
         if asset is None:
-            raise not_found(f"{_label(t)} '{full_name}' does not exist.")
+            raise missing(t, full_name)
         return asset
 
     async def _parent_in_tx(self, tx: WriteTx, t: AssetType, parent_full: str) -> Asset | None:
@@ -145,7 +150,7 @@ class CatalogService:
             return None
         parent = await tx.get(parent_type.namespace, parent_full)
         if parent is None:
-            raise not_found(f"{_label(parent_type)} '{parent_full}' does not exist.")
+            raise missing(parent_type, parent_full)
         return parent
 
     # ---- generic CRUD -------------------------------------------------------
@@ -157,7 +162,8 @@ class CatalogService:
     async def find(self, caller: Caller, type_name: str, full_name: str) -> Asset:
         """The asset, if the caller may read it."""
         asset = await self._get(caller, TYPES[type_name], full_name)
-        (await authorizer(self.shard, caller)).require(type_name, "read", asset)
+        (await authorizer(self.shard, caller)).require_or_missing(type_name, "read", asset,
+                                                                  missing(TYPES[type_name], full_name))
         return asset
 
     async def list(self, caller: Caller, type_name: str, parent_full: str | None,
@@ -180,7 +186,7 @@ class CatalogService:
         parent = None
         if _parent_of(t) is not None:
             parent = await self._get(caller, _parent_of(t), parent_full)
-            authz.require(parent.type, "read", parent)
+            authz.require_or_missing(parent.type, "read", parent, missing(_parent_of(t), parent_full))
         visible = authz.visible_under(type_name, parent)   # None: all of them
         keep = None if visible is None else (lambda a: authz.index.find(a.id) in visible)
         page = await self.shard.children_where(ms, parent.id if parent else ms, t.namespace, keep, after=after,
@@ -203,7 +209,8 @@ class CatalogService:
 
         async def write(tx: WriteTx, state: MetastoreState):
             parent = await self._parent_in_tx(tx, t, parent_full)
-            authz.require(t.name, "create", None, parent=parent)
+            gone = missing(_parent_of(t), parent_full) if parent is not None else None
+            authz.require_or_missing(t.name, "create", None, gone, parent=parent)
             if await tx.get(t.namespace, full_name):
                 raise already_exists(f"{_label(t)} '{full_name}' already exists.")
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
@@ -239,8 +246,8 @@ class CatalogService:
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
-                raise not_found(f"{_label(t)} '{full_name}' does not exist.")
-            authz.require(t.name, "update", asset)
+                raise missing(t, full_name)
+            authz.require_or_missing(t.name, "update", asset, missing(t, full_name))
             new_owner = fields.get("owner")
             if asset.info.get("table_type") == "VIEW" and new_owner not in (None, asset.info.get("owner")):
                 authz.require_view_owner_change(asset, new_owner)
@@ -278,8 +285,8 @@ class CatalogService:
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await tx.get(t.namespace, ".".join(names))
             if asset is None:
-                raise not_found(f"{_label(t)} '{full_name}' does not exist.")
-            authz.require(t.name, "delete", asset)
+                raise missing(t, full_name)
+            authz.require_or_missing(t.name, "delete", asset, missing(t, full_name))
             below = await tx.descendants(asset.id)
             visible = [a for a in below if a.type != "staging_table"]
             if visible and not force:
@@ -306,9 +313,10 @@ class CatalogService:
         for key in ("schema_name_pattern", "table_name_pattern", "page_token"):
             if body.get(key) is not None and not isinstance(body[key], str):
                 raise invalid(f"Field '{key}' must be a string.")
-        catalog = await self._get(caller, CATALOG, check_name(catalog_name, "catalog"))
+        catalog_name = check_name(catalog_name, "catalog")
+        catalog = await self._get(caller, CATALOG, catalog_name)
         authz = await authorizer(self.shard, caller)
-        authz.require("catalog", "read", catalog)
+        authz.require_or_missing("catalog", "read", catalog, missing(CATALOG, catalog_name))
         limit = page_size(body.get("max_results"))
         after = decode_page_token(body.get("page_token"))
         ms = caller.metastore()

@@ -6,7 +6,8 @@ whole `objects` list as the 2.1 spec has it). Which recipients may read a share 
 kept on the share, by recipient id (so a renamed recipient keeps its grants and a
 deleted one loses them). A TOKEN recipient gets bearer tokens: only their SHA-256
 hash is stored; the plain token is shown once, in the answer that made it.
-A provider keeps the profile a data provider gave us; its bearer token is never shown.
+A provider keeps the profile a data provider gave us; its bearer token is stored encrypted
+(store/sealing.py) and never shown.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from aiohttp import web
 from ..auth import Caller, hash_token
 from ..entities.asset import Asset
 from ..entities.names import check_name
+from ..store.sealing import SecretKeyError, seal_info
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
-from ..errors import already_exists, invalid, not_found
-from ..governance.authorize import authorizer
+from ..errors import CatalogError, already_exists, invalid, not_found
+from ..governance import privileges as P
+from ..governance.authorize import Authz, authorizer, denied, has_policies
 from ..store.db import now_ms
 from .service import render
 from .shard import Shard
@@ -42,6 +45,7 @@ ACTIONS = ("ADD", "REMOVE", "UPDATE")
 HISTORY = ("ENABLED", "DISABLED")
 OPS = ("EQUAL", "LIKE")
 SHARE_PRIVILEGES = ("SELECT",)
+_SCHEMA_DATA = P.Rule((P.SELECT,))   # sharing a schema shares its tables' data: SELECT on the schema
 DEFAULT_TOKEN_LIFETIME_S = 365 * 24 * 3600
 TOKEN_PREFIX = "dss_"
 MAX_IPS = 100
@@ -114,7 +118,7 @@ class Shares(TopLevel):
     async def on_create(self, tx, state, asset, flags):
         return dataclasses.replace(asset, info={**asset.info, "objects": [], "permissions": {}})
 
-    async def _new_object(self, tx, obj: dict, caller_name: str, now: int) -> dict:
+    async def _new_object(self, tx, obj: dict, caller_name: str, now: int, authz: Authz) -> dict:
         name = obj.get("name")
         kind = obj.get("data_object_type") or "TABLE"
         if kind not in OBJECT_TYPES:
@@ -128,8 +132,7 @@ class Shares(TopLevel):
                 raise invalid(f"A {kind} data object's name must have {parts} parts, got '{name:.80}'.")
             name = ".".join(check_name(p, kind.lower()) for p in pieces)
             target = await tx.get(namespace, name)
-            if target is None:
-                raise not_found(f"{kind.capitalize()} '{name}' does not exist.")
+            await _may_share(tx, authz, kind, name, target)
             if kind in ("TABLE", "VIEW") and target.type == "table":
                 kind = "VIEW" if target.info.get("table_type") == "VIEW" else "TABLE"
         out = _object_fields(obj, {"name": name, "data_object_type": kind})
@@ -142,10 +145,16 @@ class Shares(TopLevel):
         info = dict(new.info)
         now = info["updated_at"]
         caller_name = info["updated_by"]
+        authz = flags["authz"]
         objects = list(old.info.get("objects", []))
-        if "objects" in fields:   # the 2.1 form: the whole list
-            objects = [await self._new_object(tx, o if isinstance(o, dict) else {}, caller_name, now)
-                       for o in fields["objects"]]
+        if "objects" in fields:   # the 2.1 form: the whole list; objects already shared keep their checks
+            kept = {o["name"]: o for o in objects}
+            objects = []
+            for o in fields["objects"]:
+                o = o if isinstance(o, dict) else {}
+                same = kept.get(o["name"].lower()) if isinstance(o.get("name"), str) else None
+                objects.append(_object_fields(o, same) if same is not None
+                               else await self._new_object(tx, o, caller_name, now, authz))
         for change in fields.get("updates", []):
             if not isinstance(change, dict) or change.get("action") not in ACTIONS:
                 raise invalid("Each update needs an 'action' of ADD, REMOVE or UPDATE and a 'data_object'.")
@@ -157,7 +166,7 @@ class Shares(TopLevel):
             if change["action"] == "ADD":
                 if at is not None:
                     raise already_exists(f"Data object '{key}' is already in share '{old.name}'.")
-                objects.append(await self._new_object(tx, obj, caller_name, now))
+                objects.append(await self._new_object(tx, obj, caller_name, now, authz))
             elif at is None:
                 raise not_found(f"Data object '{key}' is not in share '{old.name}'.")
             elif change["action"] == "REMOVE":
@@ -194,6 +203,7 @@ class Shares(TopLevel):
         for c in changes:
             if not isinstance(c, dict) or not isinstance(c.get("principal"), str):
                 raise invalid("Each change needs a 'principal' (a recipient name).")
+            c["principal"] = check_name(c["principal"], "recipient")   # a recipient's name: the asset name rule
             for key in ("add", "remove"):
                 privs = c.get(key) or []
                 if not isinstance(privs, list) or any(p not in SHARE_PRIVILEGES for p in privs):
@@ -204,14 +214,17 @@ class Shares(TopLevel):
 
         async def write(tx, state):
             share = await self.find_in_tx(tx, name)
-            authz.require("share", "grant", share)   # the 2.1 spec: a metastore admin or the share's owner
+            # the 2.1 spec: a metastore admin or the share's owner
+            authz.require_or_missing("share", "grant", share, self.missing(name))
             grants = {k: set(v) for k, v in share.info.get("permissions", {}).items()}
             for c in changes:
-                recipient = await tx.get("recipient", c["principal"].lower())
-                if recipient is None:
-                    raise not_found(f"Recipient '{c['principal']}' does not exist.")
+                recipient = await tx.get("recipient", c["principal"])
+                gone = not_found(f"Recipient '{c['principal']}' does not exist.")
+                # A recipient the caller may not see answers as missing, unless the share already names it.
+                if recipient is None or (recipient.id not in grants and not authz.sees("recipient", recipient)):
+                    raise gone
                 if c.get("add"):      # the 2.1 spec: new grants also need the recipient's owner
-                    authz.require("recipient", "update", recipient)
+                    authz.require_or_missing("recipient", "update", recipient, gone)
                 held = grants.setdefault(recipient.id, set())
                 held |= set(c.get("add") or [])
                 held -= set(c.get("remove") or [])
@@ -221,6 +234,28 @@ class Shares(TopLevel):
 
         share = await self.shard.write(caller.metastore(), write)
         return await self._assignments(caller.metastore(), share)
+
+
+async def _may_share(tx, authz: Authz, kind: str, name: str, target: Asset | None) -> None:
+    """Whether the caller may add `target` (data object type `kind`, full name `name`) to a share
+    it administers. The 2.1 spec: the share owner needs SELECT on each table it adds; Databricks
+    adds USE CATALOG and USE SCHEMA above it, and READ VOLUME / EXECUTE for volumes, models and
+    functions, SELECT on a schema for all of its tables. An asset the caller may not see answers
+    as a missing one. Tables with row filters or column masks cannot be shared (the recipient
+    would read them unfiltered), nor schemas holding one."""
+    missing = not_found(f"{kind.capitalize()} '{name}' does not exist.")
+    if target is None or not authz.sees(target.type, target):
+        raise missing
+    rule = _SCHEMA_DATA if target.type == "schema" else P.rule(target.type, "read_data")
+    decision = authz.decide(target.type, "read_data", target, rule=rule)
+    if not decision.allowed:
+        raise denied(decision.reason + " Adding it to a share needs that.")
+    guarded = [target] if has_policies(target) else []
+    if target.type == "schema":
+        guarded = [a for a in await tx.descendants(target.id) if has_policies(a)]
+    if guarded:
+        raise invalid(f"Table '{guarded[0].full_name}' has a row filter or column masks: tables with row filters "
+                      "or column masks cannot be shared.")
 
 
 # ---- recipients -------------------------------------------------------------------------
@@ -310,7 +345,8 @@ class Recipients(TopLevel):
 
         async def write(tx, state):
             recipient = await self.find_in_tx(tx, name)
-            authz.require("recipient", "update", recipient)   # the recipient's owner (or an admin)
+            # the recipient's owner (or an admin)
+            authz.require_or_missing("recipient", "update", recipient, self.missing(name))
             if recipient.info.get("authentication_type") != "TOKEN":
                 raise invalid(f"Recipient '{recipient.name}' does not use TOKEN authentication; it has no tokens.")
             now = now_ms()
@@ -393,13 +429,21 @@ class Providers(TopLevel):
             _profile(info["recipient_profile_str"])
         elif "recipient_profile_str" in info:
             raise invalid("recipient_profile_str applies to TOKEN providers only.")
-        return dataclasses.replace(asset, info=info)
+        return dataclasses.replace(asset, info=self._sealed(info))
+
+    def _sealed(self, info: dict) -> dict:
+        """The profile's bearer token is encrypted before it reaches the database (store/sealing.py)."""
+        try:
+            return seal_info(self.shard.store.secrets, "provider", info)
+        except SecretKeyError as e:
+            raise CatalogError("FAILED_PRECONDITION", f"This server cannot store secrets: {e}.") from None
 
     async def on_update(self, tx, state, old, new, fields, flags):
         if "recipient_profile_str" in fields:
             if old.info.get("authentication_type") != "TOKEN":
                 raise invalid("recipient_profile_str applies to TOKEN providers only.")
             _profile(fields["recipient_profile_str"])
+            return dataclasses.replace(new, info=self._sealed(new.info))
         return new
 
     async def shares(self, caller: Caller, name: str) -> dict:

@@ -4,7 +4,7 @@ Credentials live at the metastore level in one namespace that two namings share:
 `/credentials` (open-source API; purpose STORAGE or SERVICE) and `/storage-credentials`
 (2.1 API; STORAGE ones only). A credential holds exactly one kind: an AWS IAM role,
 an Azure service principal or managed identity, or a GCP service account key; secrets
-(client_secret, private_key) are stored but never shown.
+(client_secret, private_key) are stored encrypted (store/sealing.py) and never shown.
 
 External locations bind a URL to a storage credential. Their URLs live in the shard
 state's own trie (`MetastoreState.locations`): two locations may not overlap, while
@@ -34,8 +34,10 @@ from ..auth import Caller
 from ..cache.urls import InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names
 from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
+from ..entities.text import bad_char
 from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx
+from ..store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
 from .path_access import authorize_path
 from .service import page_size, render
 from .shard import MetastoreState, Shard
@@ -48,9 +50,10 @@ UC_IAM_ARN = os.environ.get("SHARDCAT_AWS_IAM_ARN", "arn:aws:iam::000000000000:r
 # Each kind's fields: (required on create, secret: stored, never shown).
 _KIND_FIELDS = {
     "aws_iam_role": (("role_arn",), ()),
-    "azure_service_principal": (("directory_id", "application_id", "client_secret"), ("client_secret",)),
+    "azure_service_principal": (("directory_id", "application_id", "client_secret"),
+                                SECRET_FIELDS["azure_service_principal"]),
     "azure_managed_identity": (("access_connector_id",), ()),
-    "gcp_service_account_key": (("email", "private_key_id", "private_key"), ("private_key",)),
+    "gcp_service_account_key": (("email", "private_key_id", "private_key"), SECRET_FIELDS["gcp_service_account_key"]),
 }
 _KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",)}
 
@@ -120,7 +123,7 @@ class Credentials(TopLevel):
         info[kinds[0]] = _check_kind(kinds[0], info[kinds[0]], None)
         info["purpose"] = purpose
         info.setdefault("read_only", False)
-        return dataclasses.replace(asset, info=info)
+        return dataclasses.replace(asset, info=self._sealed(info))
 
     async def on_update(self, tx, state, old, new, fields, flags):
         info = dict(new.info)
@@ -133,7 +136,14 @@ class Credentials(TopLevel):
                 if other != kind:
                     info.pop(other, None)
             info[kind] = _check_kind(kind, fields[kind], old.info.get(kind))
-        return dataclasses.replace(new, info=info)
+        return dataclasses.replace(new, info=self._sealed(info))
+
+    def _sealed(self, info: dict) -> dict:
+        """Secrets are encrypted before they reach the database (store/sealing.py)."""
+        try:
+            return seal_credential_info(self.shard.store.secrets, info)
+        except SecretKeyError as e:
+            raise CatalogError("FAILED_PRECONDITION", f"This server cannot store credential secrets: {e}.") from None
 
     async def _dependents(self, tx: WriteTx, state: MetastoreState, credential: Asset) -> list[Asset]:
         found = []
@@ -245,7 +255,7 @@ def _files_after(token: str | None) -> str:
         return ""
     try:
         after = json.loads(base64.urlsafe_b64decode(token.encode()))["files_after"]
-        if isinstance(after, str):
+        if isinstance(after, str) and bad_char(after) is None:
             return after
     except (ValueError, KeyError, TypeError):
         pass

@@ -46,6 +46,7 @@ class TopLevel:
 
     async def on_update(self, tx: WriteTx, state: MetastoreState, old: Asset, new: Asset, fields: dict,
                         flags: dict) -> Asset:
+        """`flags`: the request's flags, and "authz", the caller's Authz (for checks on what the update names)."""
         return new
 
     async def on_rename(self, tx: WriteTx, state: MetastoreState, old: Asset, new: Asset) -> None:
@@ -76,7 +77,7 @@ class TopLevel:
                                         caller.min_version)
         if asset is None or not self.visible(asset):
             raise self.missing(name)
-        (await authorizer(self.shard, caller)).require(self.t.name, op, asset)
+        (await authorizer(self.shard, caller)).require_or_missing(self.t.name, op, asset, self.missing(name))
         return asset
 
     async def find_in_tx(self, tx: WriteTx, name: str) -> Asset:
@@ -145,9 +146,10 @@ class TopLevel:
 
         async def write(tx: WriteTx, state: MetastoreState):
             old = await self.find_in_tx(tx, name)
-            authz.require(self.t.name, "update", old)
+            authz.require_or_missing(self.t.name, "update", old, self.missing(name))
             info = {**old.info, **fields, "updated_at": now, "updated_by": caller.name}
-            new = await self.on_update(tx, state, old, dataclasses.replace(old, info=info), fields, flags)
+            new = await self.on_update(tx, state, old, dataclasses.replace(old, info=info), fields,
+                                       {**flags, "authz": authz})
             if new_name is not None and new_name != old.name:
                 authz.require(self.t.name, "create", None)   # renaming: the create privilege too
                 if await tx.get(self.t.namespace, new_name):
@@ -165,7 +167,7 @@ class TopLevel:
 
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await self.find_in_tx(tx, name)
-            authz.require(self.t.name, "delete", asset)
+            authz.require_or_missing(self.t.name, "delete", asset, self.missing(name))
             await self.on_delete(tx, state, asset, force)
             await tx.delete([asset])
 

@@ -173,6 +173,7 @@ class Store:
 
     def __init__(self, pool: asyncpg.Pool):
         self.pool = pool
+        self.secrets = None     # the SecretBox sealing credential secrets (store/sealing.py), set by its server
 
     @classmethod
     async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10, reset_sessions: bool = False) -> "Store":
@@ -344,6 +345,12 @@ class Store:
             uuid.UUID(metastore_id), ids,
         )
         return _versioned_many(metastore_id, rows)
+
+    async def assets_of_type(self, metastore_id: str, type_name: str) -> list[Asset]:
+        """Every asset of one type in a metastore (few: credentials, for re-encrypting their secrets)."""
+        rows = await self.pool.fetch(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE metastore_id = $1 AND type = $2",
+                                     uuid.UUID(metastore_id), type_name)
+        return [_asset(r) for r in rows]
 
     async def get_assets_by_keys(self, metastore_id: str, names: list[tuple[str, str]],
                                  ids: list[str]) -> tuple[int, list[Asset]]:

@@ -826,7 +826,7 @@ async def user_token(shared, server) -> str:
          json={"name": "mine", "storage_root": "s3://bucket/mine"}),
     case("update metastore", "PATCH", "/metastores/$MS", "PERMISSION_DENIED", "account admin", json={"comment": "x"}),
     case("delete metastore", "DELETE", "/metastores/$OTHER_MS", "PERMISSION_DENIED", "account admin"),
-    case("read another metastore", "GET", "/metastores/$OTHER_MS", "PERMISSION_DENIED", "'$OTHER_MS'"),
+    case("read another metastore", "GET", "/metastores/$OTHER_MS", "NOT_FOUND", "'$OTHER_MS' does not exist"),
     case("assign workspace", "PUT", "/workspaces/$FREE_WS/metastore", "PERMISSION_DENIED", "account admin",
          json={"metastore_id": "$MS"}),
     case("unassign workspace", "DELETE", "/workspaces/$WS/metastore", "PERMISSION_DENIED", "account admin",

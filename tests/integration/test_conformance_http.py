@@ -136,7 +136,7 @@ async def test_get_metastore_errors(ws, server):
     other = await create_metastore(ws)
     user = await as_principal(server, ws, ws.workspace_id, admin=False)
     status, body = await user.call("GET", f"/metastores/{other['metastore_id']}")
-    assert_error(status, body, 403, "PERMISSION_DENIED")
+    assert_error(status, body, 404, "NOT_FOUND")     # another workspace's: as if it did not exist
     status, body = await user.call("GET", f"/metastores/{ws.metastore_id}")
     assert status == 200 and body["metastore_id"] == ws.metastore_id
 

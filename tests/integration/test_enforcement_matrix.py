@@ -1,6 +1,7 @@
 """Every endpoint x {owner, holder of the needed privilege, holder of every privilege but that
 one, stranger, group member, metastore admin}: allowed, or 403 PERMISSION_DENIED as the 2.1 spec
-and governance/privileges.py say; after each refusal nothing changed (metastore version, asset
+and governance/privileges.py say, or 404 NOT_FOUND to a caller that may not see the object (as if it
+did not exist: test_existence.py); after each refusal nothing changed (metastore version, asset
 and grant rows). Lists count as allowed when the object is listed.
 
 Each (endpoint, role) gets fresh objects, built by the account admin `ws`; the role's user then
@@ -117,6 +118,15 @@ def names(key):
     return lambda ctx, body: [x.get("full_name", x.get("name")) for x in body.get(key, [])]
 
 
+def resolved(body) -> bool:
+    """A resolve item's verdict: its decision, or refused when it answers as missing (invisible to the caller)."""
+    item = body["items"][0]
+    if "error" in item:
+        assert item["error"]["error_code"] == "NOT_FOUND", item
+        return False
+    return item["authorization"]["allowed"]
+
+
 READ = ("BROWSE",)
 CASES = [
     # catalogs
@@ -158,10 +168,10 @@ CASES = [
          lambda c: {"table_id": c["table"]["table_id"], "operation": "READ_WRITE"}),
     Case("resolveRead", "table", obj("table", "t"), "SELECT", "POST", lambda c: "/resolve",
          lambda c: {"items": [{"name": f"{c['s']}.t", "operation": "READ"}]},
-         verdict=lambda b: b["items"][0]["authorization"]["allowed"]),
+         verdict=resolved),
     Case("resolveWrite", "table", obj("table", "t"), "MODIFY", "POST", lambda c: "/resolve",
          lambda c: {"items": [{"name": f"{c['s']}.t", "operation": "WRITE"}]},
-         verdict=lambda b: b["items"][0]["authorization"]["allowed"]),
+         verdict=resolved),
     Case("getPermissions", "table", obj("table", "t"), "SELECT", "GET", lambda c: f"/permissions/table/{c['s']}.t",
          alternatives=READ),
     Case("updatePermissions", "table", obj("table", "t"), "MANAGE", "PATCH",
@@ -346,6 +356,11 @@ async def outcome(case: Case, caller, ctx) -> tuple[bool, dict]:
     status, answer = await caller.call(case.method, case.path(ctx), json=body)
     if status == 403:
         assert answer["error_code"] == "PERMISSION_DENIED" and answer["message"], answer
+        return False, answer
+    if status == 404:   # refused on something the caller may not see: answered as missing (test_existence.py)
+        assert answer["error_code"] == "NOT_FOUND" and "does not exist" in answer["message"], answer
+        return False, answer
+    if status == 400 and "not inside any external location" in answer["message"]:   # by path: as if no location
         return False, answer
     assert status == 200, (case.id, status, answer)
     if case.listed is not None:

@@ -5,6 +5,7 @@ pipelining, HEAD, Expect: 100-continue, chunked and oversized bodies, malformed 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 
@@ -139,7 +140,8 @@ async def test_too_large_and_malformed_requests(cluster, fws):
 
 
 async def test_an_idle_connection_is_closed(cluster, fws, monkeypatch):
-    monkeypatch.setattr(http1, "KEEP_ALIVE_SECONDS", 0.3)
+    server = cluster.front.server
+    monkeypatch.setattr(server, "limits", dataclasses.replace(server.limits, keep_alive=0.3))
     url = URL(cluster.url)
     reader, writer = await asyncio.open_connection(url.host, url.port)
     writer.write(request(fws, "GET", "/catalogs/c"))

@@ -52,7 +52,7 @@ async def test_grant_and_revoke_reach_the_other_shard(two_shards):
     ack(a)
     with pytest.raises(CatalogError) as e:          # b loads its index now: nothing granted yet
         await cat_b.get(bob(), "table", "c.s.t")
-    assert e.value.code == "PERMISSION_DENIED" and "USE CATALOG" in e.value.message
+    assert e.value.code == "NOT_FOUND"      # a table bob may not see answers as a missing one
 
     await perms_a.update(admin(), "catalog", "c", {"changes": [
         {"principal": "analysts", "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]})
@@ -77,7 +77,7 @@ async def test_grant_and_revoke_reach_the_other_shard(two_shards):
     ack(a)
     with pytest.raises(CatalogError) as e:
         await cat_b.get(bob(), "table", "c.s.t2")
-    assert e.value.code == "PERMISSION_DENIED" and "SELECT" in e.value.message
+    assert e.value.code == "NOT_FOUND"      # no longer visible to bob: as if missing
     assert (await cat_b.list(bob(), "table", "c.s"))["tables"] == []
     # A direct grant on one table shows that one only.
     await perms_a.update(admin(), "table", "c.s.t", {"changes": [{"principal": "bob", "add": ["SELECT"]}]})

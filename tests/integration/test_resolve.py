@@ -82,6 +82,34 @@ async def test_a_path_in_managed_storage_names_the_metastore(ws, tmp_path):
     assert outside["error"]["error_code"] == "NOT_FOUND" and "metastore" in outside["error"]["message"]
 
 
+async def test_what_the_caller_may_not_see_answers_as_missing(ws, server, tmp_path):
+    """By name or by path, an asset the caller may not see is answered as a missing one: no name,
+    no type, no catalog or schema in the message; the audit log still records the refusal."""
+    from governance_users import grant, user
+    tables = await _world(ws, f"file://{tmp_path}")
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "c", reader.name, "USE CATALOG", "USE SCHEMA")
+    await grant(ws, "table", "c.s.b", reader.name, "BROWSE")       # b: seen, not readable
+    status, out = await reader.call("POST", "/resolve", json={"items": [
+        {"name": "c.s.a"}, {"name": "c.s.nope"}, {"path": f"file://{tmp_path}/ext/a/part-0"},
+        {"path": f"file://{tmp_path}/ext/nope/part-0"}, {"name": "c.s.b"}]})
+    assert status == 200, out
+    by_name, missing, by_path, no_owner, seen = out["items"]
+    assert by_name == {"operation": "READ", "name": "c.s.a", "securable_type": "TABLE",
+                       "error": {"error_code": "NOT_FOUND", "message": "Table 'c.s.a' does not exist."}}, by_name
+    assert missing["error"] == {"error_code": "NOT_FOUND", "message": "Table 'c.s.nope' does not exist."}
+    assert by_path == {"operation": "READ", "path": f"file://{tmp_path}/ext/a/part-0", "error": {
+        "error_code": "NOT_FOUND", "message": f"No table or volume owns path 'file://{tmp_path}/ext/a/part-0'."}}
+    assert no_owner["error"]["message"] == by_path["error"]["message"].replace("/a/", "/nope/")
+    assert seen["authorization"]["allowed"] is False and "SELECT" in seen["authorization"]["reason"]
+    events = (await ws.call("GET", "/shardcat/audit", params={"principal": reader.name}))[1]["events"]
+    refused = {(e.get("securable_full_name"), e["allowed"], e.get("error_code")) for e in events
+               if e["action"] == "resolveRead"}
+    assert {("c.s.a", False, "PERMISSION_DENIED"), (f"file://{tmp_path}/ext/a/part-0", False,
+                                                    "PERMISSION_DENIED")} <= refused, refused
+    assert tables["a"]["table_id"] in {e.get("securable_id") for e in events}
+
+
 @pytest.mark.parametrize("body, says", [
     ({}, "items"),
     ({"items": []}, "items"),

@@ -39,9 +39,11 @@ async def test_storage_credentials_every_kind_secrets_redacted(ws, server):
     mi = await ok(ws, "POST", "/storage-credentials", json={"name": "mi", "azure_managed_identity": {
         "access_connector_id": "/subscriptions/x/ac", "managed_identity_id": "/subscriptions/x/mi"}})
     assert mi["azure_managed_identity"]["access_connector_id"] == "/subscriptions/x/ac"
-    # Secrets are kept (a later vending needs them) but never shown, by get or list.
-    assert (await stored_info(server, ws, "az"))["azure_service_principal"]["client_secret"] == "s3cr3t-azure"
-    assert (await stored_info(server, ws, "gcp"))["gcp_service_account_key"]["private_key"] == GCP_KEY["private_key"]
+    # Secrets are kept (a later vending needs them), encrypted (docs/security.md), and never shown, by get or list.
+    opened = server.store.secrets.open
+    assert opened((await stored_info(server, ws, "az"))["azure_service_principal"]["client_secret"]) == "s3cr3t-azure"
+    assert opened((await stored_info(server, ws, "gcp"))["gcp_service_account_key"]["private_key"]) \
+        == GCP_KEY["private_key"]
     for path in ("/storage-credentials", "/credentials", "/storage-credentials/az", "/storage-credentials/gcp"):
         text = str(await ok(ws, "GET", path))
         assert "s3cr3t-azure" not in text and "BEGIN KEY" not in text
@@ -51,7 +53,7 @@ async def test_storage_credentials_every_kind_secrets_redacted(ws, server):
     # Update within a kind keeps what is not given; switching kind replaces it whole.
     az2 = await ok(ws, "PATCH", "/storage-credentials/az", json={"azure_service_principal": {"application_id": "app-2"}})
     assert az2["azure_service_principal"] == {"directory_id": "tenant-1", "application_id": "app-2"}
-    assert (await stored_info(server, ws, "az"))["azure_service_principal"]["client_secret"] == "s3cr3t-azure"
+    assert opened((await stored_info(server, ws, "az"))["azure_service_principal"]["client_secret"]) == "s3cr3t-azure"
     switched = await ok(ws, "PATCH", "/storage-credentials/az",
                         json={"aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}, "name": "aws"})
     assert "azure_service_principal" not in switched and switched["aws_iam_role"]["role_arn"] == "arn:aws:iam::1:role/r"

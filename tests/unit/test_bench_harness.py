@@ -49,7 +49,7 @@ async def test_the_bare_front_answers_the_constant_bodies_by_route():
     answer = make_front_answer(100, 2000, 300)
 
     def request(method, path):
-        return Request(method, path, {}, b"", False, True)
+        return Request(method, path, {}, b"", True)
     assert len((await answer(request("GET", f"{PREFIX}/tables/c.s.t"))).body) == 100
     assert len((await answer(request("GET", f"{PREFIX}/tables?catalog_name=c"))).body) == 2000
     assert len((await answer(request("POST", f"{PREFIX}/resolve"))).body) == 300
