@@ -139,11 +139,15 @@ class DeltaApi:
         return table
 
     async def _parents(self, caller: Caller, c: str, s: str) -> None:
-        """NOT_FOUND naming the catalog or schema if one of them does not exist."""
-        ms = caller.metastore()
+        """NOT_FOUND naming the catalog or schema if one of them does not exist, or is one the caller
+        may not see (which answers as missing: docs/security.md)."""
         for kind, name in (("catalog", c), ("schema", f"{c}.{s}")):
-            if await self.shard.lookup(ms, TYPES[kind].namespace, name.lower(), caller.min_version) is None:
-                raise not_found(f"{kind.capitalize()} '{name}' does not exist.")
+            try:
+                await self.catalogs.find(caller, kind, name)
+            except CatalogError as e:
+                if e.code == "NOT_FOUND":
+                    raise
+                return      # there, and visible, but not readable: the table's own answer stands
 
     @staticmethod
     def _require_delta(table: Asset) -> None:
@@ -270,13 +274,14 @@ class DeltaApi:
 
         async def write(tx: WriteTx, state: MetastoreState):
             table = await tx.get(TYPES["table"].namespace, full)
+            missing = not_found(f"Table '{c}.{s}.{t}' does not exist.")
             if table is None:
-                raise not_found(f"Table '{c}.{s}.{t}' does not exist.")
+                raise missing
             commits = req.commit is not None or req.backfilled is not None
-            if commits:
-                authz.require_data(table, write=True)      # MODIFY, as /delta/preview/commits
-            else:
-                authz.require("table", "update", table)    # metadata alone: as PATCH /tables
+            if commits:       # MODIFY, as /delta/preview/commits
+                authz.require_data(table, write=True, missing=missing)
+            else:             # metadata alone: as PATCH /tables
+                authz.require_or_missing("table", "update", table, missing)
             self._require_delta(table)
             if req.table_uuid != table.id:
                 raise requirement_failed(f"assert-table-uuid failed: table '{table.full_name}' is {table.id}, "
@@ -334,11 +339,12 @@ class DeltaApi:
         table_id = uuid_field(table_id, "table_id")
         ms = caller.metastore()
         staging = await self.shard.lookup_id(ms, table_id, caller.min_version)
+        missing = not_found(f"Staging table with id '{table_id}' does not exist.")
         if staging is None or staging.type != "staging_table":
-            raise not_found(f"Staging table with id '{table_id}' does not exist.")
+            raise missing
         schema = await self.shard.lookup_id(ms, staging.parent_id, caller.min_version)
         # Who may create the table there may write its first commit (the staging table keeps no owner).
-        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        (await authorizer(self.shard, caller)).require_or_missing("table", "create", None, missing, parent=schema)
         vended = await vend(self.shard, caller, staging.storage_path, write=True)
         return {"storage-credentials": [credential_json(vended, "READ_WRITE")]}
 

@@ -316,6 +316,20 @@ async def test_credentials_metrics_and_grants(ws, server):
     status, body = await ws.call("POST", f"{SCHEMA}/tables/t/metrics", json={"table-id": str(uuid.uuid4())})
     assert status == 400, body
 
+    # A stranger: the table, and the catalog holding it, answer as missing (docs/security.md).
+    eve = await user(server, ws)
+    for method, path, body in (("GET", f"{SCHEMA}/tables/t", None), ("POST", f"{SCHEMA}/tables/t",
+                                                                     update(md["table-uuid"], add_commit(1))),
+                               ("GET", f"{DELTA}/staging-tables/{staging['table-id']}/credentials", None)):
+        status, answer = await eve.call(method, path, json=body)
+        assert status == 404, (path, answer)
+    await grant(ws, "catalog", "main", eve.name, "USE CATALOG")
+    await grant(ws, "schema", "main.s", eve.name, "USE SCHEMA")
+    status, answer = await eve.call("GET", f"{SCHEMA}/tables/t")
+    assert status == 404 and answer["error"]["type"] == "NoSuchTableException", answer
+    status, answer = await eve.call("GET", f"{DELTA}/catalogs/main/schemas/nope/tables/t")
+    assert status == 404 and answer["error"]["type"] == "NoSuchSchemaException", answer
+
     # A reader without SELECT: neither the table's commits nor its credentials.
     bob = await user(server, ws)
     await grant(ws, "catalog", "main", bob.name, "USE CATALOG")

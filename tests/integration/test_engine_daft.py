@@ -61,7 +61,7 @@ async def test_without_select_daft_reads_nothing(ws, server):
     def read():
         return daft.read_deltalake(client(ws, reader.token).load_table("main.s.plain", operation="READ")).to_pydict()
 
-    with pytest.raises(Exception, match="403|PERMISSION_DENIED|Permission"):
+    with pytest.raises(Exception, match="is not an existing table"):     # invisible answers as missing
         await asyncio.to_thread(read)
     await grant(ws, "table", "main.s.plain", reader.name, "SELECT")
     assert sorted((await asyncio.to_thread(read))["id"]) == [10, 20]
