@@ -231,8 +231,7 @@ class PermissionsService:
                 raise invalid(f"privilege_assignments[{i}] must be {{principal: string, privileges: list}}.")
             principal = check_principal(a["principal"], f"privilege_assignments[{i}].principal")
             new.setdefault(principal, set()).update(P.privilege_name(p, kind) for p in a["privileges"])
-        await self._write(caller, kind, key, full_name, lambda held: new)
-        return {}
+        return _assignments(await self._write(caller, kind, key, full_name, lambda held: new))
 
     async def _write(self, caller: Caller, kind: str, key, full_name: str, change) -> dict:
         authz = await authorizer(self.shard, caller)

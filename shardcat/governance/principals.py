@@ -311,6 +311,15 @@ def _int_param(value: str | None, what: str, default: int) -> int:
         raise invalid(f"'{what}' must be an integer, got '{value:.40}'.") from None
 
 
+def _bool_param(value: str | None, what: str) -> bool:
+    """A true/false query parameter: anything else is a 400, not a silent false."""
+    if value is None or value.lower() in ("false", ""):
+        return False
+    if value.lower() == "true":
+        return True
+    raise invalid(f"'{what}' must be true or false, got '{value:.40}'.")
+
+
 # ---- the service --------------------------------------------------------------------
 
 class IdentityService:
@@ -464,7 +473,7 @@ class IdentityService:
         return {"token_value": secret, "token_info": token_info(info)}
 
     async def list_tokens(self, caller: Caller, query) -> dict:
-        if query.get("all", "").lower() == "true":
+        if _bool_param(query.get("all"), "all"):
             _require_admin(caller, "list everyone's tokens")
             return {"token_infos": [token_info(t) for t in await self.db.list_tokens(None)]}
         name = query.get("principal", caller.name)

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
+from ..openapi import openapi_routes
 from ..shards.delta_api import HEAD_HEADER
 from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
 from ..shards.metastores import AccountService
@@ -158,6 +159,7 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
     account = AccountApi(AccountService(store), authenticator)
     app.add_routes([
         web.get("/healthz", healthz),
+        *openapi_routes(),
         *account.routes(),
         web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table),
         *audit.audit_routes(audit_log),

@@ -17,12 +17,13 @@ from ..cache.ttl import TtlCache
 from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
+from ..openapi import PUBLIC_PATHS as OPENAPI_PATHS
 from ..store.db import Store, is_db_unavailable, now_ms
 
 log = logging.getLogger(__name__)
 
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
-PUBLIC_PATHS = ("/healthz",)
+PUBLIC_PATHS = ("/healthz", *OPENAPI_PATHS)
 
 
 def error_response(code: str, message: str, status: int | None = None) -> web.Response:

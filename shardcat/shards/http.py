@@ -20,6 +20,7 @@ from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
+from ..openapi import openapi_routes
 from ..router.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone, bigint_text
@@ -361,7 +362,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     async def resolve_stats(request):
         return ok(resolver.stats_of(request["caller"]))
 
-    app.add_routes([web.get("/healthz", healthz), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
+    app.add_routes([web.get("/healthz", healthz), *openapi_routes(), *api.routes(), web.post(f"{PREFIX}/resolve", resolve),
                     web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                     *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                     *sharing_routes(shard, PREFIX), *delta_commit_routes(shard, PREFIX),

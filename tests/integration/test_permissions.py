@@ -81,6 +81,7 @@ async def test_old_names_validation_and_put_replace(ws, server):
     status, body = await ws.call("PUT", f"/permissions/catalog/{c}", json={"privilege_assignments": [
         {"principal": "carol", "privileges": ["SELECT"]}, {"principal": "bob", "privileges": []}]})
     assert status == 200, body
+    assert body == {"privilege_assignments": [{"principal": "carol", "privileges": ["SELECT"]}]}   # as PATCH answers
     status, body = await ws.call("GET", f"/permissions/catalog/{c}")
     assert body == {"privilege_assignments": [{"principal": "carol", "privileges": ["SELECT"]}]}
     # The metastore itself, by id, with the 2.1 spelling of a hyphenated securable type too.

@@ -298,6 +298,13 @@ async def test_tokens_create_list_revoke(ws):
     status, body = await control(ws, "DELETE", f"/auth/tokens/{info['token_id']}", token=first)
     assert status == 404 and body["error_code"] == "NOT_FOUND"
 
+    # `all` is true or false: anything else is refused, not read as false (the fuzz test's finding).
+    for bad in ("yes", "1", "tru"):
+        status, body = await control(ws, "GET", "/auth/tokens", params={"all": bad})
+        assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), (bad, body)
+    status, listed = await control(ws, "GET", "/auth/tokens", token=first, params={"all": "FALSE"})
+    assert status == 200 and [t["comment"] for t in listed["token_infos"]] == ["test"]
+
     # The admin sees and revokes anyone's tokens.
     status, listed = await control(ws, "GET", "/auth/tokens", params={"principal": name})
     assert status == 200 and len(listed["token_infos"]) == 1

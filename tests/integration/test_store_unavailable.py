@@ -10,6 +10,7 @@ import asyncio
 import socket
 import time
 
+import asyncpg
 import pytest
 
 from shardcat.store import db
@@ -46,3 +47,17 @@ async def test_a_refused_connection_is_unavailable():
         port = s.getsockname()[1]
     with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL"):
         await Store.open(f"postgresql://nobody@127.0.0.1:{port}/none", min_size=1, max_size=1)
+
+
+def test_a_connection_left_mid_operation_by_a_restart_is_unavailable():
+    """Seen under a PostgreSQL restart: BEGIN on a pooled connection whose last query was cut,
+    then the pool's ROLLBACK on release, both refused by asyncpg. Nothing was written: a 503."""
+    busy = "cannot perform operation: another operation is in progress"
+    try:
+        try:
+            raise asyncpg.InterfaceError(busy)      # BEGIN
+        except asyncpg.InterfaceError:
+            raise asyncpg.InterfaceError(busy)      # the pool's ROLLBACK on release
+    except asyncpg.InterfaceError as release:
+        assert is_db_unavailable(release)
+    assert not is_db_unavailable(asyncpg.InterfaceError("cannot use Connection.transaction() here"))
