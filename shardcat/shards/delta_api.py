@@ -216,9 +216,16 @@ class DeltaApi:
                                                                     "schema_name": s})
         table_id, location = staging["id"], staging["staging_location"]
         audit.annotate("TABLE", f"{c}.{s}.{staging['name']}", table_id)
-        vended = await vend(self.shard, caller, location, write=True)
+        try:
+            credentials = [credential_json(await vend(self.shard, caller, location, write=True), "READ_WRITE")]
+        except CatalogError as e:
+            if e.code != "FAILED_PRECONDITION":
+                raise
+            # Nothing can be vended there (no STS, another cloud): the reservation stands, and a client
+            # with credentials of its own goes on; GET .../staging-tables/{id}/credentials says why.
+            credentials = []
         return {"table-id": table_id, "table-type": "MANAGED", "location": location,
-                "storage-credentials": [credential_json(vended, "READ_WRITE")],
+                "storage-credentials": credentials,
                 "required-protocol": REQUIRED_PROTOCOL, "suggested-protocol": SUGGESTED_PROTOCOL,
                 "required-properties": {"delta.enableInCommitTimestamps": "true", rules.TABLE_ID_PROPERTY: table_id},
                 "suggested-properties": SUGGESTED_PROPERTIES}

@@ -42,3 +42,20 @@ async def test_table_and_path_credentials_on_s3(ws, sts):
     s3 = client(sts, body["storage-credentials"][0])
     assert s3.get_object(Bucket=b, Key="data/free/f.csv")["Body"].read() == b"content of data/free/f.csv"
     assert denied(lambda: s3.get_object(Bucket=b, Key="data/t1/part-0.parquet"))
+
+
+async def test_staging_table_where_nothing_can_be_vended(ws, moto, monkeypatch):
+    """s3:// managed storage with no STS configured: the staging table is reserved with no credentials,
+    and asking for them says why."""
+    monkeypatch.delenv("SHARDCAT_STS_ENDPOINT", raising=False)
+    b = moto["bucket"]
+    await lake(ws, moto)
+    status, body = await ws.call("POST", "/schemas", json={"name": "managed", "catalog_name": "main",
+                                                           "storage_root": f"s3://{b}/data/managed"})
+    assert status == 200, body
+    status, staging = await ws.call("POST", "/delta/v1/catalogs/main/schemas/managed/staging-tables",
+                                    json={"name": "t"})
+    assert status == 200 and staging["storage-credentials"] == [], staging
+    assert staging["location"].startswith(f"s3://{b}/data/managed/")
+    status, body = await ws.call("GET", f"/delta/v1/staging-tables/{staging['table-id']}/credentials")
+    assert status == 400 and "STS" in body["error"]["message"], body
