@@ -7,6 +7,7 @@ the Unity Catalog table, rename / delete / exists / list, credentials, metrics, 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pyarrow as pa
@@ -399,3 +400,19 @@ async def test_junk_is_a_4xx_in_the_apis_shape(ws):
             assert status < 500 and (status == 200 or answer["error"]["code"] == status), (path, params, answer)
     status, loaded = await ws.call("GET", f"{SCHEMA}/tables/t")
     assert loaded["latest-table-version"] == 0
+
+
+async def test_concurrent_proposals_one_wins(ws):
+    """Proposals for the same version, through both APIs at once: exactly one is ratified."""
+    await setup(ws)
+    created = await create_through_delta_api(ws, "race")
+    md = created["metadata"]
+    v1 = [ws.call("POST", f"{SCHEMA}/tables/race", json=update(md["table-uuid"], add_commit(1))) for _ in range(6)]
+    preview = [ws.call("POST", "/delta/preview/commits", json={
+        "table_id": md["table-uuid"], "table_uri": md["location"],
+        "commit_info": {k.replace("-", "_"): v for k, v in commit(1).items()}}) for _ in range(6)]
+    answers = await asyncio.gather(*v1, *preview)
+    statuses = sorted(status for status, _ in answers)
+    assert statuses == [200] + [409] * 11, answers
+    status, loaded = await ws.call("GET", f"{SCHEMA}/tables/race")
+    assert loaded["latest-table-version"] == 1 and len(loaded["commits"]) == 1
