@@ -225,7 +225,7 @@ async def test_bad_updates_are_refused_whole(ws):
         assert status == 400, (body, answer)
         assert answer["error"]["type"] in ("InvalidParameterValueException", "BadRequestException"), answer
     status, loaded = await ws.call("GET", f"{SCHEMA}/tables/t")
-    assert loaded["latest-table-version"] == 0
+    assert loaded["latest-table-version"] == 0 and loaded["metadata"]["etag"] == created["metadata"]["etag"]
     status, answer = await ws.call("POST", f"{SCHEMA}/tables/t", data=b"{not json")
     assert status == 400 and answer["error"]["type"] == "BadRequestException", answer
 
@@ -399,7 +399,7 @@ async def test_junk_is_a_4xx_in_the_apis_shape(ws):
             status, answer = await ws.call("GET", path, params=params)
             assert status < 500 and (status == 200 or answer["error"]["code"] == status), (path, params, answer)
     status, loaded = await ws.call("GET", f"{SCHEMA}/tables/t")
-    assert loaded["latest-table-version"] == 0
+    assert loaded["latest-table-version"] == 0 and loaded["metadata"]["etag"] == created["metadata"]["etag"]
 
 
 async def test_concurrent_proposals_one_wins(ws):
