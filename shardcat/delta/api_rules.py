@@ -279,7 +279,8 @@ def apply_updates(table: Asset, req: UpdateRequest, who: str, now: int) -> Asset
         if rules.is_catalog_managed(derived) != managed:
             raise invalid("set-protocol cannot add or drop the catalogManaged feature: a table is catalog-managed "
                           "from its creation to its end.")
-        props = {k: v for k, v in props.items() if k not in (MIN_READER, MIN_WRITER) and not k.startswith(FEATURE_PREFIX)}
+        props = {k: v for k, v in props.items()
+                 if k not in (MIN_READER, MIN_WRITER) and not k.startswith(FEATURE_PREFIX)}
         props.update(derived)
     if "set-properties" in a:
         updates = client_properties(string_map(a["set-properties"].get("updates"), "set-properties.updates"),

@@ -384,7 +384,8 @@ def delta_api_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
 
     q = lambda r, name: r.query.get(name)   # noqa: E731
     return [
-        route("GET", f"{base}/config", lambda caller, r: api.config(caller, q(r, "catalog"), q(r, "protocol-versions"))),
+        route("GET", f"{base}/config",
+              lambda caller, r: api.config(caller, q(r, "catalog"), q(r, "protocol-versions"))),
         route("POST", f"{schema}/staging-tables", api.create_staging, body=True),
         route("POST", f"{schema}/tables", api.create, body=True),
         route("GET", f"{schema}/tables", lambda caller, c, s, r: api.list_tables(

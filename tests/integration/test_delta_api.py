@@ -284,7 +284,8 @@ async def test_create_external_and_refusals(ws):
     status, body = await ws.call("POST", f"{SCHEMA}/tables/ext", json=update(body["metadata"]["table-uuid"], {
         "action": "update-metadata-snapshot-version", "last-commit-version": 7, "last-commit-timestamp-ms": 99}))
     assert status == 200 and body["metadata"]["last-commit-version"] == 7, body
-    status, body = await ws.call("POST", f"{SCHEMA}/tables", json={**base, "properties": {"delta.minReaderVersion": "3"}})
+    status, body = await ws.call("POST", f"{SCHEMA}/tables",
+                                 json={**base, "properties": {"delta.minReaderVersion": "3"}})
     assert status == 400 and "derived" in body["error"]["message"], body
     status, body = await ws.call("POST", f"{SCHEMA}/tables", json={k: v for k, v in base.items() if k != "columns"})
     assert status == 400, body

@@ -75,8 +75,9 @@ def test_protocol_and_domains_become_derived_properties():
 
 
 def test_a_data_only_commit_changes_no_metadata_and_a_metadata_commit_records_its_version():
-    commit = {"action": "add-commit", "commit": {"version": 4, "timestamp": 9, "file-name": f"{4:020d}.{uuid.uuid4()}.json",
-                                                  "file-size": 1, "file-modification-timestamp": 9}}
+    commit = {"action": "add-commit", "commit": {"version": 4, "timestamp": 9, "file-size": 1,
+                                                  "file-name": f"{4:020d}.{uuid.uuid4()}.json",
+                                                  "file-modification-timestamp": 9}}
     assert r.apply_updates(table(), req(commit), "me", 5) is None
     after = r.apply_updates(table(), req(commit, {"action": "set-table-comment", "comment": "c"}), "me", 5)
     assert after.info["properties"]["delta.lastUpdateVersion"] == "4" and after.info["comment"] == "c"
