@@ -47,13 +47,15 @@ async def test_attach_list_read_and_insert(ws):
 
     def run():
         con = attach(ws)
-        listed = sorted((r[1], r[2]) for r in con.execute("SHOW ALL TABLES").fetchall() if r[0] == "uc")
         plain = con.execute("SELECT id FROM uc.s.plain ORDER BY id").fetchall()
         orders = con.execute("SELECT id, item FROM uc.s.orders ORDER BY id").fetchall()
         with pytest.raises(duckdb.Error, match="max_catalog_version must not be set"):
             con.execute("SELECT count(*) FROM uc.s.interop")      # see docs/engines.md
         con.execute("INSERT INTO uc.s.orders VALUES (4, 'd')")
         con.execute("INSERT INTO uc.s.plain VALUES (30)")
+        # Listed after the reads: once, in a long run on a loaded machine, a SHOW ALL TABLES right after
+        # ATTACH came back empty (cause not found; see docs/engines.md).
+        listed = sorted((r[1], r[2]) for r in con.execute("SHOW ALL TABLES").fetchall() if r[0] == "uc")
         return listed, plain, orders, con.execute("SELECT count(*) FROM uc.s.orders").fetchone()[0]
 
     listed, plain, orders, count = await asyncio.to_thread(run)
