@@ -38,6 +38,7 @@ from ..entities.text import bad_char
 from ..errors import CatalogError, invalid, not_found
 from ..store.db import WriteTx
 from ..store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
+from .locations import outside_locations
 from .path_access import authorize_path
 from .service import page_size, render
 from .shard import MetastoreState, Shard
@@ -386,7 +387,7 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     state = await shard.state(caller.metastore(), caller.min_version)
     hit = state.locations.owner(url)
     if hit is None:
-        raise invalid(f"The url '{url}' is not inside any external location; only external locations can be listed.")
+        raise outside_locations(url, "url")      # the same answer as for a location the caller may not see
     # The asset owning the path decides (a table's SELECT, a volume's READ VOLUME), as by name;
     # else the external location's READ FILES.
     await authorize_path(shard, caller, state, url, write=False)
