@@ -64,6 +64,8 @@ class TableRef:
     full_name: str
     table_id: str
     location: str
+    # Vended for the location (DeltaCatalogClient(vend_credentials=True)); None: pyarrow's own configuration.
+    credentials: dict | None = field(default=None, compare=False, repr=False)
 
     def commit_ref(self) -> dict:
         return {"table_id": self.table_id, "table_uri": self.location}
@@ -108,12 +110,17 @@ class StagedCommit:
 
 class DeltaCatalogClient:
     def __init__(self, api_url: str, token: str, *, session: aiohttp.ClientSession | None = None,
-                 publish_after_commit: bool = True):
+                 publish_after_commit: bool = True, vend_credentials: bool = False):
+        """`vend_credentials`: open an s3:// table's files with the temporary credentials the
+        catalog vends for it (read-write, else read-only; a new table's staging location by the
+        staging table's id), at the store's endpoint when it is S3-compatible; otherwise pyarrow's
+        own AWS configuration applies."""
         self.api_url = api_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}"}
         self._session = session
         self._own_session = session is None
         self.publish_after_commit = publish_after_commit
+        self.vend_credentials = vend_credentials
         self.stats = {"commits": 0, "conflicts": 0, "rebases": 0}
 
     async def __aenter__(self) -> "DeltaCatalogClient":
@@ -144,7 +151,20 @@ class DeltaCatalogClient:
         t = await self._call("GET", f"/tables/{full_name}")
         if (t.get("properties") or {}).get(FEATURE_PROPERTY) != "supported":
             raise DeltaClientError(f"Table '{full_name}' is not a catalog-managed Delta table.")
-        return TableRef(t["full_name"], t["table_id"], t["storage_location"])
+        return TableRef(t["full_name"], t["table_id"], t["storage_location"],
+                        await self._credentials(t["table_id"], t["storage_location"]))
+
+    async def _credentials(self, table_id: str, location: str) -> dict | None:
+        if not (self.vend_credentials and location.startswith("s3")):
+            return None
+        try:
+            return await self._call("POST", "/temporary-table-credentials",
+                                    json_body={"table_id": table_id, "operation": "READ_WRITE"})
+        except CatalogApiError as e:
+            if e.status != 403:
+                raise
+        return await self._call("POST", "/temporary-table-credentials",
+                                json_body={"table_id": table_id, "operation": "READ"})
 
     async def _ref(self, table: TableRef | str) -> TableRef:
         return table if isinstance(table, TableRef) else await self.table(table)
@@ -180,7 +200,7 @@ class DeltaCatalogClient:
         table_id, location = staging["id"], staging["staging_location"]
         configuration = {"delta.enableInCommitTimestamps": "true", TABLE_ID_PROPERTY: table_id,
                          **(properties or {})}
-        storage = Storage(location)
+        storage = Storage(location, await self._credentials(table_id, location))
         ict = dlog.now_ms()
         md = dlog.metadata(table_id, schema, configuration, partition_columns=partition_columns,
                            description=comment, created=ict)
@@ -194,14 +214,15 @@ class DeltaCatalogClient:
         if comment is not None:
             body["comment"] = comment
         t = await self._call("POST", "/tables", json_body=body)
-        return TableRef(t["full_name"], t["table_id"], t["storage_location"])
+        return TableRef(t["full_name"], t["table_id"], t["storage_location"],
+                        await self._credentials(t["table_id"], t["storage_location"]))
 
     # ---- reading ----------------------------------------------------------------------
 
     async def snapshot(self, table: TableRef | str) -> Snapshot:
         table = await self._ref(table)
         latest, unpublished = await self.get_commits(table)    # before listing: see the comment in _actions
-        storage = Storage(table.location)
+        storage = Storage(table.location, table.credentials)
         published, checkpoints = storage.list_log()
         base = max((v for v in checkpoints if v <= latest and v not in unpublished), default=None)
         if base is not None:
@@ -230,7 +251,7 @@ class DeltaCatalogClient:
 
     async def read(self, table: TableRef | str, snapshot: Snapshot | None = None) -> pa.Table:
         snap = snapshot or await self.snapshot(table)
-        storage = Storage(snap.table.location)
+        storage = Storage(snap.table.location, snap.table.credentials)
         schema, types, partitioned = snap.schema, snap.state.delta_types(), snap.state.partition_columns
         data_columns = [name for name in schema.names if name not in partitioned]
         parts = []
@@ -251,7 +272,7 @@ class DeltaCatalogClient:
     def write_files(snap: Snapshot, data: pa.Table) -> list[dict]:
         """Data files for `data` (one per partition of the snapshot's table), written under the
         table; their add actions, for a Transaction."""
-        storage = Storage(snap.table.location)
+        storage = Storage(snap.table.location, snap.table.credentials)
         partitioned = snap.state.partition_columns
         if not partitioned:
             return [_write_file(storage, "", data, {})]
@@ -301,7 +322,7 @@ class DeltaCatalogClient:
 
     def stage(self, txn: Transaction, version: int, previous_ict: int) -> StagedCommit:
         """Write the staged commit file for `version`; nothing is visible until the catalog ratifies it."""
-        storage = Storage(txn.table.location)
+        storage = Storage(txn.table.location, txn.table.credentials)
         ict = max(dlog.now_ms(), previous_ict + 1)    # in-commit timestamps strictly increase
         actions = [dlog.commit_info(ict, txn.operation, txn.parameters, blind_append=txn.blind_append,
                                     read_version=txn.read_version)]
@@ -343,7 +364,7 @@ class DeltaCatalogClient:
             except CatalogApiError as e:
                 if e.status >= 500:
                     raise      # outcome unknown: the staged file must stay, it may have been ratified
-                Storage(txn.table.location).delete(f"{dlog.STAGED_DIR}/{staged.file_name}")   # a rejected proposal
+                Storage(txn.table.location, txn.table.credentials).delete(f"{dlog.STAGED_DIR}/{staged.file_name}")   # a rejected proposal
                 if e.code == "RESOURCE_EXHAUSTED":
                     await self.publish(txn.table)      # too many unpublished commits: publish, then try again
                 elif e.code != "RESOURCE_CONFLICT":
@@ -366,7 +387,7 @@ class DeltaCatalogClient:
 
     def _check_rebase(self, txn: Transaction, old: Snapshot, new: Snapshot) -> None:
         """May `txn`, built on `old`, go on top of `new`? Raise CommitConflict if not."""
-        storage = Storage(txn.table.location)
+        storage = Storage(txn.table.location, txn.table.credentials)
         published, _ = storage.list_log()
         removing = {r["remove"]["path"] for r in txn.removes}
         for v in range(old.version + 1, new.version + 1):
@@ -388,7 +409,7 @@ class DeltaCatalogClient:
         newest published version. With `checkpoint`, also write a checkpoint of it. Returns that version."""
         table = await self._ref(table)
         latest, unpublished = await self.get_commits(table)
-        storage = Storage(table.location)
+        storage = Storage(table.location, table.credentials)
         published = latest - len(unpublished)
         for v in sorted(unpublished):
             if v != published + 1:

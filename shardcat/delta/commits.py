@@ -87,16 +87,23 @@ class GetCommits:
     end_version: int | None
 
 
+MAX_BIGINT = (1 << 63) - 1
+
+
 def _int(body: dict, key: str, where: str, *, minimum: int) -> int | None:
     value = body.get(key)
     if value is None:
         return None
     if isinstance(value, str) and value.lstrip("-").isdecimal():
+        if len(value) > 20:    # past any bigint (and past what int() reads at all, at 4,300 digits)
+            raise invalid(f"Field '{where}{key}' must be at most {MAX_BIGINT}, got {value:.40}...")
         value = int(value)     # query parameters arrive as text
     if not isinstance(value, int) or isinstance(value, bool):
         raise invalid(f"Field '{where}{key}' must be an integer, got {value!r:.40}.")
     if value < minimum:
         raise invalid(f"Field '{where}{key}' must be >= {minimum}, got {value}.")
+    if value > MAX_BIGINT:      # versions, sizes and times are PostgreSQL bigints
+        raise invalid(f"Field '{where}{key}' must be at most {MAX_BIGINT}, got {value!s:.40}.")
     return value
 
 

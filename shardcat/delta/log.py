@@ -50,12 +50,19 @@ def now_ms() -> int:
 class Storage:
     """A table's files under its location."""
 
-    def __init__(self, location: str):
+    def __init__(self, location: str, credentials: dict | None = None):
+        """`credentials`: a TemporaryCredentials answer the catalog vended for the location; with
+        `aws_temp_credentials` the files are opened with those keys, at its `endpoint_url` if it
+        names one (an S3-compatible store). Without, pyarrow's own configuration applies."""
         # The catalog's canonical form, decoded where the catalog decodes it (cache/urls.py), so the
         # files touched are the ones the catalog's rules were checked on; other spellings are refused.
         self.location = normalize_url(location)
         head, names = storage_names(self.location)
-        self.fs, base = pafs.FileSystem.from_uri("file:///" if head == "file://" else head)
+        aws = (credentials or {}).get("aws_temp_credentials")
+        if aws and head.startswith("s3"):
+            self.fs, base = vended_s3(credentials), head.split("://", 1)[1]
+        else:
+            self.fs, base = pafs.FileSystem.from_uri("file:///" if head == "file://" else head)
         self.root = "/".join([base.rstrip("/"), *names]) if names else base
 
     def path(self, relative: str) -> str:
@@ -102,6 +109,22 @@ class Storage:
             elif m := _CHECKPOINT.match(info.base_name):
                 checkpoints.add(int(m.group(1)))
         return commits, checkpoints
+
+
+def vended_s3(credentials: dict) -> pafs.S3FileSystem:
+    """pyarrow's S3 file system for a TemporaryCredentials answer (shardcat's vended answers
+    add `endpoint_url`, `region` and `path_style_access` for S3-compatible stores)."""
+    aws = credentials["aws_temp_credentials"]
+    options = {"access_key": aws["access_key_id"], "secret_key": aws["secret_access_key"],
+               "session_token": aws.get("session_token") or None}
+    endpoint = credentials.get("endpoint_url")
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        options.update(endpoint_override=host, scheme=scheme, region=credentials.get("region") or "us-east-1",
+                       force_virtual_addressing=not credentials.get("path_style_access", True))
+    # Small files in one PutObject rather than a multipart upload (fewer requests; some
+    # S3-compatible stores, moto among them, fail pyarrow's multipart completion).
+    return pafs.S3FileSystem(**options, allow_delayed_open=True)
 
 
 # ---- actions --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 SECRET_CONTAINERS = frozenset({
     "azure_service_principal", "gcp_service_account_key", "aws_temporary_credentials",
     "azure_user_delegation_sas", "gcp_oauth_token", "r2_temporary_credentials", "aws_access_key",
+    "s3_compatible",
 })
 SECRET_FIELDS = frozenset({"token", "token_value", "bearer_token", "authorization", "api_key", "sas_token",
                            "access_key", "secret", "password", "credentials",

@@ -97,7 +97,8 @@ METASTORE = AssetType(
 
 # ---- metastore-level storage and Delta Sharing objects (shards/storage.py, shards/sharing.py) ----
 # One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
-CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key")
+CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key",
+                    "s3_compatible")
 
 CREDENTIAL = AssetType(
     name="credential", securable_type="CREDENTIAL", parent="metastore", namespace="credential", name_parts=1,

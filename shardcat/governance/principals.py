@@ -457,7 +457,7 @@ class IdentityService:
                                      or not 0 < lifetime <= MAX_LIFETIME):
             raise invalid(f"'lifetime_seconds' must be an integer from 1 to {MAX_LIFETIME}, got {lifetime!r:.40}.")
         workspace_id = body.get("workspace_id", caller.workspace_id)
-        if isinstance(workspace_id, bool) or not isinstance(workspace_id, int) or workspace_id < 0:
+        if isinstance(workspace_id, bool) or not isinstance(workspace_id, int) or not 0 <= workspace_id < 1 << 63:
             raise invalid(f"'workspace_id' must be a non-negative integer, got {workspace_id!r:.40}.")
         owner_name = check_principal_name(body.get("principal", caller.name), "principal")
         if owner_name != caller.name or workspace_id != caller.workspace_id:

@@ -5,6 +5,7 @@
     /api/1.0/unity-control/scim2/{Users,Groups,ServicePrincipals}[/{id}]   SCIM 2.0: GET POST PUT PATCH DELETE
     GET  /api/1.0/unity-control/scim2/Me                the caller as a SCIM resource
     POST/GET /api/1.0/unity-control/auth/tokens, GET/DELETE .../auth/tokens/{token_id}   personal access tokens
+    POST /api/1.0/unity-control/auth/logout            the open-source logout: expires a UC_TOKEN cookie
 
 SCIM answers are `application/scim+json`; SCIM errors carry the SCIM error fields (schemas,
 status, detail) beside shardcat's usual error_code and message.
@@ -58,6 +59,7 @@ class PrincipalsApi:
             web.get(f"{CONTROL_PREFIX}/auth/tokens", self.list_tokens),
             web.get(f"{CONTROL_PREFIX}/auth/tokens/{{token_id}}", self.get_token),
             web.delete(f"{CONTROL_PREFIX}/auth/tokens/{{token_id}}", self.revoke_token),
+            web.post(f"{CONTROL_PREFIX}/auth/logout", self.logout),
         ]
         for path in RESOURCES:
             base = f"{SCIM_PREFIX}/{path}"
@@ -124,6 +126,14 @@ class PrincipalsApi:
 
     async def get_token(self, request):
         return ok(await self.identity.get_token(request["caller"], request.match_info["token_id"]))
+
+    async def logout(self, request):
+        """The open-source server's logout: it expires the browser's UC_TOKEN cookie and leaves
+        bearer tokens alone. shardcat sets no cookie, so this only expires one a client may hold;
+        revoking a token is DELETE .../auth/tokens/{token_id}."""
+        response = ok()
+        response.set_cookie("UC_TOKEN", "", max_age=0, path="/", httponly=True, samesite="Lax")
+        return response
 
     async def revoke_token(self, request):
         await self.identity.revoke_token(request["caller"], request.match_info["token_id"])

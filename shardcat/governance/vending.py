@@ -13,6 +13,10 @@ only decides *which* cloud identity covers the URL and down-scopes it:
   covering credential is the one of the external location holding the URL; for managed
   storage under the metastore's storage root it is the metastore's
   `storage_root_credential_id`, else the role in $SHARDCAT_STORAGE_ROOT_ROLE_ARN.
+- s3:// covered by an `s3_compatible` credential (MinIO, R2, ...): AssumeRole at the store's own
+  endpoint with the credential's keys when it names a `role_arn`, else the static keys as they
+  are; either answer adds the store's `endpoint_url`, `region` and `path_style_access`
+  (s3_compatible.py).
 - gs:// and abfss:// are refused with FAILED_PRECONDITION (not vended yet).
 
 Configuration (read on each call, so a process can be reconfigured): $SHARDCAT_STS_ENDPOINT
@@ -21,7 +25,8 @@ $SHARDCAT_AWS_REGION (else $AWS_DEFAULT_REGION, else us-east-1), $SHARDCAT_CREDE
 (the lifetime asked of STS, 900..43200, default 3600). shardcat's own AWS identity comes from
 boto3's usual chain (environment, profile, instance role).
 
-Unexpired credentials are reused: a TLRU cache keyed by (STS endpoint, role, prefix, mode)
+Unexpired credentials are reused: a TLRU cache keyed by (STS endpoint, role, prefix, mode, the
+store's access key id for an s3_compatible credential)
 keeps each one until a safety margin before it expires. The policy construction is pure;
 the boto3 call blocks, so it runs in a worker thread.
 """
@@ -39,6 +44,7 @@ from cachetools import TLRUCache
 from ..cache.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..store.db import now_ms
+from . import s3_compatible
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
@@ -112,16 +118,20 @@ class AwsCredential:
     expires_at: float          # seconds since the epoch
 
 
-def _assume_role(endpoint: str, role_arn: str, external_id: str | None, policy: dict, seconds: int) -> AwsCredential:
-    """One blocking STS AssumeRole call (run it in a thread)."""
+def _assume_role(endpoint: str, role_arn: str, external_id: str | None, policy: dict, seconds: int,
+                 identity: dict | None = None) -> AwsCredential:
+    """One blocking STS AssumeRole call (run it in a thread). `identity` (an s3_compatible
+    credential's fields) signs the call with its keys in its region; else boto3's chain does."""
     import boto3.session
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
     # A fresh session: boto3's default one keeps the credentials it resolved first, and shardcat's
     # identity may change under a running process (rotated keys, tests). STS calls are rare (cached).
+    keys = {"aws_access_key_id": identity["access_key_id"], "aws_secret_access_key": identity["secret_access_key"],
+            "region_name": identity.get("region") or _region()} if identity else {"region_name": _region()}
     sts = boto3.session.Session().client(
-        "sts", endpoint_url=endpoint, region_name=_region(),
+        "sts", endpoint_url=endpoint, **keys,
         config=Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2}))
     args = {"RoleArn": role_arn, "RoleSessionName": SESSION_NAME, "Policy": json.dumps(policy),
             "DurationSeconds": seconds}
@@ -150,13 +160,15 @@ class AwsVendor:
         self.pending: dict[tuple, asyncio.Future] = {}
         self.stats = {"assume_role": 0, "cache_hits": 0}
 
-    async def credential(self, role_arn: str, external_id: str | None, url: str, *, write: bool) -> AwsCredential:
-        endpoint = os.environ.get("SHARDCAT_STS_ENDPOINT")
+    async def credential(self, role_arn: str, external_id: str | None, url: str, *, write: bool,
+                         store: dict | None = None) -> AwsCredential:
+        """`store`: an s3_compatible credential's fields; its endpoint serves STS, its keys sign the call."""
+        endpoint = store["endpoint_url"] if store else os.environ.get("SHARDCAT_STS_ENDPOINT")
         if not endpoint:
             raise CatalogError("FAILED_PRECONDITION",
                                "shardcat does not vend s3:// credentials here: no STS is configured "
                                "(set SHARDCAT_STS_ENDPOINT, e.g. https://sts.amazonaws.com).")
-        key = (endpoint, role_arn, url, "READ_WRITE" if write else "READ")
+        key = (endpoint, role_arn, url, "READ_WRITE" if write else "READ", store["access_key_id"] if store else None)
         hit = self.cache.get(key)
         if hit is not None:
             self.stats["cache_hits"] += 1
@@ -169,7 +181,7 @@ class AwsVendor:
             bucket, prefix = s3_location(url)
             self.stats["assume_role"] += 1
             found = await asyncio.to_thread(_assume_role, endpoint, role_arn, external_id,
-                                            session_policy(bucket, prefix, write=write), lifetime_seconds())
+                                            session_policy(bucket, prefix, write=write), lifetime_seconds(), store)
             self.cache[key] = found
             future.set_result(found)
             return found
@@ -220,12 +232,16 @@ async def _credential_asset(shard, caller, url: str):
 
 
 async def _aws_role(shard, caller, url: str) -> dict:
+    """The IAM role (`{"role_arn", "external_id"?}`) to assume for `url`, or an s3_compatible
+    credential's fields (`{"s3_compatible": {...}}`)."""
     credential, why = await _credential_asset(shard, caller, url)
     if credential is None:
         raise CatalogError("FAILED_PRECONDITION", f"No storage credential can vend temporary credentials "
                                                   f"for '{url}': {why}.")
     if isinstance(credential, dict):    # the configured default role of managed storage
         return credential
+    if credential.info.get(s3_compatible.KIND):
+        return {s3_compatible.KIND: s3_compatible.opened(shard.store.secrets, credential.info[s3_compatible.KIND])}
     role = credential.info.get("aws_iam_role")
     if not role:
         raise CatalogError("FAILED_PRECONDITION", f"Credential '{credential.name}' covers '{url}' but holds no "
@@ -266,8 +282,15 @@ async def vend(shard, caller, url: str, *, write: bool, now: int | None = None) 
                            "and file:// (which needs none).")
     require_policy_safe(url, s3_location(url)[1])      # before any STS call or cache
     role = await _aws_role(shard, caller, url)
-    found = await AWS.credential(role["role_arn"], role.get("external_id"), url, write=write)
+    store = role.get(s3_compatible.KIND)
+    if store and not store.get("role_arn"):     # no STS at the store: its static keys
+        return s3_compatible.static_answer(store, url, now or now_ms())
+    if store:
+        found = await AWS.credential(store["role_arn"], None, url, write=write, store=store)
+    else:
+        found = await AWS.credential(role["role_arn"], role.get("external_id"), url, write=write)
     return {"aws_temp_credentials": {"access_key_id": found.access_key_id,
                                      "secret_access_key": found.secret_access_key,
                                      "session_token": found.session_token},
-            "expiration_time": int(found.expires_at * 1000), "url": url}
+            "expiration_time": int(found.expires_at * 1000), "url": url,
+            **(s3_compatible.connection(store) if store else {})}

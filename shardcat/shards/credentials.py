@@ -2,7 +2,8 @@
 
 `POST /temporary-table-credentials`, `/temporary-volume-credentials` and
 `/temporary-path-credentials` answer in the client's TemporaryCredentials shape
-(`expiration_time`, `url`, and the cloud credential when there is one). For file://
+(`expiration_time`, `url`, and the cloud credential when there is one); table credentials
+also serve a staging table's id (its reserved location, for whoever may create the table). For file://
 storage there is no secret to hand out, so the answer carries none; s3:// gets STS
 credentials down-scoped to the path (governance/vending.py); gs:// and abfss:// get a
 clear FAILED_PRECONDITION. The caller's privilege on the asset (a path: the asset that
@@ -18,7 +19,7 @@ from aiohttp import web
 from ..auth import Caller
 from ..errors import invalid, not_found
 from ..governance import audit
-from ..governance.authorize import require_data_access
+from ..governance.authorize import authorizer, require_data_access
 from ..governance.vending import vend
 from .locations import require_external_location
 from .path_access import authorize_path, authorize_subtree, owner_label, refuse_managed_root
@@ -79,6 +80,10 @@ class TemporaryCredentials:
     async def _for_asset(self, caller: Caller, body: dict, type_name: str, label: str, operations) -> dict:
         asset_id = _asset_id(body, f"{type_name}_id")
         operation = _operation(body, operations)
+        if type_name == "table":
+            staging = await self._staging(caller, asset_id)
+            if staging is not None:
+                return await self._vend(caller, staging.storage_path, operation)
         asset = await self._by_id(caller, asset_id, type_name, label)
         await require_data_access(self.shard, caller, asset, write=operation in WRITES,
                                   missing=not_found(f"{label} with id '{asset_id}' does not exist."))
@@ -86,6 +91,18 @@ class TemporaryCredentials:
             kind = f" is a {asset.info.get('table_type')} and" if type_name == "table" else ""
             raise invalid(f"{label} '{asset.full_name}'{kind} has no storage.")
         return await self._vend(caller, asset.storage_path, operation)
+
+    async def _staging(self, caller: Caller, asset_id: str):
+        """A staging table with this id, authorized: writing its location before the table exists is
+        for whoever may create the table (CREATE TABLE, USE SCHEMA, USE CATALOG), as reserving it was."""
+        ms = caller.metastore()
+        staging = await self.shard.lookup_id(ms, asset_id, caller.min_version)
+        if staging is None or staging.type != "staging_table":
+            return None
+        audit.annotate("TABLE", staging.full_name, staging.id)
+        schema = await self.shard.lookup_id(ms, staging.parent_id, caller.min_version)
+        (await authorizer(self.shard, caller)).require("staging_table", "create", None, parent=schema)
+        return staging
 
     async def for_path(self, caller: Caller, body: dict) -> dict:
         url = storage_url(_field(body, "url"))

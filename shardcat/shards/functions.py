@@ -16,8 +16,8 @@ import json
 from ..auth import Caller
 from ..entities.asset import Asset
 from ..entities.columns import TYPE_NAMES
+from ..entities.dependencies import check_dependency_list
 from ..entities.manifest import KINDS
-from ..entities.names import split_full_name
 from ..errors import invalid
 from ..store.db import WriteTx
 from .service import CatalogService, register_rules
@@ -98,22 +98,7 @@ def check_parameters(params: dict, field: str) -> dict:
 
 def check_dependencies(deps: dict) -> dict:
     """A DependencyList: each dependency names exactly one three-level table or function."""
-    items = deps.get("dependencies") or []
-    if not isinstance(items, list):
-        raise invalid("Field 'routine_dependencies.dependencies' must be a list.")
-    out = []
-    for i, d in enumerate(items):
-        where = f"routine_dependencies.dependencies[{i}]"
-        kinds = [k for k in ("table", "function") if isinstance(d, dict) and d.get(k) is not None]
-        if len(kinds) != 1 or len(d) != 1:
-            raise invalid(f"{where} must have exactly one of 'table' or 'function'.")
-        kind = kinds[0]
-        key = f"{kind}_full_name"
-        target = d[kind]
-        if not isinstance(target, dict) or not isinstance(target.get(key), str):
-            raise invalid(f"{where}.{kind} must be an object with a string '{key}'.")
-        out.append({kind: {key: ".".join(split_full_name(target[key], 3, kind))}})
-    return {"dependencies": out}
+    return check_dependency_list(deps, "routine_dependencies")
 
 
 async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
@@ -139,6 +124,9 @@ async def _create_function(service, tx: WriteTx, state: MetastoreState, asset: A
         raise invalid("external_language is only for EXTERNAL functions (routine_body SQL has none).")
     if not info["routine_definition"].strip():
         raise invalid("routine_definition must not be empty.")
+    if info.get("properties") == "null":
+        # A JSON-encoded null (unitycatalog-ai's default) means no properties.
+        info.pop("properties")
     if "properties" in info:
         try:
             props = json.loads(info["properties"])

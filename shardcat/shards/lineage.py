@@ -77,7 +77,7 @@ def _report(body: dict) -> tuple[str, list[tuple[str, str]], list[str], str | No
 def _depth(value: str | None) -> int:
     if value is None:
         return 1
-    if not value.isdecimal() or not 1 <= int(value) <= MAX_DEPTH:
+    if not value.isdecimal() or len(value) > 2 or not 1 <= int(value) <= MAX_DEPTH:
         raise invalid(f"depth must be an integer from 1 to {MAX_DEPTH}, got '{value:.40}'.")
     return int(value)
 

@@ -62,11 +62,14 @@ def render_version(version: Asset, model: Asset | None = None) -> dict:
     return out
 
 
+_MAX_BIGINT = (1 << 63) - 1     # versions are numbered in PostgreSQL bigints
+
+
 def parse_version(value) -> int:
     """A version number from a path or a body: a positive integer."""
-    if isinstance(value, str) and value.isdecimal():
+    if isinstance(value, str) and value.isdecimal() and len(value) <= 19:    # int() of thousands of digits fails
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _MAX_BIGINT:
         raise invalid(f"A model version must be a positive integer, got {value!r:.40}.")
     return value
 

@@ -29,6 +29,7 @@ from ..governance.authorize import authorizer, present_table
 from ..store.db import WriteTx, now_ms
 from .locations import require_external_location
 from .shard import MetastoreState, Shard
+from .views import check_view_dependencies
 
 DEFAULT_PAGE = 1000
 MAX_PAGE = 10000
@@ -391,12 +392,14 @@ async def _create_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
             raise invalid(f"A {table_type} needs a view_definition.")
         if location:
             raise invalid(f"A {table_type} has no storage_location.")
+        await check_view_dependencies(tx, info)
         return dataclasses.replace(asset, info=info)
     if "columns" not in asset.info:
         raise invalid(f"Missing required field 'columns' to create a {table_type} table.")
     if fmt is None:
         raise invalid(f"Missing required field 'data_source_format' to create a {table_type} table.")
     info.pop("view_definition", None)
+    info.pop("view_dependencies", None)
     table_id = asset.id
     if table_type == "EXTERNAL":
         if not location:
@@ -430,6 +433,8 @@ async def _update_table(service: CatalogService, tx: WriteTx, state: MetastoreSt
     is_view = info["table_type"] in VIEW_TYPES
     if "view_definition" in fields and not is_view:
         raise invalid("Only a view has a view_definition.")
+    if "view_dependencies" in fields:
+        await check_view_dependencies(tx, info)
     location = fields.get("storage_location")
     path = asset.storage_path
     if location is not None:

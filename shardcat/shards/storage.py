@@ -3,14 +3,17 @@
 Credentials live at the metastore level in one namespace that two namings share:
 `/credentials` (open-source API; purpose STORAGE or SERVICE) and `/storage-credentials`
 (2.1 API; STORAGE ones only). A credential holds exactly one kind: an AWS IAM role,
-an Azure service principal or managed identity, or a GCP service account key; secrets
-(client_secret, private_key) are stored encrypted (store/sealing.py) and never shown.
+an Azure service principal or managed identity, a GCP service account key, or an
+S3-compatible store's endpoint and keys (governance/s3_compatible.py); secrets
+(client_secret, private_key, secret_access_key) are stored encrypted (store/sealing.py)
+and never shown.
 
 External locations bind a URL to a storage credential. Their URLs live in the shard
 state's own trie (`MetastoreState.locations`): two locations may not overlap, while
 tables, volumes and managed storage roots lie inside them (locations.py has the rule
 external tables and volumes follow). `GET /files` lists what lies at a URL inside an
-external location, for file:// and s3:// (boto3; endpoint from $SHARDCAT_S3_ENDPOINT):
+external location, for file:// and s3:// (boto3: the store and keys of an s3_compatible
+credential, else shardcat's own identity with the endpoint from $SHARDCAT_S3_ENDPOINT):
 the asset owning the URL authorizes it as by name (path_access.py), the file path or key
 comes from the canonical URL (cache/urls.py), and a local walk never leaves the location
 (no '..', no symbolic link followed below the location's directory).
@@ -36,6 +39,7 @@ from ..entities.asset import Asset
 from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..entities.text import bad_char
 from ..errors import CatalogError, invalid, not_found
+from ..governance import s3_compatible
 from ..store.db import WriteTx
 from ..store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
 from .locations import outside_locations
@@ -55,8 +59,9 @@ _KIND_FIELDS = {
                                 SECRET_FIELDS["azure_service_principal"]),
     "azure_managed_identity": (("access_connector_id",), ()),
     "gcp_service_account_key": (("email", "private_key_id", "private_key"), SECRET_FIELDS["gcp_service_account_key"]),
+    s3_compatible.KIND: (s3_compatible.REQUIRED, SECRET_FIELDS[s3_compatible.KIND]),
 }
-_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",)}
+_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",), s3_compatible.KIND: s3_compatible.OPTIONAL}
 
 
 def storage_url(value: str, what: str = "url") -> str:
@@ -86,6 +91,8 @@ def _check_kind(kind: str, value: dict, old: dict | None) -> dict:
             raise invalid(f"Field 'aws_iam_role.role_arn' must be an ARN (arn:aws:iam::...), got '{out['role_arn']:.80}'.")
         out.setdefault("external_id", str(uuid.uuid4()))   # stable for the credential's life
         out["unity_catalog_iam_arn"] = UC_IAM_ARN
+    if kind == s3_compatible.KIND:
+        out = s3_compatible.check(value, out)
     return out
 
 
@@ -345,7 +352,18 @@ def _child_url(url: str, name: str) -> str | None:
         return None
 
 
-def _list_s3(url: str, after: str, limit: int) -> tuple[list[dict], bool]:
+async def _location_s3_client(shard: Shard, caller: Caller, location_name: str):
+    """The S3 client for an external location's files: its credential's store and keys when the
+    credential is s3_compatible, else s3_client() (shardcat's own AWS identity)."""
+    ms = caller.metastore()
+    location = await shard.lookup(ms, "external_location", location_name, caller.min_version)
+    credential_id = (location.info.get("credential_id") if location else None) or ""
+    credential = await shard.lookup_id(ms, credential_id, caller.min_version) if credential_id else None
+    compat = credential.info.get(s3_compatible.KIND) if credential is not None else None
+    return s3_compatible.client(s3_compatible.opened(shard.store.secrets, compat)) if compat else s3_client()
+
+
+def _list_s3(url: str, after: str, limit: int, client=None) -> tuple[list[dict], bool]:
     from botocore.exceptions import BotoCoreError, ClientError
     bucket, prefix = s3_bucket_key(url)
     prefix = prefix + "/" if prefix else ""
@@ -353,7 +371,7 @@ def _list_s3(url: str, after: str, limit: int) -> tuple[list[dict], bool]:
     if after:
         args["StartAfter"] = prefix + after
     try:
-        answer = s3_client().list_objects_v2(**args)
+        answer = (client or s3_client()).list_objects_v2(**args)
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchBucket", "404"):
@@ -395,7 +413,8 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     if scheme == "file":
         files, more = await asyncio.to_thread(_list_local, hit[0], url, after, limit)
     elif scheme == "s3":
-        files, more = await asyncio.to_thread(_list_s3, url, after, limit)
+        client = await _location_s3_client(shard, caller, hit[1].full_name)
+        files, more = await asyncio.to_thread(_list_s3, url, after, limit, client)
     else:
         raise invalid(f"Listing {scheme}:// URLs is not supported yet; file:// and s3:// are.")
     out = {"files": files}

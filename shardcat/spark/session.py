@@ -248,10 +248,16 @@ class Shardcat:
         bucket = location.split("/")[2]
         conf = self.spark.sparkContext._jsc.hadoopConfiguration()
         prefix = f"fs.s3a.bucket.{bucket}."
-        conf.set(prefix + "aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
+        # Static keys (an S3-compatible store without STS) come without a session token.
+        provider = "TemporaryAWSCredentialsProvider" if aws.get("session_token") else "SimpleAWSCredentialsProvider"
+        conf.set(prefix + "aws.credentials.provider", f"org.apache.hadoop.fs.s3a.{provider}")
         conf.set(prefix + "access.key", aws["access_key_id"])
         conf.set(prefix + "secret.key", aws["secret_access_key"])
         conf.set(prefix + "session.token", aws.get("session_token", ""))
+        if cred.get("endpoint_url"):     # an S3-compatible store (MinIO, R2): where the keys go
+            conf.set(prefix + "endpoint", cred["endpoint_url"])
+            conf.set(prefix + "endpoint.region", cred.get("region") or "us-east-1")
+            conf.set(prefix + "path.style.access", str(cred.get("path_style_access", True)).lower())
 
     # ---- reads by name or path ------------------------------------------------------------------
 

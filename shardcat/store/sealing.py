@@ -1,6 +1,7 @@
 """Secrets encrypted at rest, with a key kept outside the database.
 
-A secret field of a credential (an Azure client_secret, a GCP private_key) or a provider's
+A secret field of a credential (an Azure client_secret, a GCP private_key, an S3-compatible
+store's secret_access_key) or a provider's
 bearer token (inside its Delta Sharing profile) is stored as
 `sealed:v1:<Fernet token>`: AES-128-CBC with an HMAC-SHA256 (the `cryptography` package's
 Fernet), under the first of the server's secret keys. The keys come from a key file, one
@@ -35,6 +36,7 @@ SEALED = "sealed:v1:"
 SECRET_FIELDS = {
     "azure_service_principal": ("client_secret",),
     "gcp_service_account_key": ("private_key",),
+    "s3_compatible": ("secret_access_key",),
 }
 
 

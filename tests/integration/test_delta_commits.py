@@ -227,6 +227,8 @@ BAD = [
     ("nothing to do", {"commit_info": None}, 400, "Either commit_info or latest_backfilled_version"),
     ("version 0", {"commit_info": info(0)}, 400, "commit_info.version' must be >= 1"),
     ("version text", {"commit_info": {**info(1), "version": "x"}}, 400, "must be an integer"),
+    ("version past bigint", {"commit_info": {**info(1), "version": 1 << 63}}, 400, "must be at most"),
+    ("backfill past bigint", {"latest_backfilled_version": (1 << 64) - 1}, 400, "must be at most"),
     ("no file name", {"commit_info": {**info(1), "file_name": None}}, 400, "commit_info.file_name"),
     ("path in file name", {"commit_info": info(1, "../00000000000000000001.x.json")}, 400, "one path segment"),
     ("file of another version", {"commit_info": info(1, staged_name(2))}, 400, "names version 2"),
@@ -254,7 +256,9 @@ async def test_bad_commit(ws, server, table, change, status, says):
 async def test_bad_get_commits(ws, table):
     cases = [({"start_version": -1}, "start_version' must be >= 0"), ({"start_version": None}, "start_version"),
              ({"start_version": 3, "end_version": 1}, "end_version (1) must be >= start_version (3)"),
-             ({"table_id": str(uuid.uuid4())}, "does not exist")]
+             ({"table_id": str(uuid.uuid4())}, "does not exist"),
+             ({"start_version": 1 << 63}, "start_version' must be at most"),     # was a 500 (found by fuzzing)
+             ({"end_version": (1 << 64) - 1}, "end_version' must be at most")]
     for change, says in cases:
         body = {k: v for k, v in {**ref(table), "start_version": 0, **change}.items() if v is not None}
         status, out = await ws.call("GET", COMMITS, json=body)
@@ -262,6 +266,9 @@ async def test_bad_get_commits(ws, table):
     # Query parameters work too, for clients that send no body with GET.
     status, out = await ws.call("GET", COMMITS, params={**ref(table), "start_version": "0"})
     assert status == 200 and out == {"commits": [], "latest_table_version": 0}
+    for huge in (str(10 ** 38), "9" * 5000):
+        status, out = await ws.call("GET", COMMITS, params={**ref(table), "start_version": huge})
+        assert (status, out["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), out
 
 
 async def test_tables_that_are_not_catalog_managed(ws):

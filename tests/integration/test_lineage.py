@@ -123,6 +123,7 @@ async def test_bad_input_is_a_clear_error(ws):
         assert got == status and culprit in answer["message"], (body, answer)
     for params, status, culprit in (({}, 400, "name"), ({"name": "c.s.clean", "depth": "0"}, 400, "depth"),
                                     ({"name": "c.s.clean", "depth": "11"}, 400, "depth"),
+                                    ({"name": "c.s.clean", "depth": "9" * 5000}, 400, "depth"),   # was a 500
                                     ({"name": "c.s.clean", "direction": "sideways"}, 400, "direction"),
                                     ({"name": "c.s.clean", "securable_type": "SCHEMA"}, 400, "TABLE or VOLUME"),
                                     ({"name": "c.s.nope"}, 404, "c.s.nope")):

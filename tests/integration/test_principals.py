@@ -298,6 +298,9 @@ async def test_tokens_create_list_revoke(ws):
     status, body = await control(ws, "DELETE", f"/auth/tokens/{info['token_id']}", token=first)
     assert status == 404 and body["error_code"] == "NOT_FOUND"
 
+    # A workspace id past a bigint is refused, not a 500 from the database (found by fuzzing).
+    status, body = await control(ws, "POST", "/auth/tokens", json={"workspace_id": 1 << 63})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
     # `all` is true or false: anything else is refused, not read as false (the fuzz test's finding).
     for bad in ("yes", "1", "tru"):
         status, body = await control(ws, "GET", "/auth/tokens", params={"all": bad})

@@ -55,3 +55,25 @@ def test_s3_credentials_configure_the_bucket(spark):
             "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
     finally:
         cat.close()
+
+
+def test_s3_compatible_credentials_configure_the_endpoint(spark):
+    """Static keys of an S3-compatible store (governance/s3_compatible.py): no session token, and
+    the store's endpoint and addressing style for the bucket."""
+    cat = connect(spark, "http://127.0.0.1:9", "unused")      # no call is made below
+    try:
+        table = {"full_name": "c.s.m", "storage_location": "s3://minio-x/lake/m"}
+        cat._credentials["c.s.m"] = {"url": "s3://minio-x/lake/m", "expiration_time": 1,
+                                     "aws_temp_credentials": {"access_key_id": "minio", "secret_access_key": "k"},
+                                     "endpoint_url": "http://127.0.0.1:9000", "region": "us-east-1",
+                                     "path_style_access": True}
+        cat._configure_credentials(table)
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        prefix = "fs.s3a.bucket.minio-x."
+        assert conf.get(prefix + "aws.credentials.provider") == "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        assert (conf.get(prefix + "access.key"), conf.get(prefix + "secret.key")) == ("minio", "k")
+        assert conf.get(prefix + "endpoint") == "http://127.0.0.1:9000"
+        assert conf.get(prefix + "path.style.access") == "true"
+        assert conf.get(prefix + "endpoint.region") == "us-east-1"
+    finally:
+        cat.close()
