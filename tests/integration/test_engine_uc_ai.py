@@ -1,6 +1,8 @@
 """unitycatalog-ai's function client against shardcat: create a Python function, list it, run it.
 
-The client (package `unitycatalog-ai`) runs in a child process (uc_ai_calls.py says why). Its
+The client (package `unitycatalog-ai`, from PyPI) runs in a child process (uc_ai_calls.py says
+why), in a virtual environment of its own made once and kept under ~/.cache/shardcat-tests: it
+pins `unitycatalog-client` below 0.5, while the rest of the suite tests the newest SDK. Its
 `create_python_function` sends `properties: "null"` by default, which shardcat used to refuse.
 The grants decide: without USE SCHEMA a caller lists nothing, without EXECUTE it runs nothing
 (a schema or function the caller may not see at all answers as a missing one)
@@ -12,16 +14,43 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from governance_users import grant, user
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "uc_ai_calls.py")
+UC_AI = "unitycatalog-ai==0.4.0"
+VENV = Path(os.environ.get("SHARDCAT_TEST_CACHE", Path.home() / ".cache" / "shardcat-tests")) / "uc-ai-0.4.0"
+
+
+def _client_python() -> str:
+    """The Python of a virtual environment holding unitycatalog-ai as its users install it (with the
+    SDK version it pins); made once, it is kept between runs."""
+    python = VENV / "bin" / "python"
+    probe = [str(python), "-c", "import unitycatalog.ai.core.client"]
+    if not python.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", UC_AI], check=True, timeout=600)
+        subprocess.run(probe, check=True)
+    return str(python)
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def client_python():
+    global PYTHON
+    PYTHON = await asyncio.to_thread(_client_python)
+
+
+PYTHON = sys.executable
 
 
 async def uc_ai(caller, action: str, **args) -> dict:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, SCRIPT, caller.api, caller.token, action, json.dumps(args),
+        PYTHON, SCRIPT, caller.api, caller.token, action, json.dumps(args),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-3000:]

@@ -7,7 +7,7 @@ whole interpreter when imported, which the test session's own event loop should 
 
 prints {"ok": <result>}, {"status": <HTTP status>, "error": <the server's error JSON>}, or
 {"failed", "message"} for an error the client raised of its own (it wraps some of the server's). The async
-methods are used: unitycatalog-client 0.7's ApiClient needs a running event loop to be made.
+methods are used (newer unitycatalog-client versions make their ApiClient only inside a running loop).
 """
 
 from __future__ import annotations
