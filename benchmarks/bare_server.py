@@ -14,7 +14,7 @@ With `--replay DIR` it answers with recorded bodies instead: `DIR/resolve.json` 
 resolve and `DIR/tables/{full_name}.json` for getTable (404 for a name with no file), so
 a benchmark can measure the same bytes a catalog sent, minus all of the catalog's work.
 
-With `--front` the constant bodies come from the fronts' HTTP/1.1 server (shardcat/router/http1.py)
+With `--front` the constant bodies come from the fronts' HTTP/1.1 server (shardcat/web/http1.py)
 instead of aiohttp.web: the ceiling of a front that answers a request itself.
 
 prints `bare listening on http://HOST:PORT` once it accepts connections and stops on SIGTERM/SIGINT.
@@ -32,10 +32,9 @@ from pathlib import Path
 import uvloop
 from aiohttp import web
 
-from shardcat.router import http1
-from shardcat.router.shard_client import Answer
-
-PREFIX = "/api/2.1/unity-catalog"
+from shardcat.web import http1
+from shardcat.web.shard_client import Answer
+from shardcat.web.wire import PREFIX
 
 
 def json_body(size: int) -> bytes:

@@ -7,7 +7,7 @@ The benchmarks run their clients on the same two cores as the servers they measu
 client's CPU per request is taken from the server. This measures it against the bare aiohttp
 server (benchmarks/bare_server.py, getTable-sized answers): 32 closed-loop clients with aiohttp's
 client on asyncio's loop (what the benchmarks used first), the same on uvloop, the router's own
-lean client (shardcat/router/shard_client.py) on uvloop (bench_api's), and wrk (Debian's
+lean client (shardcat/web/shard_client.py) on uvloop (bench_api's), and wrk (Debian's
 package, bench_cache's; its CPU is that of the child process). Windows of the variants
 alternate; each row is the median window.
 """

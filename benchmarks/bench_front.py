@@ -5,7 +5,7 @@
 
 `benchmarks/bare_server.py` twice: as the ceiling the other benchmarks measure against (an
 aiohttp.web app answering constant bodies) and with `--front` (the same bodies from
-shardcat/router/http1.py, the server the router and every shard run before their aiohttp
+shardcat/web/http1.py, the server the router and every shard run before their aiohttp
 apps). getTable-sized and listTables-sized answers at 32 closed-loop clients (the benchmarks'
 ShardClient load); windows of the two servers alternate, and each row is the median window.
 The difference is what a front saves on every request it answers itself, before any of the
@@ -25,7 +25,7 @@ from . import harness as h
 HEADING = "## The fronts' HTTP/1.1 server vs aiohttp.web: constant answers"
 CONCURRENCY = 32
 SIZES = {"getTable": 2_400, "listTables": 236_000}      # about what shardcat answers (bench_cache)
-SERVERS = {"aiohttp.web (the bare ceiling)": False, "the fronts' server (router/http1.py)": True}
+SERVERS = {"aiohttp.web (the bare ceiling)": False, "the fronts' server (web/http1.py)": True}
 
 
 async def load(reqs: list[h.Request], seconds: float) -> int:

@@ -4,7 +4,7 @@
     python -m benchmarks.bench_http_servers --no-docs  # print only
     python -m benchmarks.bench_http_servers --rounds 1 --seconds 2 --warmup 0.5 --no-docs   # a quick look
 
-Each server of benchmarks/http_servers.py (the fronts' own, router/http1.py with its limits;
+Each server of benchmarks/http_servers.py (the fronts' own, web/http1.py with its limits;
 aiohttp's low-level server on its C parser; uvicorn's httptools and h11 protocols around a bare
 ASGI callable) answers the same constant getTable-sized and listTables-sized bodies to 32
 closed-loop clients (ShardClient, in this process); windows of the servers alternate and each row
@@ -27,10 +27,10 @@ import uvloop
 from . import harness as h
 from .http_servers import SERVERS
 
-HEADING = "## HTTP/1.1 servers for the fronts: router/http1.py vs aiohttp's, uvicorn's, h11"
+HEADING = "## HTTP/1.1 servers for the fronts: web/http1.py vs aiohttp's, uvicorn's, h11"
 CONCURRENCY = 32
 SIZES = {"getTable": 2_400, "listTables": 236_000}      # about what shardcat answers (bench_cache)
-NAMES = {"http1": "router/http1.py (the fronts', with its limits)",
+NAMES = {"http1": "web/http1.py (the fronts', with its limits)",
          "aiohttp-server": "aiohttp low-level server (web_server.Server, C parser)",
          "uvicorn-httptools": "uvicorn, httptools protocol (ASGI)", "uvicorn-h11": "uvicorn, h11 protocol (ASGI)"}
 KIB = 1024
@@ -116,7 +116,7 @@ def report(run_info: dict) -> str:
              f"{run_info['seconds']:g} s each, the median window. CPU per answered request: the server, and this "
              "process (the client).",
              "",
-             "| operation | server | req/s | server CPU µs per request | vs router/http1.py "
+             "| operation | server | req/s | server CPU µs per request | vs web/http1.py "
              "| client CPU µs per request |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     at = {(r["server"], r["operation"]): r for r in run_info["rows"]}
@@ -129,9 +129,9 @@ def report(run_info: dict) -> str:
                key=lambda r: r["server_us"])
     ratio = best["server_us"] / own
     lines += ["", f"Per getTable-sized answer the closest candidate, {NAMES[best['server']]}, spends "
-              f"{best['server_us']:.1f} µs of server CPU against router/http1.py's {own:.1f} µs ({ratio:.2f}×). "
+              f"{best['server_us']:.1f} µs of server CPU against web/http1.py's {own:.1f} µs ({ratio:.2f}×). "
               + ("Within 10%: the fronts could switch to it." if ratio <= 1.1 else
-                 "More than 10% over: the fronts keep router/http1.py, with its limits (router/http_limits.py).")]
+                 "More than 10% over: the fronts keep web/http1.py, with its limits (web/http_limits.py).")]
     lines += ["", "What each answered to requests past common limits (its first status line within 3 s):", "",
               "| request | " + " | ".join(NAMES[s] for s in SERVERS) + " |",
               "| --- |" + " --- |" * len(SERVERS)]

@@ -37,7 +37,7 @@ import aiohttp
 import orjson
 
 from shardcat.entities.sql import sql_references
-from shardcat.shards.http import PREFIX
+from shardcat.web.wire import PREFIX
 
 from . import harness as h
 
@@ -268,7 +268,7 @@ def markdown(run: dict) -> str:
               f"is {decode['bytes'] / 1000:.0f} KB, and the client alone takes {decode['median_ms']:.2f} ms to decode "
               f"it (orjson, measured in the same run): with no server time and no transfer at all the ratio could "
               f"not exceed {y / decode['median_ms']:.0f}×. Each asset's answer is encoded once per state "
-              "(`shards/service.py: present`), so the server's share is the snapshot, the authorization decisions "
+              "(`catalog/assets.py: present`), so the server's share is the snapshot, the authorization decisions "
               "and assembling the bytes. A getTable pays a fixed cost per request on both ends: HTTP, "
               "authentication, audit, session versions."]
     c = m["ceiling"]

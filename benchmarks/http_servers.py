@@ -1,5 +1,5 @@
 """The same constant answers as benchmarks/bare_server.py from HTTP/1.1 servers that could stand in
-for the fronts' own (shardcat/router/http1.py): the candidates bench_http_servers measures side by side.
+for the fronts' own (shardcat/web/http1.py): the candidates bench_http_servers measures side by side.
 
     python -m benchmarks.http_servers SERVER --get-size 2400 --list-size 236000
 

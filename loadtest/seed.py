@@ -21,9 +21,10 @@ from pathlib import Path
 import aiohttp
 
 from shardcat.auth import hash_token, new_token
-from shardcat.cache.urls import join_url
+from shardcat.entities.urls import join_url
 from shardcat.entities.asset import Asset
-from shardcat.store.db import Store, now_ms
+from shardcat.store.db import Store
+from shardcat.entities.values import now_ms
 
 from .workload import CATALOG, COLUMNS, DELTA_TABLE, LOAD_SCHEMA, PREFIX, PRINCIPALS, Metastore, table_name
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import settings
 
 from shardcat.auth import hash_token, new_token
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 from shardcat.cluster.embedded_db import start_embedded_postgres
 from shardcat.cluster.server import ServeConfig, start
-from shardcat.store.db import now_ms
+from shardcat.entities.values import now_ms
 
 PREFIX = "/api/2.1/unity-catalog"
 

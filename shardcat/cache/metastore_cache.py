@@ -1,6 +1,6 @@
 """Serve snapshot reads of one metastore's assets from memory: a multi-version write-through cache.
 
-DESIGN.md invariants 2-4 and section 4.5 of the Unity Catalog paper. The cache knows the
+docs/design.md invariants 2-4 and section 4.5 of the Unity Catalog paper. The cache knows the
 metastore `version`; everything it holds is the latest as of that version. Each asset keeps
 a short chain of states, each tagged with the metastore version it was written at, so a
 reader at an older snapshot keeps its view while writes go on. The same chain idea indexes

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from .urls import url_from_segments, url_segments
+from ..entities.urls import url_from_segments, url_segments
 
 __all__ = ["UrlTrie"]
 

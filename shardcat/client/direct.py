@@ -14,9 +14,8 @@ import time
 
 import aiohttp
 
-PREFIX = "/api/2.1/unity-catalog"
-VERSION_HEADER = "X-Shardcat-Version"
-MIN_VERSION_HEADER = "X-Shardcat-Min-Version"
+from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+
 RETRY_BUDGET_SECONDS = 5.0
 
 

@@ -13,7 +13,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-PREFIX = "/api/2.1/unity-catalog"
+from ..web.wire import PREFIX
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 

@@ -7,8 +7,9 @@ import uuid
 from pathlib import Path
 
 from ..auth import hash_token, new_token
-from ..cache.urls import join_url, normalize_url
-from ..store.db import Store, now_ms
+from ..entities.urls import join_url, normalize_url
+from ..store.db import Store
+from ..entities.values import now_ms
 
 ADMIN = "admin"
 DEFAULT_WORKSPACE = 1

@@ -10,7 +10,9 @@ from pathlib import Path
 import uvloop
 
 from ..client.cli import add_client_commands, run_client
+from ..governance.oidc import OidcConfig
 from ..shards.shard import CacheConfig
+from ..web import request_log
 from ..store.sealing import key_file_of, rotate_key_file
 from .server import ServeConfig, serve_forever
 
@@ -22,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "serve":
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.request_log:
+        request_log.turn_on()
     if args.event_loop == "asyncio":
         asyncio.run(serve_forever(serve_config(args)))
     else:
@@ -50,6 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--secret-key", default=None, metavar="SOURCE",
                        help="the keys that encrypt credential secrets: a key file's path, or env:NAME for an "
                             "environment variable (default: <data dir>/secret.key, created on first start)")
+    serve.add_argument("--oidc-issuer", action="append", default=[], metavar="URL",
+                       help="sign users in with this OIDC identity provider's tokens (repeat for several); "
+                            "exactly the tokens' `iss` (docs/operations.md)")
+    serve.add_argument("--oidc-audience", default=None,
+                       help="the audience (client id) the identity provider's tokens must name")
+    serve.add_argument("--oidc-jwks-url", default=None, metavar="URL",
+                       help="the providers' JWKS (default: each issuer's discovery document's jwks_uri)")
+    serve.add_argument("--oidc-claim", default="email",
+                       help="the token claim naming the principal: matched to its e-mails or name, then `sub` "
+                            "to its external id or name (default email)")
+    serve.add_argument("--oidc-client-id", default=None,
+                       help="the explorer's public client at the provider: the explorer then signs users in "
+                            "through the provider's login (authorization code with PKCE)")
+    serve.add_argument("--oidc-workspace", type=int, default=1,
+                       help="the workspace users signed in through the provider act in (default 1)")
+    serve.add_argument("--request-log", action="store_true",
+                       help="one JSON line per request on stderr (request id, principal, operation, path, "
+                            "status, latency, metastore; never tokens, queries or bodies): docs/operations.md")
     serve.add_argument("--log-level", default="INFO")
     rotate = commands.add_parser("rotate-secret-key",
                                  help="put a new key first in the secret key file; the next start re-encrypts "
@@ -66,7 +88,16 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
                        shards=args.shards, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
-                       event_loop=args.event_loop, secret_key=args.secret_key)
+                       event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args))
+
+
+def oidc_config(args: argparse.Namespace) -> OidcConfig | None:
+    if not args.oidc_issuer and not args.oidc_audience:
+        return None
+    if not args.oidc_issuer or not args.oidc_audience:
+        raise SystemExit("shardcat: --oidc-issuer and --oidc-audience go together")
+    return OidcConfig(tuple(args.oidc_issuer), args.oidc_audience, args.oidc_jwks_url, args.oidc_claim,
+                      args.oidc_workspace, client_id=args.oidc_client_id)
 
 
 def rotate_secret_key(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ seconds nor sent an answer since the last ping, on HUNG_STRIKES pings in a row, 
 its metastores are reassigned to the least-loaded survivors (they warm their caches lazily),
 and a few seconds later, once they had the CPU to do so, a replacement shard joins for later
 assignments. A shard that is only busy, its loop turning with a queue of requests, is left
-alone: the ping is answered off that loop (shards/actor.py), and however late its beats on
+alone: the ping is answered off that loop (serving/actor.py), and however late its beats on
 an overloaded machine, answers go out. Killing it would only pile its load on the survivors.
 One late ping is not enough: a virtual machine may stop a process, the supervisor's too, for
 a second at a time. For the same reason a shard's silence (a stalled loop, an unanswered ping)
@@ -27,7 +27,7 @@ import time
 import psutil
 import ray
 
-from ..shards.actor import ShardActor
+from ..serving.actor import ShardActor
 from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
 
@@ -126,8 +126,10 @@ def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
 
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
-                 cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop", secret_keys: list[bytes] = ()):
+                 cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop", secret_keys: list[bytes] = (),
+                 oidc=None):
         self.routing = routing
+        self.oidc = oidc        # the identity provider's settings, for the shards' authenticators
         # The keys sealing credential secrets (store/sealing.py): each shard writes credentials. They
         # reach the actors as arguments, through Ray's control plane: keep a Ray cluster private.
         self.secret_keys = list(secret_keys)
@@ -137,6 +139,7 @@ class RayCluster:
         self.cache = cache
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
+        self.event_counts: dict[str, int] = {}    # events by kind, for the router's /metrics
         self.strikes: dict[str, int] = {}  # shard -> pings in a row that found it stalled or silent
         self.answered: dict[str, int] = {}  # shard -> answers it had sent at its last ping
         self.own_loop = LoopWatch()
@@ -157,7 +160,7 @@ class RayCluster:
             # Ray gives async actors uvloop unless their own environment says otherwise; the workers
             # of a joined cluster do not inherit this process's.
             options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
-        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys)
+        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys, self.oidc)
         # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
         url, local_socket = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
         handle = ShardHandle(name, url, actor, local_socket=local_socket)
@@ -253,4 +256,5 @@ class RayCluster:
 
     def _event(self, kind: str, **fields) -> None:
         self.events.append({"t": time.time(), "event": kind, **fields})
+        self.event_counts[kind] = self.event_counts.get(kind, 0) + 1
         log.info("%s %s", kind, fields)

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..router.app import make_app
+from ..governance.oidc import OidcConfig
+from ..serving.single import make_app
 from ..router.forward import make_router_app
 from ..router.front import start_front
-from ..router.http1 import Listening
-from ..router.http_limits import HttpLimits
+from ..web.http1 import Listening
+from ..web.http_limits import HttpLimits
 from ..router.routing import RoutingTable
-from ..shards.front import start_shard_front
+from ..serving.front import start_shard_front
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from ..store.sealing import SecretBox, load_keys, reseal_credentials
@@ -39,6 +40,7 @@ class ServeConfig:
     event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
     secret_key: str | None = None  # where the secret keys are: a file, env:NAME; None: <data_dir>/secret.key
     http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
+    oidc: OidcConfig | None = None  # an identity provider whose tokens sign users in (governance/oidc.py)
 
 
 @dataclass
@@ -72,12 +74,12 @@ async def start(config: ServeConfig) -> Running:
     await ensure_default_metastore(store, data_dir)
     if config.shards:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
-                             event_loop=config.event_loop, secret_keys=keys)
+                             event_loop=config.event_loop, secret_keys=keys, oidc=config.oidc)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing), config.host, config.port,
+        front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc), config.host, config.port,
                                   config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache)), config.host, config.port,
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache), config.oidc), config.host, config.port,
                                     limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 

@@ -3,7 +3,7 @@
 Request shapes in (DeltaUpdateTableRequest, DeltaProtocol, domain metadata), the table as an
 update leaves it, and answers out (DeltaTableMetadata, DeltaCommit, DeltaStorageCredential).
 The protocol, domain metadata and commit versions are kept as table properties, the catalog's
-derived keys, which clients read but may not write. shardcat/shards/delta_api.py serves them.
+derived keys, which clients read but may not write. shardcat/catalog/delta_api.py serves them.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from ..cache.urls import InvalidUrl, normalize_url
+from ..entities.urls import InvalidUrl, normalize_url
 from ..entities.asset import Asset
 from ..entities.columns import check_columns
 from ..errors import CatalogError, invalid, not_found

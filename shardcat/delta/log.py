@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..cache.urls import normalize_url, storage_names
+from ..entities.urls import normalize_url, storage_names
 from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
@@ -54,7 +54,7 @@ class Storage:
         """`credentials`: a TemporaryCredentials answer the catalog vended for the location; with
         `aws_temp_credentials` the files are opened with those keys, at its `endpoint_url` if it
         names one (an S3-compatible store). Without, pyarrow's own configuration applies."""
-        # The catalog's canonical form, decoded where the catalog decodes it (cache/urls.py), so the
+        # The catalog's canonical form, decoded where the catalog decodes it (entities/urls.py), so the
         # files touched are the ones the catalog's rules were checked on; other spellings are refused.
         self.location = normalize_url(location)
         head, names = storage_names(self.location)

@@ -70,6 +70,10 @@ STAGING_TABLE = AssetType(
 TYPES = {t.name: t for t in (CATALOG, SCHEMA, TABLE, STAGING_TABLE)}
 
 TABLE_TYPES = ("MANAGED", "EXTERNAL", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
+# The table types a query defines: each has a view_definition and no storage_location of its own.
+DEFINED_BY_QUERY = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
+# Of those, the ones an engine reads through their definition (a streaming table is read as a table).
+VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 DATA_SOURCE_FORMATS = (
     "DELTA", "ICEBERG", "HUDI", "PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT", "UNITY_CATALOG",
     "DELTASHARING", "DATABRICKS_FORMAT",
@@ -95,7 +99,7 @@ METASTORE = AssetType(
 )
 
 
-# ---- metastore-level storage and Delta Sharing objects (shards/storage.py, shards/sharing.py) ----
+# ---- metastore-level storage and Delta Sharing objects (catalog/storage.py, catalog/sharing.py) ----
 # One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
 CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key",
                     "s3_compatible")
@@ -178,7 +182,7 @@ TYPES.update({t.name: t for t in (CREDENTIAL, EXTERNAL_LOCATION, SHARE, RECIPIEN
 
 
 # ---- schema-level assets: volumes, functions, registered models and their versions ----
-# (rules in shards/volumes.py, shards/functions.py, shards/models.py). Each has a namespace of its
+# (rules in catalog/volumes.py, catalog/functions.py, catalog/models.py). Each has a namespace of its
 # own, as in the open-source Unity Catalog: a volume, a function and a model may share a table's name.
 VOLUME = AssetType(
     name="volume", securable_type="VOLUME", parent="schema", namespace="volume", name_parts=3,

@@ -17,7 +17,6 @@ paging, for account admins (all events) and metastore admins (their metastore's)
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import contextvars
 import functools
@@ -35,16 +34,18 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..store.db import bigint_text, is_db_unavailable
+from ..web import registry
+from ..web.paging import decode_token, encode_token, page_size
+from ..web.wire import PREFIX, REQUEST_ID_HEADER
+from ..entities.values import bigint_text
+from ..store.audit import COLUMNS as _COLUMNS
+from ..store.audit import query, write_rows
+from ..store.db import is_db_unavailable
+from . import authorize
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/api/2.1/unity-catalog"
-REQUEST_ID_HEADER = "X-Shardcat-Request-Id"
-SKIPPED_PATHS = ("/healthz",)
 REFUSED = (401, 403)              # statuses that mean "not allowed"
-_COLUMNS = ("at", "request_id", "principal", "workspace_id", "metastore_id", "action", "route",
-            "securable_type", "securable_name", "securable_id", "allowed", "status", "error_code", "message")
 
 
 # ---- the writer -------------------------------------------------------------------------------
@@ -166,8 +167,7 @@ class AuditLog:
         """One batch from the front of the buffer; the caller holds `_lock`."""
         rows = [self.pending.popleft() for _ in range(min(MAX_COPY_ROWS, len(self.pending)))]
         try:
-            async with self.store.pool.acquire() as conn:
-                await conn.copy_records_to_table("audit_log", records=rows, columns=_COLUMNS)
+            await write_rows(self.store, rows)
         except BaseException as e:
             if isinstance(e, Exception) and not is_db_unavailable(e):
                 # The database refused these rows themselves: retrying would fail forever.
@@ -280,51 +280,8 @@ def _text(value, limit: int):
     return value if value.isascii() and "\x00" not in value else _storable(value)
 
 
-# Route resources -> securable types.
-_SECURABLES = {
-    "metastores": "METASTORE", "metastore_summary": "METASTORE", "catalogs": "CATALOG", "schemas": "SCHEMA",
-    "tables": "TABLE", "staging-tables": "TABLE", "table-summaries": "SCHEMA", "volumes": "VOLUME",
-    "functions": "FUNCTION", "models": "REGISTERED_MODEL", "credentials": "CREDENTIAL",
-    "storage-credentials": "STORAGE_CREDENTIAL", "external-locations": "EXTERNAL_LOCATION",
-    "shares": "SHARE", "recipients": "RECIPIENT", "providers": "PROVIDER", "files": "EXTERNAL_LOCATION",
-}
-# Actions the generic rule (verb + resource) would name badly: by (method, route without the prefix).
-_ACTIONS = {
-    ("POST", "/temporary-table-credentials"): "generateTemporaryTableCredentials",
-    ("POST", "/temporary-volume-credentials"): "generateTemporaryVolumeCredentials",
-    ("POST", "/temporary-path-credentials"): "generateTemporaryPathCredentials",
-    ("POST", "/temporary-model-version-credentials"): "generateTemporaryModelVersionCredentials",
-    ("POST", "/resolve"): "resolve",
-    ("POST", "/table-summaries"): "listTableSummaries",
-    ("GET", "/metastore_summary"): "getMetastoreSummary",
-    ("GET", "/shardcat/audit"): "listAuditEvents",
-    ("GET", "/shardcat/search"): "search",
-    ("POST", "/shardcat/lineage"): "reportLineage",
-    ("GET", "/shardcat/lineage"): "getLineage",
-    ("GET", "/files"): "listFiles",
-    ("POST", "/models/versions"): "createModelVersion",
-    ("PATCH", "/models/{full_name}/versions/{version}/finalize"): "finalizeModelVersion",
-    ("GET", "/permissions/{securable_type}/{full_name}"): "getPermissions",
-    ("PATCH", "/permissions/{securable_type}/{full_name}"): "updatePermissions",
-    ("PUT", "/permissions/{securable_type}/{full_name}"): "setPermissions",
-    ("PUT", "/workspaces/{workspace_id}/metastore"): "assignMetastore",
-    ("PATCH", "/workspaces/{workspace_id}/metastore"): "updateMetastoreAssignment",
-    ("DELETE", "/workspaces/{workspace_id}/metastore"): "unassignMetastore",
-    # The UC Delta API (shards/delta_api.py), named by its spec's operationIds.
-    ("GET", "/delta/v1/config"): "getDeltaConfig",
-    ("POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/staging-tables"): "createStagingTable",
-    ("POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables"): "createTable",
-    ("GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables"): "listTables",
-    ("GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}"): "loadTable",
-    ("HEAD", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}"): "tableExists",
-    ("POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}"): "updateTable",
-    ("DELETE", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}"): "deleteTable",
-    ("POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/rename"): "renameTable",
-    ("POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics"): "reportMetrics",
-    ("GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/credentials"): "getTableCredentials",
-    ("GET", "/delta/v1/staging-tables/{table_id}/credentials"): "getStagingTableCredentials",
-    ("GET", "/delta/v1/temporary-path-credentials"): "getTemporaryPathCredentials",
-}
+# Route resources -> securable types (the endpoint registry's, for paths that match no route).
+_SECURABLES = registry.securables()
 _VERBS = {"POST": "create", "PATCH": "update", "PUT": "set", "DELETE": "delete"}
 
 
@@ -340,9 +297,11 @@ def _singular(word: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def action_of(method: str, route: str) -> str:
-    """An operation name for a route (without the API prefix): getTable, listCatalogs, createSchema..."""
-    if (method, route) in _ACTIONS:
-        return _ACTIONS[(method, route)]
+    """An operation name for a route (without the API prefix): the endpoint registry's (web/registry.py);
+    for a path that matches no route, made up the same way (getTable, listCatalogs, createSchema...)."""
+    endpoint = registry.endpoint(method, PREFIX + route) or registry.endpoint(method, route)
+    if endpoint is not None:
+        return endpoint.action
     parts = [p for p in route.split("/") if p]
     literals = [p for p in parts if not p.startswith("{")]
     if not literals:
@@ -436,7 +395,7 @@ def middleware(audit_log: AuditLog):
 
     @web.middleware
     async def audited(request: web.Request, handler):
-        if request.path in SKIPPED_PATHS:
+        if not registry.audited(request.path):     # probes, metrics, the explorer's files
             return await handler(request)
         request_id = new_request_id()
         at = int(time.time() * 1000)
@@ -512,7 +471,7 @@ def answering(audit_log: AuditLog, request_id: str, method: str, route_pattern: 
 
 def answered_row(method: str, route_pattern: str, match: dict, caller, request_id: str, at: int) -> tuple:
     """The row the middleware records for a request answered 200 whose route names its securable
-    and whose handler names none: for a front answering such a request itself (shards/front.py)."""
+    and whose handler names none: for a front answering such a request itself (serving/front.py)."""
     route, label, action = _route_facts(method, route_pattern)
     kind, name, ident = _securable_from_route(route, match)
     return _row_of(at, request_id, caller, action, label, kind, name, ident, 200, None, None)
@@ -531,19 +490,13 @@ def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, nam
 
 
 def _token(before: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"before": before}).encode()).decode()
+    return encode_token(before, "before")
 
 
 def _before(token: str | None) -> int | None:
     if not token:
         return None
-    try:
-        before = json.loads(base64.urlsafe_b64decode(token.encode()))["before"]
-        if isinstance(before, int) and not isinstance(before, bool) and 0 <= before < 1 << 63:
-            return before
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise invalid(f"Invalid page_token '{token:.40}': use the next_page_token of a previous response.")
+    return decode_token(token, "before", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63)
 
 
 def _ms(value: str | None, name: str) -> int | None:
@@ -565,55 +518,8 @@ def _bool(value: str | None, name: str) -> bool | None:
     raise invalid(f"Query parameter '{name}' must be true or false, got '{value:.40}'.")
 
 
-def _event(row) -> dict:
-    out = {"id": row["id"], "at": row["at"], "request_id": row["request_id"], "principal": row["principal"],
-           "workspace_id": row["workspace_id"],
-           "metastore_id": str(row["metastore_id"]) if row["metastore_id"] else None,
-           "action": row["action"], "route": row["route"], "securable_type": row["securable_type"],
-           "securable_full_name": row["securable_name"], "securable_id": row["securable_id"],
-           "allowed": row["allowed"], "status": row["status"], "error_code": row["error_code"],
-           "message": row["message"]}
-    return {k: v for k, v in out.items() if v is not None}
-
-
-async def query(store, *, principal=None, action=None, securable=None, securable_type=None, allowed=None,
-                since=None, until=None, metastore_id=None, request_id=None, before=None, limit=100) -> list[dict]:
-    """Events matching every given filter, newest first, ids below `before`."""
-    where, args = [], []
-
-    def cond(sql: str, value) -> None:
-        args.append(value)
-        where.append(sql.replace("$?", f"${len(args)}"))
-
-    if principal is not None:
-        cond("principal = $?", principal)
-    if action is not None:
-        cond("action = $?", action)
-    if securable is not None:     # a full name or an id
-        cond("$? IN (securable_name, securable_id)", securable)
-    if securable_type is not None:
-        cond("securable_type = $?", securable_type.upper())
-    if allowed is not None:
-        cond("allowed = $?", allowed)
-    if since is not None:
-        cond("at >= $?", since)
-    if until is not None:
-        cond("at < $?", until)
-    if metastore_id is not None:
-        cond("metastore_id = $?", uuid.UUID(metastore_id))
-    if request_id is not None:
-        cond("request_id = $?", request_id)
-    if before is not None:
-        cond("id < $?", before)
-    args.append(limit)
-    sql = (f"SELECT * FROM audit_log {'WHERE ' + ' AND '.join(where) if where else ''} "
-           f"ORDER BY id DESC LIMIT ${len(args)}")
-    return [_event(r) for r in await store.pool.fetch(sql, *args)]
-
-
 async def _metastore_admin(store, caller) -> bool:
     """The privileges engineer's `is_metastore_admin`, once it exists; until then no one but account admins."""
-    from . import authorize
     check = getattr(authorize, "is_metastore_admin", None)
     if check is None or not caller.metastore_id:
         return False
@@ -625,8 +531,6 @@ async def _metastore_admin(store, caller) -> bool:
 
 
 def audit_routes(audit_log: AuditLog) -> list[web.RouteDef]:
-    from ..shards.service import page_size
-
     async def list_events(request: web.Request) -> web.Response:
         caller = request["caller"]
         q = request.query

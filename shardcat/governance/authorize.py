@@ -1,7 +1,7 @@
 """Who may do what: the authorization entry points the rest of shardcat calls.
 
 `await authorizer(shard, caller)` gives an `Authz` over the metastore's privilege index
-(governance/grants.py keeps one per metastore in each shard, current with the shard's
+(governance/index.py keeps one per metastore in each shard, current with the shard's
 version); its checks are then pure and fast, so services call them inside their write
 transactions, against the asset the write already read. A refusal is
 CatalogError("PERMISSION_DENIED", <what is missing, on which securable>). Account admins
@@ -23,6 +23,7 @@ from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from . import privileges as P
+from .index import privilege_index
 
 _USE = {"catalog": P.USE_CATALOG, "schema": P.USE_SCHEMA}
 _LABEL = {"registered_model": "registered model", "external_location": "external location"}
@@ -87,6 +88,10 @@ class Authz:
             self.index.put(asset.id, asset.parent_id, asset.type, asset.info.get("owner"), asset.full_name)
             n = self.index.find(asset.id)
         return n
+
+    def node(self, asset: Asset | None) -> int:
+        """The asset's number in the privilege index (0: the metastore), for answers that read the index."""
+        return self._n(asset)
 
     def _where(self, n: int) -> str:
         if n == 0:
@@ -308,7 +313,6 @@ async def authorizer(shard, caller: Caller) -> Authz:
     """The caller's Authz for its metastore; account admins need no index."""
     if caller.is_account_admin:
         return Authz(caller, None)
-    from .grants import privilege_index   # grants.py imports this module
     return Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
 
 

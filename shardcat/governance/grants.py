@@ -1,12 +1,10 @@
-"""Grants: their storage, each shard's privilege index, and the permissions and authorization APIs.
+"""Grants: the permissions and authorization APIs over them.
 
 Grants are metastore state (table `grants`, migration 0005). Every change is one
 `Shard.write`: the rows change in the transaction that bumps the metastore version, and the
 change-log row names the securable, so every shard owning the metastore picks the change up
-when it reconciles, exactly as it does for assets. Each shard keeps, per metastore, a
-`PrivilegeIndex` (cache/privilege_index.py) loaded on first need and then kept current by
-two hooks the shard calls: `on_applied` (its own writes, no I/O) and `on_reconcile` (others'
-writes: re-read the grants and assets the change log names). A rebuild drops the index.
+when it reconciles, exactly as it does for assets; each shard's privilege index follows them
+(governance/index.py). The SQL is store/grants.py's and `WriteTx.set_grants`'.
 
 Endpoints:
 - `GET/PATCH/PUT /permissions/{securable_type}/{full_name}`: PermissionsList
@@ -19,116 +17,23 @@ Endpoints:
 
 from __future__ import annotations
 
-import uuid
-
 from aiohttp import web
 
 from ..auth import Caller
-from ..cache.privilege_index import PrivilegeIndex
 from ..cache.ttl import TtlCache
 from ..entities.asset import Asset
 from ..entities.names import check_principal, split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import WriteTx, now_ms
+from ..store.db import WriteTx
+from ..store.grants import is_account_admin
+from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
+from .index import privilege_index
+from ..web.kit import json_body, ok
 
 MAX_AUTHORIZE_ITEMS = 1000
-
-
-# ---- the index: load, and keep current ---------------------------------------------------
-
-async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
-    """The metastore's securables, owners and grants at one version (one repeatable-read snapshot)."""
-    ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
-        if meta is None:
-            from ..store.db import MetastoreGone
-            raise MetastoreGone(metastore_id)
-        assets = await conn.fetch(
-            """SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets
-               WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
-        grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
-    index = PrivilegeIndex(metastore_id, meta["info"].get("owner"))
-    # Parents first, so that dense ids follow the hierarchy (not needed for correctness).
-    order = {"catalog": 0, "schema": 1, "registered_model": 3}
-    for r in sorted(assets, key=lambda r: order.get(r["type"], 2)):
-        index.put(str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
-    for sid, held in _group(grants).items():
-        index.set_grants(sid, held)
-    return meta["version"], index
-
-
-def _group(rows) -> dict[str, dict[str, set[str]]]:
-    out: dict[str, dict[str, set[str]]] = {}
-    for r in rows:
-        out.setdefault(str(r["securable_id"]), {}).setdefault(r["principal"], set()).add(r["privilege"])
-    return out
-
-
-async def privilege_index(shard, metastore_id: str, min_version: int = 0) -> PrivilegeIndex:
-    """The shard's privilege index of a metastore, loaded on first use, at least as new as its state."""
-    for _ in range(3):
-        state = await shard.state(metastore_id, min_version)
-        if state.privileges is None:
-            behind = False
-            async with state.reconcile_lock:
-                if state.privileges is None:
-                    version, state.privileges = await load_index(shard.store, metastore_id)
-                    behind = version > state.version
-            if behind:
-                await shard.reconcile(state)      # replaying what the load already saw is harmless
-        index = state.privileges
-        if index is None:
-            continue                              # a rebuild dropped it meanwhile
-        if index.root_owner is _STALE:
-            meta = await shard.store.get_metastore(metastore_id)
-            index.root_owner = meta.info.get("owner") if meta else None
-        return index
-    raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
-
-
-_STALE = object()   # the metastore's owner may have changed: read it again
-
-
-def on_applied(state, tx: WriteTx) -> None:
-    """This shard's own write, applied to its index (no I/O): assets written or deleted, grants set."""
-    index = state.privileges
-    if index is None:
-        return
-    for asset_id in tx.deleted:
-        index.remove(asset_id)
-    for a in tx.written.values():
-        if a.type != "staging_table":
-            index.put(a.id, a.parent_id, a.type, a.info.get("owner"), a.full_name)
-    updates = getattr(tx, "grant_updates", {})
-    for sid, held in updates.items():
-        index.set_grants(sid, held)
-    if state.id in tx.changed and state.id not in updates:
-        index.root_owner = _STALE
-
-
-async def on_reconcile(store, state, changed: list[str], assets: list[Asset]) -> None:
-    """Others' writes (from the change log): re-read the grants of every changed securable."""
-    index = state.privileges
-    if index is None or not changed:
-        return
-    rows = await store.pool.fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
-                                  [uuid.UUID(i) for i in changed])
-    held = _group(rows)
-    found = {a.id for a in assets}
-    for a in assets:
-        if a.type != "staging_table":
-            index.put(a.id, a.parent_id, a.type, a.info.get("owner"), a.full_name)
-    for sid in changed:
-        if sid != state.id and sid not in found:
-            index.remove(sid)
-        else:
-            index.set_grants(sid, held.get(sid, {}))
-    if state.id in changed:
-        index.root_owner = _STALE
 
 
 # ---- the permissions API -------------------------------------------------------------------
@@ -156,7 +61,6 @@ def _changes(body: dict, kind: str) -> list[tuple[str, set[str], set[str]]]:
             lists.append({P.privilege_name(v, kind) for v in value})
         out.append((principal, *lists))
     return out
-
 
 
 def _missing(kind: str, full_name: str) -> CatalogError:
@@ -205,7 +109,7 @@ class PermissionsService:
         kind, asset = await self._securable(caller, type_name, full_name)
         authz = await self._authz(caller)
         authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
-        n = authz._n(asset)
+        n = authz.node(asset)
         return _assignments(authz.index.grants.get(n, {}), principal)
 
     async def update(self, caller: Caller, type_name: str, full_name: str, body: dict) -> dict:
@@ -245,19 +149,10 @@ class PermissionsService:
                     raise _missing(kind, full_name)
             authz.require_or_missing(kind, "grant", asset, _missing(kind, full_name))
             sid = asset.id if asset else state.id
-            rows = await tx.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
-                                       uuid.UUID(sid))
-            held = _group([{"securable_id": sid, **r} for r in rows]).get(sid, {})
+            held = await tx.grants_on(sid)
             new = {p: set(v) for p, v in change({p: set(v) for p, v in held.items()}).items() if v}
-            await tx.conn.execute("DELETE FROM grants WHERE securable_id = $1", uuid.UUID(sid))
-            await tx.conn.executemany(
-                "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                [(uuid.UUID(state.id), uuid.UUID(sid), uuid.UUID(sid) if asset else None, p, priv, caller.name, now)
-                 for p, privs in new.items() for priv in privs])
+            await tx.set_grants(sid, new, is_asset=asset is not None, granted_by=caller.name, at=now)
             tx.touch(sid, "PERMISSIONS", asset.type if asset else "metastore", asset.full_name if asset else None)
-            if not hasattr(tx, "grant_updates"):
-                tx.grant_updates = {}
-            tx.grant_updates[sid] = new
             return new
 
         return await self.shard.write(caller.metastore(), write)
@@ -267,7 +162,7 @@ class PermissionsService:
         authz = await self._authz(caller)
         authz.require_or_missing(kind, "read", asset, _missing(kind, full_name))
         ix = authz.index
-        n = authz._n(asset)
+        n = authz.node(asset)
         kind_of_n = ix.kind.get(n, "metastore")
         out: dict[str, list[dict]] = {}
         for m in ix.chain(n) if n else [0]:
@@ -353,11 +248,10 @@ async def _groups_of(store, principal: str) -> set[str]:
 
 
 async def _is_account_admin(store, principal: str) -> bool:
-    return bool(await store.pool.fetchval("SELECT is_account_admin FROM principals WHERE name = $1", principal))
+    return await is_account_admin(store, principal)
 
 
 def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
-    from ..shards.http import json_body, ok
     service = PermissionsService(shard)
     item = "/{securable_type}/{full_name}"
 

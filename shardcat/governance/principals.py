@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from ..auth import Caller, hash_token, new_token
 from ..entities.names import MAX_PRINCIPAL_LENGTH, check_principal
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import Store, bigint_text, now_ms
+from ..store.db import Store
+from ..entities.values import bigint_text, now_ms
 from ..store.principals import Membership, PrincipalInfo, TokenInfo
 from . import scim_filter
 

@@ -18,7 +18,8 @@ import functools
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..shards.http import PREFIX, json_body, ok
+from ..web.wire import PREFIX
+from ..web.kit import json_body, ok
 from .principals import CONTROL_PREFIX, ERROR_SCHEMA, RESOURCES, SCIM_PREFIX, IdentityService
 
 SCIM_TYPE = "application/scim+json"
@@ -47,8 +48,9 @@ def _scim(handler):
 
 
 class PrincipalsApi:
-    def __init__(self, identity: IdentityService):
+    def __init__(self, identity: IdentityService, exchange=None):
         self.identity = identity
+        self.exchange = exchange    # governance/oidc.py OidcVerifier, when an identity provider is configured
 
     def routes(self) -> list[web.RouteDef]:
         r = [
@@ -116,9 +118,13 @@ class PrincipalsApi:
 
     async def create_token(self, request):
         if request.content_type == "application/x-www-form-urlencoded":
-            # The open-source server's POST /auth/tokens exchanges an identity provider's token (RFC 8693).
-            raise invalid("OAuth token exchange is not supported: shardcat has no identity provider. Send JSON "
-                          "{\"lifetime_seconds\": ..., \"comment\": ...} with a bearer token to make a token.")
+            # RFC 8693 token exchange, as the open-source server does: an identity provider's token in
+            # the form, a shardcat token out (governance/oidc.py). No bearer token is asked for it.
+            if self.exchange is None:
+                raise invalid("OAuth token exchange is not supported without an identity provider, and none is configured "
+                              "(shardcat serve --oidc-issuer ... --oidc-audience ...). Send JSON "
+                              "{\"lifetime_seconds\": ..., \"comment\": ...} with a bearer token to make a token.")
+            return ok(await self.exchange.exchange(await request.post()))
         return ok(await self.identity.create_token(request["caller"], await json_body(request)))
 
     async def list_tokens(self, request):

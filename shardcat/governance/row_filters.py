@@ -4,7 +4,8 @@ A table may carry `row_filter` {function_name, input_column_names} and, per colu
 {function_name, using_column_names}: SQL functions of the catalog, applied by the engine that
 reads the table; an empty object ({}) removes one. They are set through createTable /
 updateTable (whose authorization is the table's: its owner or an admin); this module checks
-them there, inside the write: the function exists, the columns it names are the table's.
+them there, inside the write: the function exists, the columns it names are the table's
+(`check_policies`, part of a table's create and update rules in catalog/service.py).
 Only trusted engines receive them (governance/authorize.py `present_table`), and an
 untrusted engine gets no access to the data of a table that has them (`data_decision`).
 """
@@ -16,7 +17,6 @@ import dataclasses
 from ..entities.asset import Asset
 from ..entities.names import split_full_name
 from ..errors import invalid
-from ..shards import service
 
 
 def _names(value, where: str) -> list[str]:
@@ -62,19 +62,3 @@ async def check_policies(tx, table: Asset) -> Asset:
             checked.append(c)
         info["columns"] = checked
     return dataclasses.replace(table, info=info)
-
-
-_create_table = service._CREATE_RULES["table"]
-_update_table = service._UPDATE_RULES["table"]
-
-
-async def _create(svc, tx, state, asset: Asset, schema: Asset) -> Asset:
-    return await check_policies(tx, await _create_table(svc, tx, state, asset, schema))
-
-
-async def _update(svc, tx, state, asset: Asset, fields: dict) -> Asset:
-    table = await _update_table(svc, tx, state, asset, fields)
-    return await check_policies(tx, table) if "row_filter" in fields or "columns" in fields else table
-
-
-service.register_rules("table", create=_create, update=_update)

@@ -41,9 +41,10 @@ from dataclasses import dataclass
 
 from cachetools import TLRUCache
 
-from ..cache.urls import is_within, s3_bucket_key
+from ..entities.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
-from ..store.db import now_ms
+from ..entities.values import now_ms
+from ..shards.locations import location_of
 from . import s3_compatible
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
@@ -57,7 +58,7 @@ SESSION_NAME = "shardcat"
 
 def s3_location(url: str) -> tuple[str, str]:
     """(bucket, key prefix without slashes at either end) of a canonical s3:// URL: decoded
-    in cache/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
+    in entities/urls.py, the one place storage URLs are, so the policy covers what the rules checked."""
     return s3_bucket_key(url)
 
 
@@ -201,8 +202,6 @@ AWS = AwsVendor()     # one per process: every shard app in it shares the cache
 
 async def _credential_asset(shard, caller, url: str):
     """The storage credential (asset) whose identity reaches `url`, or None with the reason."""
-    from ..shards.locations import location_of
-
     ms = caller.metastore()
     state = await shard.state(ms, caller.min_version)
     location = location_of(state, url)
@@ -251,8 +250,6 @@ async def _aws_role(shard, caller, url: str) -> dict:
 
 async def _refuse_read_only(shard, caller, url: str) -> None:
     """PERMISSION_DENIED if `url` lies in an external location marked read_only."""
-    from ..shards.locations import location_of
-
     state = await shard.state(caller.metastore(), caller.min_version)
     if len(state.locations) == 0:           # local mode: no location, nothing is read-only
         return

@@ -16,10 +16,10 @@ import orjson
 import yaml
 from aiohttp import web
 
-PREFIX = "/api/2.1/unity-catalog"       # as shards/http.py's: this module sits below the HTTP apps
+from ..web.wire import PREFIX
+
 JSON_PATH = f"{PREFIX}/openapi.json"
 YAML_PATH = f"{PREFIX}/openapi.yaml"
-PUBLIC_PATHS = (JSON_PATH, YAML_PATH)
 
 
 @functools.cache

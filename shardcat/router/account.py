@@ -7,15 +7,17 @@ from aiohttp import web
 
 from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
-from ..shards.http import PREFIX, json_body, ok
-from ..shards.metastores import AccountService
-from .middleware import Authenticator
+from ..web.wire import PREFIX
+from ..web.kit import json_body, ok
+from ..catalog.metastores import AccountService
+from ..web.middleware import Authenticator
 
 
 class AccountApi:
-    def __init__(self, account: AccountService, authenticator: Authenticator):
+    def __init__(self, account: AccountService, authenticator: Authenticator, exchange=None):
         self.account = account
         self.authenticator = authenticator   # its workspace->metastore cache must see assignment changes
+        self.exchange = exchange             # the identity provider's token exchange (governance/oidc.py), if any
 
     def routes(self) -> list[web.RouteDef]:
         ws = f"{PREFIX}/workspaces/{{workspace_id}}/metastore"
@@ -26,7 +28,7 @@ class AccountApi:
             web.patch(ws, self.patch_assignment),
             web.delete(ws, self.delete_assignment),
             # identity: users, groups, service principals, tokens, user-info (shardcat/governance/principals.py)
-            *PrincipalsApi(IdentityService(self.account.store, self.authenticator)).routes(),
+            *PrincipalsApi(IdentityService(self.account.store, self.authenticator), self.exchange).routes(),
         ]
 
     async def list_metastores(self, request):

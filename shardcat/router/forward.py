@@ -16,22 +16,29 @@ from aiohttp import web
 from ..errors import CatalogError
 from ..governance import audit
 from ..openapi import openapi_routes
-from ..shards.delta_api import HEAD_HEADER
-from ..shards.http import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER, healthz, ok
-from ..shards.metastores import AccountService
-from ..store.db import Store, bigint_text
+from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER, MAX_BODY_BYTES,
+                        MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
+from ..web import registry
+from ..web.kit import forwarded_for, healthz, ok, routes
+from ..catalog.metastores import AccountService
+from ..catalog.delta_sharing.routing import metastore_of as sharing_metastore
+from ..governance.oidc import OidcConfig, OidcVerifier
+from ..store.db import Store
+from ..entities.values import bigint_text
 from .account import AccountApi
-from .middleware import Authenticator, error_middleware, text_input
+from ..web.middleware import Authenticator, error_middleware, text_input
 from .routing import RoutingTable
-from .shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
+from .metrics import probe_routes
+from ..web.explorer import explorer_routes
+from ..web.metrics import OBSERVED, Observed
+from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 RETRY_BUDGET_SECONDS = 5.0
-_HOP_HEADERS = ("Authorization", "Content-Type")
-_RELAYED_HEADERS = (VERSION_HEADER, audit.REQUEST_ID_HEADER)
+# What a request goes on to its shard with: who asks, the body's type; for Delta Sharing the
+# response format asked for, a file's byte range, and the client's address and Host as the front saw them.
+_HOP_HEADERS = ("Authorization", "Content-Type", "delta-sharing-capabilities", "Range", CLIENT_ADDRESS_HEADER,
+                CLIENT_HOST_HEADER)
 _VERSION = VERSION_HEADER.lower()
-# POSTs that only read: as safe to send again after a lost connection as a GET.
-_READ_ONLY_POSTS = frozenset({PREFIX + "/resolve", PREFIX + "/table-summaries",
-                             PREFIX + "/shardcat/authorize"})
 
 
 def _int(value: str | None) -> int:
@@ -45,17 +52,23 @@ def metastore_in_path(path: str) -> str | None:
 
 
 def _metastore_of(request: web.Request) -> str:
-    return metastore_in_path(request.path) or request["caller"].metastore()
+    found = metastore_in_path(request.path) or sharing_metastore(request.path)
+    if found is not None:
+        return found
+    if "caller" not in request:       # a Delta Sharing path that names no metastore: nothing to forward to
+        raise CatalogError("NOT_FOUND", f"No API found for {request.method} {request.path}.")
+    return request["caller"].metastore()
 
 
 def safe_to_resend(method: str, path: str) -> bool:
     """Whether a request only reads: sent again after a lost connection, it changes nothing."""
-    return method in ("GET", "HEAD") or path in _READ_ONLY_POSTS
+    return registry.read_only(method, path)
 
 
 class Forwarder:
-    def __init__(self, routing: RoutingTable):
+    def __init__(self, routing: RoutingTable, store: Store | None = None):
         self.routing = routing
+        self.store = store      # its secret keys vouch for a client's address to the shards
         # The router alone decides what to send again: a write that may have reached a shard is not resent.
         self.client = ShardClient()
         # Per metastore, the newest version any answer through here reflected: every later request
@@ -83,6 +96,10 @@ class Forwarder:
             value = request_headers.get(name.lower())
             if value is not None:
                 headers[name] = value
+        address = request_headers.get(CLIENT_ADDRESS_HEADER.lower())
+        vouched = forwarded_for(self.store.secrets, address) if self.store is not None and address else None
+        if vouched:     # the shard's front sees this router, not the client: a recipient's IP list needs the client
+            headers[FORWARDED_FOR_HEADER] = vouched
         seen = max(self.acknowledged.get(metastore_id, 0), _int(request_headers.get(MIN_VERSION_HEADER.lower())))
         if seen:
             headers[MIN_VERSION_HEADER] = str(seen)
@@ -102,7 +119,7 @@ class Forwarder:
         # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
         method = "GET" if request.method == "HEAD" else request.method
         if request.method == "HEAD" or HEAD_HEADER in request.headers:    # ... saying so, for the routes whose
-            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (shards/delta_api.py)
+            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (catalog/delta_api.py)
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
             try:
@@ -131,7 +148,7 @@ class Forwarder:
         self.acknowledge(metastore_id, answer)
         response = web.Response(body=answer.body, status=answer.status,
                                 content_type=answer.headers.get("content-type", "application/json").split(";")[0])
-        for name in _RELAYED_HEADERS:
+        for name in RELAYED_HEADERS:
             value = answer.headers.get(name.lower())
             if value is not None:
                 response.headers[name] = value
@@ -142,10 +159,14 @@ FORWARDER = web.AppKey("shardcat_forwarder", Forwarder)
 AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 
 
-def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
-    """The whole router as an aiohttp app (router/front.py serves it behind a faster front)."""
-    authenticator = Authenticator(store)
-    forwarder = Forwarder(routing)
+def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict[str, int] | None = None,
+                    oidc: OidcConfig | None = None) -> web.Application:
+    """The whole router as an aiohttp app (router/front.py serves it behind a faster front).
+    `supervisor_events`: the supervisor's counts of its events by kind, for /metrics; `oidc`: an
+    identity provider whose tokens sign users in (governance/oidc.py)."""
+    verifier = OidcVerifier(oidc, store) if oidc else None
+    authenticator = Authenticator(store, identity_provider=verifier)
+    forwarder = Forwarder(routing, store)
     # Audit: the account-level requests served here; forwarded ones are recorded by their shard.
     audit_log = audit.AuditLog(store)
     app = web.Application(middlewares=[audit.middleware(audit_log), error_middleware(MAX_BODY_BYTES),
@@ -153,16 +174,18 @@ def make_router_app(store: Store, routing: RoutingTable) -> web.Application:
                           client_max_size=MAX_BODY_BYTES)
     app[audit.APP_KEY] = audit_log
     app[FORWARDER], app[AUTHENTICATOR] = forwarder, authenticator
+    app[OBSERVED] = Observed()      # the front counts into it; /metrics reads it
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
-    account = AccountApi(AccountService(store), authenticator)
+    account = AccountApi(AccountService(store), authenticator, verifier)
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(verifier),
+                *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
+                *account.routes(),
+                web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]
     app.add_routes([
-        web.get("/healthz", healthz),
-        *openapi_routes(),
-        *account.routes(),
-        web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table),
-        *audit.audit_routes(audit_log),
-        web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),
+        *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
+        web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
+        web.route("*", SHARING_PREFIX + "/{tail:.*}", forwarder.forward),     # Delta Sharing: the metastore's
     ])
     return app

@@ -13,19 +13,22 @@ error JSON. A read that failed on the fast path is safe to send again there.
 
 from __future__ import annotations
 
+import time
+
 from aiohttp import web
 
 from ..auth import bearer
-from ..governance.audit import REQUEST_ID_HEADER
-from ..shards.http import PREFIX, VERSION_HEADER
-from . import http1
-from .http_limits import HttpLimits
+from ..web.wire import PREFIX, RELAYED_HEADERS
+from ..web import http1
+from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
-from .middleware import Authenticator
-from .shard_client import Address, Answer, ShardClient
+from ..web.middleware import Authenticator
+from ..web.metrics import OBSERVED, operation
+from ..web.request_log import RequestLog
+from ..web.shard_client import Address, Answer, ShardClient
 
-# The shard's answer headers a fast-path answer carries.
-_RELAYED = ("content-type", "date", VERSION_HEADER.lower(), REQUEST_ID_HEADER.lower())
+# The shard's answer headers a fast-path answer carries: those the router app relays (forward.py).
+_RELAYED = ("content-type", "date", *(name.lower() for name in RELAYED_HEADERS))
 
 
 class Front:
@@ -38,15 +41,27 @@ class Front:
         self.app_address = app_address
         self.client = ShardClient()         # to the router app; the forwarder has its own to the shards
         self._own_routes = _own_routes(app, self.forwarder.forward)
-        self.stats = {"fast": 0, "through_app": 0}     # requests answered each way
+        # requests answered each way, and by operation: plain ints the router app's /metrics reads
+        observed = app[OBSERVED]
+        self.requests = observed.requests
+        self.stats = observed.front
+        self.stats.update(fast=0, through_app=0)
+        self.request_log = RequestLog("router")
 
     async def answer(self, request: http1.Request) -> Answer:
+        started = time.perf_counter()
         answer = await self._fast(request) if self._fast_path(request) else None
         if answer is not None:
             self.stats["fast"] += 1
-            return answer
-        self.stats["through_app"] += 1
-        return await http1.relay(self.client, self.app_address, request)
+        else:
+            self.stats["through_app"] += 1
+            answer = await http1.relay(self.client, self.app_address, request)
+        seconds = time.perf_counter() - started
+        name = operation(request.method, request.path)
+        self.requests.observe(name, answer.status, seconds)
+        if self.request_log.enabled:
+            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
+        return answer
 
     def _fast_path(self, request: http1.Request) -> bool:
         path = request.path

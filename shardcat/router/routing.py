@@ -18,7 +18,7 @@ from typing import Any
 from yarl import URL
 
 from ..store.db import Store
-from .shard_client import Address
+from ..web.shard_client import Address
 
 log = logging.getLogger(__name__)
 

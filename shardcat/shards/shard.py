@@ -1,10 +1,12 @@
 """A shard: owns a set of metastores and keeps each one's known version and storage-path trie.
 
 Reads go to the store and report the metastore version they saw; if it moved past the
-version this shard knows, the shard reconciles first (DESIGN.md invariant 3): it replays
+version this shard knows, the shard reconciles first (docs/design.md invariant 3): it replays
 the change log since its version, or rebuilds the metastore's state when the gap is large.
 Writes run `Store.write` conditioned on the known version; on a conflict the shard
 reconciles and runs the write again, so validation always happens against fresh state.
+What mirrors a metastore beside its state (the cache, governance's privilege index) follows
+each applied change through the followers hook (followers.py): the core knows no feature.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from ..cache.metastore_cache import MISS, MetastoreCache, page_after
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..governance import grants as governance
 from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx
+from .followers import CacheFollower, Follower, Reconciled
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class MetastoreState:
     # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
     locations: UrlTrie = field(default_factory=UrlTrie)
     location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
-    privileges: object = None   # governance/grants.py: the privilege index, loaded on first use
+    privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -105,7 +107,15 @@ class Shard:
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "write_conflicts": 0, "dual_owner_drops": 0}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0}
+        # Kept current with every change this shard applies (followers.py): the cache first; features
+        # that mirror a metastore (governance's privilege index) join with `follow`.
+        self.followers: list[Follower] = [CacheFollower(cache)]
+
+    def follow(self, follower: Follower) -> None:
+        """Keep `follower` current from now on (once, however often asked)."""
+        if follower not in self.followers:
+            self.followers.append(follower)
 
     # ---- ownership --------------------------------------------------------
 
@@ -169,9 +179,9 @@ class Shard:
                 state.forget(asset_id)
             for asset in assets:
                 state.remember(asset)
-            await governance.on_reconcile(self.store, state, touched, assets)
-            if state.cache is not None:
-                state.cache.advance(changes[-1].version, changed, parents)
+            reconciled = Reconciled(self.store, changes[-1].version, touched, changed, parents, assets)
+            for follower in self.followers:
+                await follower.reconciled(state, reconciled)
             state.version = changes[-1].version
 
     async def _check_still_owner(self, metastore_id: str) -> None:
@@ -204,10 +214,8 @@ class Shard:
         state.storage_root = fresh.storage_root
         state.trie, state.path_of = fresh.trie, fresh.path_of
         state.locations, state.location_of = fresh.locations, fresh.location_of
-        state.privileges = None     # reloaded on first use, at the new version
-        if self.cache_config.enabled:
-            c = self.cache_config
-            state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)
+        for follower in self.followers:
+            follower.rebuilt(state, version)
         state.version = version
 
     # ---- reads and writes -------------------------------------------------
@@ -343,18 +351,17 @@ class Shard:
                     raise CatalogError("NOT_FOUND", f"Metastore '{metastore_id}' does not exist.") from None
                 async with state.reconcile_lock:
                     self._applied(state, tx)
+                self.stats["writes"] += 1
                 return result
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 
-    @staticmethod
-    def _applied(state: MetastoreState, tx: WriteTx) -> None:
+    def _applied(self, state: MetastoreState, tx: WriteTx) -> None:
         if state.version >= tx.version:
             return      # a reconcile already read this write back from the database
         for asset_id in tx.deleted:
             state.forget(asset_id)
         for asset in tx.written.values():
             state.remember(asset)
-        governance.on_applied(state, tx)
-        if state.cache is not None:
-            state.cache.apply_write(tx.version, tx.written.values(), tx.deleted.keys(), created=tx.created)
+        for follower in self.followers:
+            follower.applied(state, tx)
         state.version = tx.version

@@ -23,10 +23,11 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
-PREFIX = "/api/2.1/unity-catalog"
+from ..web.wire import PREFIX
+
 READ_ONLY_POSTS = ("/resolve",)   # POSTs that change nothing: safe to send again, like a GET
 CREDENTIAL_MARGIN_S = 60      # credentials this close to expiry are fetched again
-CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (shards/resolve.py)
+CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (catalog/resolve.py)
 
 
 class CatalogError(Exception):

@@ -1,6 +1,6 @@
 """The path a Spark read is given for a storage path the catalog resolved: the one it checked.
 
-The catalog decides on the canonical form of a URL (cache/urls.py). Handing Spark the caller's
+The catalog decides on the canonical form of a URL (entities/urls.py). Handing Spark the caller's
 own spelling would let Hadoop read it another way (it does not percent-decode, it resolves
 globs), so reads go to the canonical form decoded once, and a glob or a climb out of a volume
 is refused before any file is touched. Pure functions; no Spark import.
@@ -8,7 +8,7 @@ is refused before any file is touched. Pure functions; no Spark import.
 
 from __future__ import annotations
 
-from ..cache.urls import InvalidUrl, join_url, normalize_url, storage_names
+from ..entities.urls import InvalidUrl, join_url, normalize_url, storage_names
 from .catalog import CatalogError
 
 # Hadoop's glob characters (DataFrameReader.load expands them), and its escape.

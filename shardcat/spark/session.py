@@ -29,9 +29,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ..cache.url_trie import UrlTrie
-from ..cache.urls import InvalidUrl
+from ..entities.urls import InvalidUrl
 from ..delta.log import Storage
 from ..entities.sql import sql_references
+from ..entities.types import VIEW_TYPES
 from . import sqlrewrite
 from .catalog import CatalogClient, CatalogError, Resolved, credentials_of
 from .delta import DeltaBridge, in_partition_directories, is_catalog_managed
@@ -41,7 +42,6 @@ from .types import same_columns, to_arrow, to_columns, to_schema
 FILE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "AVRO", "TEXT")
 WRITE_FORMATS = ("PARQUET", "CSV", "JSON", "ORC", "DELTA")
 WRITE_MODES = ("append", "overwrite", "create")
-VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 _VOLUME_PATH = re.compile(r"^/Volumes/([^/]+)/([^/]+)/([^/]+)(/.*)?$", re.IGNORECASE)
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Every write goes through `Store.write(metastore_id, expected_version)`: one transaction
 that first bumps the metastore version conditioned on the version the writer expects
-(DESIGN.md invariant 2), then writes asset rows, then appends a change-log row naming
+(docs/design.md invariant 2), then writes asset rows, then appends a change-log row naming
 what changed. If the condition fails another writer got there first: `VersionConflict`.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,11 +18,8 @@ from importlib import resources
 import asyncpg
 
 from ..entities.asset import Asset
+from ..entities.values import now_ms
 from .principals import Principals
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class VersionConflict(Exception):
@@ -150,12 +146,6 @@ def _asset(row) -> Asset:
 
 def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
-
-
-def bigint_text(text: str | None) -> int | None:
-    """The non-negative PostgreSQL bigint that `text` writes in decimal digits (18 at most, so it
-    always fits), or None: how ids, versions and times arrive in paths, queries and headers."""
-    return int(text) if text and text.isdecimal() and len(text) <= 18 else None
 
 
 async def _init_connection(conn):
@@ -543,6 +533,7 @@ class WriteTx:
         self.created: set[str] = set()         # ids that did not exist before this write
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
+        self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
@@ -619,6 +610,26 @@ class WriteTx:
             self.parents.add(a.parent_id)
             self.deleted[a.id] = a
 
+    # ---- grants (governance/grants.py decides them; store/grants.py reads them) ----
+
+    async def grants_on(self, securable_id: str) -> dict[str, set[str]]:
+        """{principal: privileges} held on a securable, as of this write."""
+        held: dict[str, set[str]] = {}
+        for r in await self.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
+                                       uuid.UUID(securable_id)):
+            held.setdefault(r["principal"], set()).add(r["privilege"])
+        return held
+
+    async def set_grants(self, securable_id: str, held: dict[str, set[str]], *, is_asset: bool, granted_by: str,
+                         at: int) -> None:
+        """Replace every grant on a securable (the metastore itself when not `is_asset`) with `held`."""
+        sid = uuid.UUID(securable_id)
+        await self.conn.execute("DELETE FROM grants WHERE securable_id = $1", sid)
+        await self.conn.executemany(
+            "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            [(uuid.UUID(self.metastore_id), sid, sid if is_asset else None, p, priv, granted_by, at)
+             for p, privs in held.items() for priv in privs])
+        self.grants_set[securable_id] = held
 
     # ---- Delta commits of catalog-managed tables (shardcat/delta/commits.py) ----
 

@@ -94,6 +94,23 @@ WITH RECURSIVE me AS (
 SELECT me.*, ARRAY(SELECT g.name FROM principals g JOIN up ON g.id = up.id) AS groups FROM me
 """
 
+# A principal by an identity provider's e-mail ($1) or subject ($2), e-mail matches first, and its groups.
+_LOGIN = """
+WITH RECURSIVE me AS (
+    SELECT p.id, p.name, p.is_account_admin, p.trusted_engine FROM principals p
+    WHERE p.active AND p.kind <> 'group'
+      AND ((p.emails @> jsonb_build_array(jsonb_build_object('value', $1::text)) OR p.name = $1::text)
+           OR p.external_id = $2::text OR p.name = $2::text)
+    ORDER BY (p.emails @> jsonb_build_array(jsonb_build_object('value', $1::text)) OR p.name = $1::text) DESC,
+             p.id
+    LIMIT 1
+), up(id) AS (
+    SELECT gm.group_id FROM group_members gm JOIN me ON gm.member_id = me.id
+    UNION
+    SELECT gm.group_id FROM group_members gm JOIN up ON gm.member_id = up.id
+)
+SELECT me.*, ARRAY(SELECT g.name FROM principals g JOIN up ON g.id = up.id) AS groups FROM me
+"""
 _MEMBERSHIPS = """
 WITH RECURSIVE up(principal_id, group_id, direct) AS (
     SELECT member_id, group_id, true FROM group_members WHERE member_id = ANY($1::bigint[])
@@ -135,6 +152,18 @@ class Principals:
             return None
         return Identity(row["id"], row["name"], row["is_account_admin"], row["trusted_engine"],
                         row["workspace_id"], frozenset(row["groups"]), row["expires_at"])
+
+    async def identity_for_login(self, email: str | None, subject: str | None, workspace_id: int) -> Identity | None:
+        """The active user or service principal an identity provider's token names, with its groups:
+        by e-mail (one of its emails, or its name) first, else by subject (its external id or name).
+        Its expiry is the caller's to set (the provider's token's)."""
+        if not email and not subject:
+            return None
+        row = await self.pool.fetchrow(_LOGIN, email, subject)
+        if row is None:
+            return None
+        return Identity(row["id"], row["name"], row["is_account_admin"], row["trusted_engine"], workspace_id,
+                        frozenset(row["groups"]), None)
 
     # ---- principals -----------------------------------------------------------
 

@@ -28,11 +28,13 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from .db import MetastoreGone, VersionConflict
+
 log = logging.getLogger(__name__)
 
 KEY_FILE = "secret.key"
 SEALED = "sealed:v1:"
-# Each credential kind's secret fields: the ones sealed at rest (and never shown: shards/storage.py).
+# Each credential kind's secret fields: the ones sealed at rest (and never shown: catalog/storage.py).
 SECRET_FIELDS = {
     "azure_service_principal": ("client_secret",),
     "gcp_service_account_key": ("private_key",),
@@ -200,9 +202,8 @@ def rotate_key_file(path: Path) -> None:
 async def reseal_credentials(store, box: SecretBox) -> dict:
     """Re-encrypt every secret (of credentials and providers) not sealed under the first key:
     plain text (stored before sealing) and older keys' seals. Each metastore's changes are one versioned write
-    (DESIGN.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
+    (docs/design.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
     under a key this server does not hold is left as it is, and counted."""
-    from .db import MetastoreGone, VersionConflict
     counts = {"resealed": 0, "unreadable": 0}
     rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = ANY($1::text[])",
                                   list(SEALED_TYPES))

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from shardcat.auth import hash_token, new_token
 from shardcat.governance import audit
-from shardcat.governance.audit import (APP_KEY, MAX_COPY_ROWS, REQUEST_ID_HEADER, AccessDecision, AuditLog,
-                                       action_of)
+from shardcat.governance.audit import APP_KEY, MAX_COPY_ROWS, AccessDecision, AuditLog, action_of
+from shardcat.web.wire import REQUEST_ID_HEADER
 from shardcat.router.forward import make_router_app
 from shardcat.router.routing import RoutingTable, ShardHandle
 from shardcat.store.db import Store

@@ -26,7 +26,7 @@ import uuid
 import pytest
 
 from shardcat.auth import hash_token, new_token
-from shardcat.store.db import now_ms
+from shardcat.entities.values import now_ms
 from tests.conftest import new_workspace
 
 # The Unity Catalog codes this file expects and the HTTP status each must travel with.

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 from tests.conftest import new_workspace
 
 INVALID, PRECONDITION, NOT_FOUND, EXISTS = "INVALID_PARAMETER_VALUE", "FAILED_PRECONDITION", "NOT_FOUND", "ALREADY_EXISTS"

@@ -15,7 +15,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from shardcat.cache.urls import normalize_url
+from shardcat.entities.urls import normalize_url
 from shardcat.client.cli import KINDS, list_all
 from shardcat.client.http import Client, resolve_config
 from shardcat.cluster.cli import main

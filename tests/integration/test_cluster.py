@@ -15,8 +15,8 @@ from yarl import URL
 from shardcat.client.direct import DirectClient
 from shardcat.cluster.ray_cluster import HUNG_AFTER, PING_INTERVAL, RayCluster
 from shardcat.router.routing import RoutingTable
-from shardcat.router.shard_client import ShardClient
-from shardcat.shards.actor import ShardActor
+from shardcat.web.shard_client import ShardClient
+from shardcat.serving.actor import ShardActor
 from shardcat.shards.shard import CacheConfig
 from tests.conftest import PREFIX, new_workspace, serving
 

@@ -43,7 +43,7 @@ from unitycatalog.client.models import (
     VolumeType,
 )
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 
 ADMIN = "admin"
 

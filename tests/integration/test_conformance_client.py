@@ -52,7 +52,7 @@ from unitycatalog.client.models import (
     UpdateSchema,
 )
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 
 ADMIN = "admin"   # the principal of the ws fixture's token
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from shardcat.auth import hash_token, new_token
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 
 ADMIN = "admin"
 

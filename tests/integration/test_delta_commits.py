@@ -27,7 +27,7 @@ from unitycatalog.client.models import (
 
 from shardcat.auth import Caller
 from shardcat.errors import CatalogError
-from shardcat.shards.delta_commits import DeltaCommitService
+from shardcat.catalog.delta_commits import DeltaCommitService
 from shardcat.shards.shard import Shard
 
 COMMITS = "/delta/preview/commits"

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from yarl import URL
 
-from shardcat.router import http1
-from shardcat.shards.http import MAX_BODY_BYTES
+from shardcat.web import http1
+from shardcat.web.wire import MAX_BODY_BYTES
 from tests.conftest import PREFIX, new_workspace, serving
 
 

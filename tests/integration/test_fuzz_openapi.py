@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, respons
 
 from shardcat.auth import hash_token, new_token
 from shardcat.cluster.server import ServeConfig, start
-from shardcat.store.db import now_ms
+from shardcat.entities.values import now_ms
 
 PREFIX = "/api/2.1/unity-catalog"
 # Generated requests per operation, of each kind; $SHARDCAT_FUZZ_EXAMPLES for a longer hunt by hand.

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from yarl import URL
 
-from shardcat.router import http1
-from shardcat.router.http_limits import HttpLimits
-from shardcat.router.shard_client import Answer
+from shardcat.web import http1
+from shardcat.web.http_limits import HttpLimits
+from shardcat.web.shard_client import Answer
 from tests.conftest import PREFIX, new_workspace, serving
 
 # Short times so the test does not wait long; every size limit at its default.

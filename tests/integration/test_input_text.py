@@ -17,7 +17,7 @@ import types
 import pytest
 
 from shardcat.governance.principals import CONTROL_PREFIX, SCIM_PREFIX
-from shardcat.router.app import make_app
+from shardcat.serving.single import make_app
 from shardcat.router.forward import make_router_app
 from shardcat.shards.shard import Shard
 from tests.conftest import PREFIX, serving

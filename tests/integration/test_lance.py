@@ -39,7 +39,7 @@ from lance_namespace_impls import (
     TableNotFoundException,
 )
 
-from shardcat.cache.urls import normalize_url
+from shardcat.entities.urls import normalize_url
 
 run = asyncio.to_thread
 

@@ -9,8 +9,9 @@ import orjson
 import pytest
 
 from shardcat.auth import Caller
-from shardcat.shards.resolve import MAX_ITEMS, ResolveService
-from shardcat.shards.service import CatalogService, encode_json
+from shardcat.catalog.resolve import MAX_ITEMS, ResolveService
+from shardcat.catalog.service import CatalogService
+from shardcat.web.kit import encode_json
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 

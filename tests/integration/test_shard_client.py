@@ -12,8 +12,8 @@ import sys
 import pytest
 from aiohttp import web
 
-from shardcat.router import shard_client
-from shardcat.router.shard_client import Address, ConnectionLost, ShardClient, ShardUnreachable
+from shardcat.web import shard_client
+from shardcat.web.shard_client import Address, ConnectionLost, ShardClient, ShardUnreachable
 
 
 async def _serve(routes) -> tuple[web.AppRunner, int, list]:

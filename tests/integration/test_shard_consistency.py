@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from shardcat.auth import Caller
 from shardcat.errors import CatalogError
 from shardcat.shards import shard as shard_module
-from shardcat.shards.service import CatalogService
+from shardcat.catalog.service import CatalogService
 from shardcat.shards.shard import CacheConfig, Shard
 from shardcat.store.db import Store
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from yarl import URL
 
-from shardcat.governance.audit import REQUEST_ID_HEADER
-from shardcat.shards.http import VERSION_HEADER
+from shardcat.web.wire import REQUEST_ID_HEADER
+from shardcat.web.wire import VERSION_HEADER
 from tests.conftest import PREFIX, new_workspace, serving
 from tests.integration.test_audit import events, user_token
 

@@ -34,8 +34,8 @@ from unitycatalog.client.models import (
     VolumeOperation,
 )
 
-from shardcat.cache.urls import join_url, normalize_url
-from shardcat.shards.storage import UC_IAM_ARN
+from shardcat.entities.urls import join_url, normalize_url
+from shardcat.catalog.storage import UC_IAM_ARN
 
 ADMIN = "admin"
 ROLE = "arn:aws:iam::123456789012:role/uc-access"

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 
 AZURE_SP = {"directory_id": "tenant-1", "application_id": "app-1", "client_secret": "s3cr3t-azure"}
 GCP_KEY = {"email": "sa@p.iam.gserviceaccount.com", "private_key_id": "kid-1", "private_key": "-----BEGIN KEY-----x"}

@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from shardcat.cache.urls import join_url, normalize_url
+from shardcat.entities.urls import join_url, normalize_url
 
 from governance_users import grant, user
 

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from shardcat.auth import hash_token, new_token
 from shardcat.governance import vending
 from shardcat.governance.vending import session_policy
-from shardcat.store.db import now_ms
+from shardcat.entities.values import now_ms
 from tests.conftest import Workspace
 
 COLS = [{"name": "id", "type_name": "LONG"}]

@@ -45,7 +45,7 @@ async def test_replay_answers_with_the_recorded_bytes(tmp_path):
 
 
 async def test_the_bare_front_answers_the_constant_bodies_by_route():
-    from shardcat.router.http1 import Request
+    from shardcat.web.http1 import Request
     answer = make_front_answer(100, 2000, 300)
 
     def request(method, path):

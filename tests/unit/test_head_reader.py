@@ -4,7 +4,7 @@ head's limit is ever held, however much arrives at once."""
 
 import pytest
 
-from shardcat.router.http_limits import HeadReader, HttpLimits, LimitExceeded
+from shardcat.web.http_limits import HeadReader, HttpLimits, LimitExceeded
 
 LIMITS = HttpLimits(max_request_line=64, max_header_bytes=256, max_headers=5)
 HEAD = b"GET /api/2.1/unity-catalog/catalogs/c HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n"

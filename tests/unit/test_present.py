@@ -8,7 +8,8 @@ import orjson
 
 from shardcat.auth import Caller
 from shardcat.entities.asset import Asset
-from shardcat.shards.service import encode_json, present
+from shardcat.web.kit import encode_json
+from shardcat.catalog.assets import present
 
 TRUSTED = Caller("engine", 2, False, 1, "m", trusted_engine=True)
 USER = Caller("alice", 3, False, 1, "m")

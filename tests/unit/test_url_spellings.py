@@ -13,7 +13,7 @@ import posixpath
 import pytest
 from hypothesis import given, strategies as st
 
-from shardcat.cache.urls import (
+from shardcat.entities.urls import (
     InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names, url_segments,
 )
 

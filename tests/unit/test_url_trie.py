@@ -7,7 +7,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from shardcat.cache.url_trie import UrlTrie
-from shardcat.cache.urls import InvalidUrl, is_within, normalize_url, url_segments
+from shardcat.entities.urls import InvalidUrl, is_within, normalize_url, url_segments
 
 
 def _trie(*urls: str) -> UrlTrie:

@@ -7,9 +7,7 @@ import pickle
 import pytest
 from hypothesis import given, strategies as st
 
-from shardcat.cache.urls import (
-    InvalidUrl, is_within, join_url, normalize_url, url_from_segments, url_segments,
-)
+from shardcat.entities.urls import InvalidUrl, is_within, join_url, normalize_url, url_from_segments, url_segments
 
 ABFSS = "abfss://cont@acct.dfs.core.windows.net"
 

@@ -1,0 +1,143 @@
+"""The Delta commits API of catalog-managed tables: `POST/GET /delta/preview/commits`.
+
+A commit is one metastore write through `Shard.write`: the commit row, any published-version
+report and any table-metadata change commit in the same transaction as the metastore version
+bump and its change-log row, so commits are serialized per metastore, visible to every shard
+that owns the metastore, and survive shard moves and restarts. The rules themselves are in
+shardcat/delta/commits.py. This module also teaches table creation which new managed Delta
+tables are catalog-managed (their own `delta.feature.catalogManaged` property, or their
+schema's or catalog's as the default): `catalog_managed`, which catalog/service.py composes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import os
+
+from aiohttp import web
+
+from ..auth import Caller
+from ..delta import commits as rules
+from ..entities.asset import Asset
+from ..errors import CatalogError
+from ..governance.authorize import authorizer, require_data_access
+from ..store.db import WriteTx
+from ..entities.values import now_ms
+from ..shards.shard import MetastoreState, Shard
+from ..web.kit import json_body, ok
+
+# The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
+MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
+
+
+class DeltaCommitService:
+    def __init__(self, shard: Shard, max_unpublished: int = MAX_UNPUBLISHED):
+        self.shard = shard
+        self.max_unpublished = max_unpublished
+
+    async def commit(self, caller: Caller, body: dict) -> dict:
+        commit = rules.parse_commit(body)
+        now = now_ms()
+        authz = await authorizer(self.shard, caller)
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            table = await tx.get_by_id(commit.table_id)
+            missing = rules.missing_table(commit.table_id)
+            if table is None or table.type != "table":
+                raise missing
+            # MODIFY on the table, before anything names it or its type
+            authz.require_data(table, write=True, missing=missing)
+            rules.check_table(table, commit.table_id, commit.table_uri)
+            changed = rules.apply_metadata(table, commit.metadata, caller.name, now) \
+                if commit.info is not None and commit.metadata is not None else None
+            await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed)
+            return {}
+
+        try:
+            return await self.shard.write(caller.metastore(), write)
+        except rules.AlreadyRatified:
+            return {}     # the replay rolled back; the accepted commit stands
+
+    async def ratify(self, tx: WriteTx, table: Asset, info: rules.CommitInfo | None, backfilled: int | None,
+                     changed: Asset | None = None) -> None:
+        """Ratify a proposed commit and/or record a published-version report, inside a metastore write:
+        the one implementation behind both `/delta/preview/commits` and the Delta API's add-commit
+        (catalog/delta_api.py). `table` is the (already checked and authorized) catalog-managed table;
+        `changed` is the table as a metadata-changing commit leaves it, written with the commit.
+        Raises rules.AlreadyRatified for a replay of the accepted commit (the write must roll back
+        and report success), CatalogError for a refused proposal."""
+        latest, published = await tx.delta_head(table.id)
+        head = rules.Head.of(latest, published)
+        if info is None:
+            rules.check_backfill(head, backfilled, latest is not None)
+        else:
+            existing = await tx.delta_commit_at(table.id, info.version) if info.version <= head.latest else None
+            rules.check_proposal(head, info, existing, backfilled, rules.max_unpublished(table, self.max_unpublished))
+            await tx.add_delta_commit(table.id, info.version, info.file_name, info.file_size,
+                                      info.file_modification_timestamp, info.timestamp, info.inline_content)
+            if changed is not None:
+                await tx.put(changed)
+        if backfilled is not None and backfilled > head.published:
+            await tx.publish_delta_commits(table.id, backfilled)
+
+    async def get_commits(self, caller: Caller, body: dict) -> dict:
+        req = rules.parse_get_commits(body)
+        ms = caller.metastore()
+        await self.shard.state(ms, caller.min_version)
+        version, table, latest, _, rows = await self.shard.store.delta_commits(
+            ms, req.table_id, req.start_version, req.end_version, rules.MAX_COMMITS_PER_PAGE)
+        await self.shard.observed(ms, version)
+        missing = rules.missing_table(req.table_id)
+        if table is None or table.type != "table":
+            raise missing
+        # SELECT on the table, before anything names it or its type
+        await require_data_access(self.shard, caller, table, write=False, missing=missing)
+        rules.check_table(table, req.table_id, req.table_uri)
+        return {"commits": [rules.commit_info_json(r) for r in rows], "latest_table_version": latest or 0}
+
+
+async def _query_or_body(request: web.Request) -> dict:
+    """GET carries a JSON body in the SDK; plain HTTP clients may use query parameters instead."""
+    body = await json_body(request)
+    for key in ("table_id", "table_uri", "start_version", "end_version"):
+        if key not in body and key in request.query:
+            body[key] = request.query[key]
+    return body
+
+
+def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
+    commits = DeltaCommitService(shard, max_unpublished)
+
+    async def post(request):
+        return ok(await commits.commit(request["caller"], await json_body(request)))
+
+    async def get(request):
+        return ok(await commits.get_commits(request["caller"], await _query_or_body(request)))
+
+    return [web.post(f"{prefix}/delta/preview/commits", post), web.get(f"{prefix}/delta/preview/commits", get)]
+
+
+# ---- table creation: which new managed Delta tables are catalog-managed ----------------
+
+async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:
+    """A new table, as catalog-managed if it is a managed Delta table that asks for it (or whose
+    schema or catalog does): part of table creation (catalog/service.py)."""
+    info = table.info
+    if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
+        if rules.is_catalog_managed(info.get("properties")):
+            raise CatalogError("INVALID_PARAMETER_VALUE",
+                               f"{rules.FEATURE_PROPERTY}=supported is only for MANAGED DELTA tables.")
+        return table
+    catalog = await tx.get("catalog", schema.full_name.split(".")[0])
+    props = dict(info.get("properties") or {})
+    if not rules.wants_catalog_managed(props, schema.info.get("properties"),
+                                       catalog.info.get("properties") if catalog else None):
+        return table
+    if props.get(rules.TABLE_ID_PROPERTY, table.id) != table.id:
+        raise CatalogError("INVALID_PARAMETER_VALUE",
+                           f"Property {rules.TABLE_ID_PROPERTY} is '{props[rules.TABLE_ID_PROPERTY]:.60}', but the "
+                           f"table's id is {table.id} (the staging table's id).")
+    props.update({rules.FEATURE_PROPERTY: "supported", rules.TABLE_ID_PROPERTY: table.id})
+    return dataclasses.replace(table, info={**info, "properties": props})
+

@@ -1,0 +1,288 @@
+"""The Unity Catalog REST endpoints a shard serves, as aiohttp routes over its services.
+
+Handlers only translate HTTP to service calls: the caller (set by the auth
+middleware) and path, query and body in; JSON out. Errors are raised as
+CatalogError and rendered by the error middleware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ..errors import CatalogError
+from ..governance.grants import grants_routes
+from ..governance.audit import APP_KEY as AUDIT_KEY
+from ..governance.audit import AuditLog, audit_routes
+from ..governance.audit import annotate as annotate_audit
+from ..governance.audit import middleware as audit_middleware
+from ..openapi import openapi_routes
+from ..web.middleware import Authenticator, error_middleware, text_input
+from ..entities.types import TYPES
+from ..store.db import MetastoreGone
+from ..catalog.changes import change_routes
+from ..catalog.credentials import temporary_credentials_routes
+from ..catalog.delta_api import delta_api_routes
+from ..catalog.delta_commits import delta_commit_routes
+from ..catalog.functions import create_function
+from ..catalog.lineage import lineage_routes
+from ..catalog.metastores import MetastoreService
+from ..catalog.models import ModelService
+from ..catalog.resolve import ResolveService
+from ..catalog.search import search_routes
+from ..catalog.assets import presented_json
+from ..catalog.service import CatalogService
+from ..web.kit import encode_json
+from ..shards.shard import MetastoreState, Shard
+from ..catalog.sharing import sharing_routes
+from ..catalog.delta_sharing.activation import activation_routes
+from ..catalog.delta_sharing.server import sharing_protocol_routes
+from ..catalog.storage import storage_routes
+from ..web import registry
+from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
+from ..web.metrics import OBSERVED, Observed
+from .metrics import probe_routes
+from ..web.explorer import explorer_routes
+from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+
+# The assets with create, list, get, update and delete routes: (type, path segment, the item's
+# path parameter, the list's required query parameters naming the parent).
+CRUD = (
+    ("catalog", "catalogs", "name", ()),
+    ("schema", "schemas", "full_name", ("catalog_name",)),
+    ("table", "tables", "full_name", ("catalog_name", "schema_name")),
+    ("volume", "volumes", "name", ("catalog_name", "schema_name")),
+)
+
+
+async def found_json(catalogs: CatalogService, caller, type_name: str, full_name: str) -> bytes:
+    """A get's answer: the asset as this caller may see it."""
+    return presented_json(await catalogs.find(caller, type_name, full_name), caller)
+
+
+async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: str | None, max_results: str | None,
+                      page_token: str | None) -> bytes:
+    """A list's answer: a page of the children the caller may see, and the next page's token."""
+    page, next_token = await catalogs.list_page(caller, type_name, parent, max_results, page_token)
+    head = b'{"' + TYPES[type_name].list_key.encode() + b'":['
+    tail = b'],"next_page_token":' + encode_json(next_token) + b"}" if next_token else b"]}"
+    if not page:
+        return head + tail
+    # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
+    # buffer, copying it again each time, and then copy the result).
+    items = [presented_json(a, caller) for a in page]
+    items[0] = head + items[0]
+    items[-1] = items[-1] + tail
+    return b",".join(items)
+
+
+async def resolved_json(resolver: ResolveService, caller, raw: bytes) -> bytes:
+    """A batched resolve's answer to the request body `raw`."""
+    return encode_json(await resolver.resolve(caller, json_object(raw)))
+
+
+class ShardApi:
+    """Routes for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
+
+    def __init__(self, catalogs: CatalogService, metastores: MetastoreService):
+        self.catalogs = catalogs
+        self.metastores = metastores
+        self.models = ModelService(catalogs)
+
+    def routes(self) -> list[web.RouteDef]:
+        p = PREFIX
+        r = [
+            web.get(f"{p}/metastores/{{id}}", self.get_metastore),
+            web.patch(f"{p}/metastores/{{id}}", self.update_metastore),
+            web.delete(f"{p}/metastores/{{id}}", self.delete_metastore),
+            web.get(f"{p}/metastore_summary", self.metastore_summary),
+            web.post(f"{p}/staging-tables", self.create_staging_table),
+            web.post(f"{p}/table-summaries", self.table_summaries),
+        ]
+        for type_name, path, key, parents in CRUD:
+            r += self._crud(type_name, f"{p}/{path}", key, parents)
+        r += self._asset_routes(p)
+        return r
+
+    def _crud(self, type_name: str, base: str, key: str, parents: tuple[str, ...]) -> list[web.RouteDef]:
+        catalogs = self.catalogs
+
+        async def create(request):
+            return ok(await catalogs.create(request["caller"], type_name, await json_body(request)))
+
+        async def list_(request):
+            parent = ".".join(required_query(request, q) for q in parents) if parents else None
+            return ok_json(await listed_json(catalogs, request["caller"], type_name, parent,
+                                             request.query.get("max_results"), request.query.get("page_token")))
+
+        async def get(request):
+            return ok_json(await found_json(catalogs, request["caller"], type_name, request.match_info[key]))
+
+        async def update(request):
+            return ok(await catalogs.update(request["caller"], type_name, request.match_info[key],
+                                            await json_body(request)))
+
+        async def delete(request):
+            await catalogs.delete(request["caller"], type_name, request.match_info[key], flag(request, "force"))
+            return ok()
+
+        item = f"{base}/{{{key}}}"
+        return [web.post(base, create), web.get(base, list_), web.get(item, get),
+                web.patch(item, update), web.delete(item, delete)]
+
+    # ---- metastores ---------------------------------------------------------
+
+    async def get_metastore(self, request):
+        return ok(await self.metastores.get(request["caller"], request.match_info["id"]))
+
+    async def update_metastore(self, request):
+        return ok(await self.metastores.update(request["caller"], request.match_info["id"], await json_body(request)))
+
+    async def delete_metastore(self, request):
+        await self.metastores.delete(request["caller"], request.match_info["id"], flag(request, "force"))
+        return ok()
+
+    async def metastore_summary(self, request):
+        return ok(await self.metastores.summary(request["caller"]))
+
+    # ---- tables ---------------------------------------------------------------
+
+    async def create_staging_table(self, request):
+        return ok(await self.catalogs.create_staging_table(request["caller"], await json_body(request)))
+
+    async def table_summaries(self, request):
+        return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
+
+    # ---- functions, registered models and model versions --------------------
+
+    def _asset_routes(self, p: str) -> list[web.RouteDef]:
+        """Functions, registered models, versions, aliases and model-version credentials. Each handler
+        is called as handler(caller, path parameters, request, body) and returns the answer's JSON."""
+        catalogs, models = self.catalogs, self.models
+
+        def route(method: str, path: str, handler) -> web.RouteDef:
+            async def handle(request):
+                body = await json_body(request) if method in ("POST", "PUT", "PATCH") else {}
+                return ok(await handler(request["caller"], request.match_info, request, body))
+            return web.route(method, p + path, handle)
+
+        def page(r):
+            return r.query.get("max_results"), r.query.get("page_token")
+
+        def schema_of(r):
+            return f"{required_query(r, 'catalog_name')}.{required_query(r, 'schema_name')}"
+
+        fn, model = "/functions/{name}", "/models/{full_name}"
+        version, alias = f"{model}/versions/{{version}}", f"{model}/aliases/{{alias}}"
+        return [
+            route("POST", "/functions", lambda c, m, r, b: create_function(catalogs, c, b)),
+            route("GET", "/functions", lambda c, m, r, b: catalogs.list(c, "function", schema_of(r), *page(r))),
+            route("GET", fn, lambda c, m, r, b: catalogs.get(c, "function", m["name"])),
+            route("DELETE", fn, lambda c, m, r, b: catalogs.delete(c, "function", m["name"])),
+            route("POST", "/models", lambda c, m, r, b: models.create_model(c, b)),
+            route("GET", "/models", lambda c, m, r, b: models.list_models(
+                c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r))),
+            route("GET", model, lambda c, m, r, b: models.get_model(c, m["full_name"])),
+            route("PATCH", model, lambda c, m, r, b: models.update_model(c, m["full_name"], b)),
+            route("DELETE", model, lambda c, m, r, b: models.delete_model(c, m["full_name"], flag(r, "force"))),
+            route("POST", "/models/versions", lambda c, m, r, b: models.create_version(c, b)),
+            route("GET", f"{model}/versions", lambda c, m, r, b: models.list_versions(c, m["full_name"], *page(r))),
+            route("GET", version, lambda c, m, r, b: models.get_version(c, m["full_name"], m["version"])),
+            route("PATCH", version, lambda c, m, r, b: models.update_version(c, m["full_name"], m["version"], b)),
+            route("DELETE", version, lambda c, m, r, b: models.delete_version(c, m["full_name"], m["version"])),
+            route("PATCH", f"{version}/finalize",
+                  lambda c, m, r, b: models.finalize_version(c, m["full_name"], m["version"], b)),
+            route("GET", alias, lambda c, m, r, b: models.get_by_alias(c, m["full_name"], m["alias"])),
+            route("PUT", alias, lambda c, m, r, b: models.set_alias(c, m["full_name"], m["alias"], b)),
+            route("DELETE", alias, lambda c, m, r, b: models.delete_alias(c, m["full_name"], m["alias"])),
+            # Model-version credentials live with the models (catalog/models.py); the other
+            # temporary-credential endpoints are catalog/credentials.py's.
+            route("POST", "/temporary-model-version-credentials",
+                  lambda c, m, r, b: models.temporary_credentials(c, b)),
+        ]
+
+
+def _metastore_session(shard: Shard):
+    """Session consistency across shards: honour the client's min version, report the version served."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        caller = request.get("caller")
+        if caller is None:
+            return await handler(request)
+        request["caller"] = caller = reading_at_least(caller, request.headers.get(MIN_VERSION_HEADER))
+        # Held across the handler: if the metastore moves to another shard meanwhile, the answer
+        # still reports the version it was served at (the router and clients need it).
+        before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
+        try:
+            response = await handler(request)
+        except MetastoreGone as e:
+            # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
+            shard.drop(str(e.args[0]))
+            raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
+        version = served_version(shard, caller.metastore_id, before)
+        if version is not None:
+            response.headers[VERSION_HEADER] = str(version)
+        return response
+
+    return middleware
+
+
+def served_version(shard: Shard, metastore_id: str | None, before: MetastoreState | None) -> int | None:
+    """The metastore version an answer reports: the shard's now, else (the metastore moved to
+    another shard meanwhile) the one it was served at, `before` being its state then."""
+    version = shard.version_of(metastore_id) if metastore_id else None
+    if version is None and before is not None and before.version >= 0:
+        version = before.version
+    return version
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a front standing before the shard app answers with (serving/front.py)."""
+    shard: Shard
+    authenticator: Authenticator
+    catalogs: CatalogService
+    resolver: ResolveService
+    audit_log: AuditLog
+
+
+SERVING = web.AppKey("serving", Serving)
+
+
+def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
+                   max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
+    audit_log = AuditLog(shard.store)
+    app = web.Application(
+        middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
+                     text_input, _metastore_session(shard)],
+        client_max_size=max_body_bytes)
+    app[AUDIT_KEY] = audit_log
+    app.on_startup.append(audit_log.start)
+    app.on_cleanup.append(audit_log.stop)
+    api = ShardApi(CatalogService(shard), MetastoreService(shard))
+    resolver = ResolveService(shard)
+    app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
+    app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
+
+    async def resolve(request):
+        annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
+        return ok_json(await resolved_json(resolver, request["caller"], await request.read()))
+
+    async def resolve_stats(request):
+        return ok(resolver.stats_of(request["caller"]))
+
+    # Each module's handlers; which endpoints there are, and in what order, is the registry's.
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
+                *api.routes(),
+                web.post(f"{PREFIX}/resolve", resolve),
+                web.get(f"{PREFIX}/resolve/stats", resolve_stats),
+                *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
+                *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
+                *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
+    app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
+    return app

@@ -1,0 +1,162 @@
+"""A shard's public HTTP/1.1 server: answers the gets and lists of catalogs, schemas, tables and
+volumes and the batched resolve itself, and relays every other request to the shard's aiohttp
+app behind it.
+
+aiohttp.web's request and response machinery was most of a shard's work per cached read. The
+front answers such a read with the same service calls, records the same audit row and sends
+the same headers as the app would, building no aiohttp objects. It answers only the plain
+success: a request it cannot parse simply, or whose caller, lookup or authorization fails in
+any way, goes to the app unchanged (a read, so nothing is done twice), and the app stays the one
+definition of errors, retries and everything else.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from ..auth import Caller, bearer
+from ..governance import audit
+from ..web import http1
+from ..web.http_limits import HttpLimits
+from ..web.shard_client import Address, Answer, ShardClient
+from ..errors import CatalogError
+from ..web import registry
+from ..web.kit import reading_at_least
+from ..web.metrics import OBSERVED, operation
+from ..web.request_log import RequestLog
+from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
+from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+
+_MIN_VERSION = MIN_VERSION_HEADER.lower()
+# path segment -> (type, the item's path parameter, the list's parent query parameters)
+_READS = {segment: (type_name, key, parents) for type_name, segment, key, parents in CRUD}
+# What this front can answer itself; of that, what the endpoint registry says it does answer.
+_CAN = {("POST", "/resolve")} | {("GET", f"/{s}") for s in _READS} | {("GET", f"/{s}/{{{k}}}") for _, s, k, _ in CRUD}
+_FAST = frozenset((e.method, e.path) for e in registry.served_by(registry.SHARD) if e.fast)
+if not _FAST <= _CAN:
+    raise ValueError(f"the shard front cannot answer {sorted(_FAST - _CAN)} itself: unmark `fast` in web/registry.py")
+
+
+class ShardFront:
+    """Answers a shard's plain reads itself; relays the rest to the shard app at `app_address`."""
+
+    def __init__(self, app: web.Application, app_address: Address):
+        serving = app[SERVING]
+        self.shard = serving.shard
+        self.authenticator = serving.authenticator
+        self.catalogs = serving.catalogs
+        self.resolver = serving.resolver
+        self.audit_log = serving.audit_log
+        self.app_address = app_address
+        self.client = ShardClient()
+        # requests answered each way; of those through the app, the ones the front tried first.
+        # Plain ints in the app's `Observed`, which its /metrics reads (web/metrics.py).
+        observed = app[OBSERVED]
+        self.requests = observed.requests
+        self.stats = observed.front
+        self.stats.update(fast=0, through_app=0, tried_first=0)
+        self.request_log = RequestLog(self.shard.name)
+
+    async def answer(self, request: http1.Request) -> Answer:
+        started = time.perf_counter()
+        answer = await self._answer_itself(request)
+        if answer is not None:
+            self.stats["fast"] += 1
+        else:
+            self.stats["through_app"] += 1
+            answer = await http1.relay(self.client, self.app_address, request)
+        seconds = time.perf_counter() - started
+        name = operation(request.method, request.path)
+        self.requests.observe(name, answer.status, seconds)
+        if self.request_log.enabled:
+            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
+        return answer
+
+    async def _answer_itself(self, request: http1.Request) -> Answer | None:
+        """The answer of a plain, successful read; None for the app to answer."""
+        target = self._target(request)
+        if target is None:
+            return None
+        route, match, work = target
+        at = int(time.time() * 1000)
+        request_id = audit.new_request_id()
+        try:
+            caller = await self._caller(request)
+            if caller is None:
+                return None
+            before = self.shard.states.get(caller.metastore_id)
+            with audit.answering(self.audit_log, request_id, request.method, route):
+                body = await work(caller)
+        except Exception:       # not found, refused, a database error...: the app answers it as always
+            self.stats["tried_first"] += 1
+            return None
+        self.audit_log.submit_row(audit.answered_row(request.method, route, match, caller, request_id, at))
+        headers = {"Content-Type": "application/json", "Date": http1.http_date(),
+                   audit.REQUEST_ID_HEADER: request_id}
+        version = served_version(self.shard, caller.metastore_id, before)
+        if version is not None:
+            headers[VERSION_HEADER] = str(version)
+        return Answer(200, headers, body)
+
+    def _target(self, request: http1.Request) -> tuple[str, dict, Callable[[Caller], Awaitable[bytes]]] | None:
+        """(the app's route pattern, its path parameters, the work answering for a caller) of a
+        request the front answers; None for any other."""
+        raw = request.raw_path
+        path, _, query = raw.partition("?")
+        # Escapes, '+' and other than ASCII would need decoding (the app's rules); a path parameter
+        # of the app's routes is never ".", "..", nor has braces or a slash.
+        if "%" in raw or "+" in query or not raw.isascii() or not path.startswith(PREFIX + "/"):
+            return None
+        segment, slash, name = path[len(PREFIX) + 1:].partition("/")
+        if request.method == "POST":
+            if segment != "resolve" or slash or query or ("POST", "/resolve") not in _FAST:
+                return None
+            return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
+        read = _READS.get(segment)
+        if request.method != "GET" or read is None or (slash and not name) or name in (".", "..") \
+                or any(c in name for c in "/{}"):
+            return None
+        type_name, key, parents = read
+        params = _query(query)
+        if name:
+            if params or ("GET", f"/{segment}/{{{key}}}") not in _FAST:
+                return None
+            return (f"{PREFIX}/{segment}/{{{key}}}", {key: name},
+                    lambda caller: found_json(self.catalogs, caller, type_name, name))
+        if not all(params.get(p) for p in parents) or ("GET", f"/{segment}") not in _FAST:
+            return None
+        parent = ".".join(params[p] for p in parents) if parents else None
+        return (f"{PREFIX}/{segment}", {},
+                lambda caller: listed_json(self.catalogs, caller, type_name, parent, params.get("max_results"),
+                                           params.get("page_token")))
+
+    async def _caller(self, request: http1.Request) -> Caller | None:
+        """The request's caller, at the version it asks for; None where the app must answer."""
+        token = bearer(request.headers.get("authorization"))
+        caller = await self.authenticator.caller(token) if token else None
+        if caller is None or caller.metastore_id is None:
+            return None
+        try:
+            return reading_at_least(caller, request.headers.get(_MIN_VERSION))    # the app's rule
+        except CatalogError:
+            return None
+
+
+def _query(query: str) -> dict[str, str]:
+    """A query string without escapes as the app reads it: the first value of each name."""
+    params: dict[str, str] = {}
+    for part in query.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            params.setdefault(name, value)
+    return params
+
+
+async def start_shard_front(app: web.Application, host: str, port: int, unix: str | None = None,
+                            limits: HttpLimits | None = None) -> http1.Listening:
+    """Serve the shard app (make_shard_app) behind a ShardFront on (host, port) and, if named, a Unix
+    socket; `limits`: what a client may send (the defaults of HttpLimits unless given)."""
+    return await http1.serve_behind(app, lambda address: ShardFront(app, address), host, port, unix, limits)

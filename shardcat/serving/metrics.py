@@ -1,0 +1,50 @@
+"""A shard's metrics and probes: `/metrics` (its figures: requests, cache, writes, audit, database
+pool), `/livez` and `/readyz` (ready when PostgreSQL answers). The figures are counters the shard,
+its cache, its audit log and its front already keep; this module only reads them (web/metrics.py)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ..governance.audit import AuditLog
+from ..shards.shard import Shard
+from ..web.kit import healthz
+from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
+                           exposition, probe_answer)
+
+_CACHE_COUNTS = ("hits", "misses", "evictions")
+
+
+def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figures:
+    """The shard's figures now (plain data)."""
+    figures = Figures(requests=observed.requests.snapshot())
+    counters, gauges = figures.counters, figures.gauges
+    # The caches of the metastores served now: a metastore dropped (moved away) takes its counts
+    # with it, which Prometheus' rate() reads as a counter reset.
+    caches = [s.cache.stats() for s in shard.states.values() if s.cache is not None]
+    for key in _CACHE_COUNTS:
+        counters[f"cache_{key}"] = sum(c[key] for c in caches)
+    gauges["cache_entries"] = sum(c["entries"] for c in caches)
+    gauges["cache_bytes"] = sum(c["bytes"] for c in caches)
+    gauges["metastores_owned"] = len(shard.states)
+    for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops"):
+        counters[key] = shard.stats.get(key, 0)
+    add_audit(figures, audit_log)
+    add_pool(figures, shard.store)
+    counters["front_fast_answers"] = observed.front.get("fast", 0)
+    counters["front_relayed"] = observed.front.get("through_app", 0)
+    return figures
+
+
+def probe_routes(shard: Shard, audit_log: AuditLog) -> list[web.RouteDef]:
+    """/livez, /readyz and /metrics of a shard's app (the app holds the front's `OBSERVED`)."""
+
+    async def ready(request):
+        problem = await database_answers(shard.store)
+        return probe_answer([problem] if problem else [])
+
+    async def metrics(request):
+        figures = shard_figures(shard, audit_log, request.app[OBSERVED])
+        return web.Response(body=exposition([({}, figures)]), headers={"Content-Type": CONTENT_TYPE})
+
+    return [web.get("/livez", healthz), web.get("/readyz", ready), web.get("/metrics", metrics)]

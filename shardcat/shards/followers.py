@@ -1,0 +1,61 @@
+"""Followers: what a shard keeps current beside each metastore's state, told of every change it applies.
+
+The shard core knows no feature. Anything that mirrors a metastore in memory (the asset
+cache; governance's privilege index) is a follower: told of this shard's own writes as
+they are applied (`applied`, no I/O, under the state's reconcile lock), of others' writes
+read back from the change log (`reconciled`), and of a rebuild from scratch (`rebuilt`).
+A follower keeps its data on the metastore's state (`MetastoreState.cache`, `.privileges`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..cache.metastore_cache import MetastoreCache
+from ..entities.asset import Asset
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """Others' writes, read back from the change log: up to `version`, the ids they changed (`touched`:
+    the metastore's own id included; `changed`: assets only), the parents whose children changed, and
+    the changed assets as they are now (deleted ones absent)."""
+    store: object
+    version: int
+    touched: list[str]
+    changed: list[str]
+    parents: set[str]
+    assets: list[Asset]
+
+
+class Follower(Protocol):
+    def applied(self, state, tx) -> None:
+        """This shard's own write `tx` (store/db.py WriteTx), applied: no I/O."""
+
+    async def reconciled(self, state, changes: Reconciled) -> None:
+        """Others' writes, replayed from the change log."""
+
+    def rebuilt(self, state, version: int) -> None:
+        """The state was loaded afresh at `version`: start over."""
+
+
+class CacheFollower:
+    """Keeps each metastore's asset cache (cache/metastore_cache.py) at the state's version; a rebuild
+    starts an empty one (none when caching is off)."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def applied(self, state, tx) -> None:
+        if state.cache is not None:
+            state.cache.apply_write(tx.version, tx.written.values(), tx.deleted.keys(), created=tx.created)
+
+    async def reconciled(self, state, changes: Reconciled) -> None:
+        if state.cache is not None:
+            state.cache.advance(changes.version, changes.changed, changes.parents)
+
+    def rebuilt(self, state, version: int) -> None:
+        c = self.config
+        if c.enabled:
+            state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)

@@ -1,0 +1,42 @@
+"""Grants in PostgreSQL (table `grants`, migration 0005): what governance/index.py reads to build and
+refresh a shard's privilege index, and who is an account admin. Writes go through `WriteTx.set_grants`."""
+
+from __future__ import annotations
+
+import uuid
+
+from .db import MetastoreGone
+
+
+def group_grants(rows) -> dict[str, dict[str, set[str]]]:
+    """Rows of (securable_id, principal, privilege) as {securable id: {principal: privileges}}."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for r in rows:
+        out.setdefault(str(r["securable_id"]), {}).setdefault(r["principal"], set()).add(r["privilege"])
+    return out
+
+
+async def privilege_snapshot(store, metastore_id: str):
+    """The metastore's securables, owners and grants at one version (one repeatable-read snapshot):
+    (version, the metastore's owner, asset rows (id, parent_id, type, full_name, owner), grants grouped)."""
+    ms = uuid.UUID(metastore_id)
+    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
+        if meta is None:
+            raise MetastoreGone(metastore_id)
+        assets = await conn.fetch(
+            """SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets
+               WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
+        grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
+    return meta["version"], meta["info"].get("owner"), assets, group_grants(grants)
+
+
+async def grants_of(store, securable_ids: list[str]) -> dict[str, dict[str, set[str]]]:
+    """The grants on these securables, grouped (those with none are absent)."""
+    rows = await store.pool.fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
+                                  [uuid.UUID(i) for i in securable_ids])
+    return group_grants(rows)
+
+
+async def is_account_admin(store, principal: str) -> bool:
+    return bool(await store.pool.fetchval("SELECT is_account_admin FROM principals WHERE name = $1", principal))

@@ -1,0 +1,183 @@
+"""`MemoryStore`: the `CatalogStore` contract (protocol.py) kept in memory, for fast unit tests.
+
+It holds metastores, their assets, grants and change logs in dicts, and keeps what the
+shard core relies on: reads return the version they saw; a write sees what was committed
+before it, is all or nothing, fails with VersionConflict when the metastore moved on, bumps
+the version by one and logs what it changed; names are unique per (namespace, full name).
+No SQL-only features (search, lineage, the audit log, Delta commits, principals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import asynccontextmanager
+
+from ..entities.asset import Asset
+from .db import Change, Metastore, MetastoreGone, StoragePath, VersionConflict, WriteTx
+
+
+@dataclasses.dataclass
+class _Metastore:
+    meta: Metastore
+    assets: dict[str, Asset] = dataclasses.field(default_factory=dict)
+    grants: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
+    log: list[Change] = dataclasses.field(default_factory=list)
+
+
+class MemoryStore:
+    def __init__(self):
+        self._metastores: dict[str, _Metastore] = {}
+        self.shards: dict[str, str] = {}      # metastore id -> the shard assigned to it
+
+    def _ms(self, metastore_id: str) -> _Metastore:
+        found = self._metastores.get(metastore_id)
+        if found is None:
+            raise MetastoreGone(metastore_id)
+        return found
+
+    # ---- metastores ------------------------------------------------------
+
+    async def create_metastore(self, metastore_id: str, name: str, info: dict) -> Metastore:
+        if any(m.meta.name == name for m in self._metastores.values()):
+            raise KeyError(name)
+        meta = Metastore(metastore_id, name, 0, dict(info))
+        self._metastores[metastore_id] = _Metastore(meta)
+        return meta
+
+    async def get_metastore(self, metastore_id: str) -> Metastore | None:
+        found = self._metastores.get(metastore_id)
+        return found.meta if found else None
+
+    async def metastore_version(self, metastore_id: str) -> int:
+        return self._ms(metastore_id).meta.version
+
+    async def shard_of(self, metastore_id: str) -> str | None:
+        return self.shards.get(metastore_id)
+
+    # ---- reads -------------------------------------------------------------
+
+    async def get_asset(self, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
+        ms = self._ms(metastore_id)
+        return ms.meta.version, _by_name(ms.assets, namespace, full_name)
+
+    async def get_asset_by_id(self, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
+        ms = self._ms(metastore_id)
+        return ms.meta.version, ms.assets.get(asset_id)
+
+    async def get_assets_by_ids(self, metastore_id: str, ids: list[str]) -> tuple[int, list[Asset]]:
+        ms = self._ms(metastore_id)
+        return ms.meta.version, [ms.assets[i] for i in ids if i in ms.assets]
+
+    async def get_assets_by_keys(self, metastore_id: str, names: list[tuple[str, str]],
+                                 ids: list[str]) -> tuple[int, list[Asset]]:
+        ms = self._ms(metastore_id)
+        found = {i: ms.assets[i] for i in ids if i in ms.assets}
+        for namespace, full_name in names:
+            a = _by_name(ms.assets, namespace, full_name)
+            if a is not None:
+                found[a.id] = a
+        return ms.meta.version, list(found.values())
+
+    async def list_children(self, metastore_id: str, parent_id: str, namespace: str, *,
+                            after: str = "", limit: int | None = None) -> tuple[int, list[Asset]]:
+        ms = self._ms(metastore_id)
+        children = sorted((a for a in ms.assets.values()
+                           if a.parent_id == parent_id and a.namespace == namespace and a.name > after),
+                          key=lambda a: a.name)
+        return ms.meta.version, children[:limit] if limit is not None else children
+
+    async def count_children(self, parent_id: str, namespace: str, limit: int) -> int:
+        n = sum(1 for ms in self._metastores.values() for a in ms.assets.values()
+                if a.parent_id == parent_id and a.namespace == namespace)
+        return min(n, limit)
+
+    async def paths(self, metastore_id: str) -> tuple[int, list[StoragePath]]:
+        ms = self._ms(metastore_id)
+        return ms.meta.version, [StoragePath(a.id, a.type, a.full_name, a.storage_path)
+                                 for a in ms.assets.values() if a.storage_path is not None]
+
+    async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:
+        return [c for c in self._ms(metastore_id).log if c.version > after][:limit]
+
+    # ---- writes ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def write(self, metastore_id: str, expected_version: int):
+        ms = self._ms(metastore_id)
+        if ms.meta.version != expected_version:
+            raise VersionConflict(metastore_id, expected_version, ms.meta.version)
+        tx = MemoryWriteTx(ms, metastore_id, expected_version + 1)
+        yield tx
+        if ms.meta.version != expected_version:      # another write committed while this one ran
+            raise VersionConflict(metastore_id, expected_version, ms.meta.version)
+        ms.assets, ms.grants = tx.assets, tx.grants
+        ms.meta = dataclasses.replace(ms.meta, version=tx.version, name=tx.meta_name, info=tx.meta_info)
+        ms.log.append(Change(tx.version, sorted(tx.changed), sorted(tx.parents)))
+
+
+def _by_name(assets: dict[str, Asset], namespace: str, full_name: str) -> Asset | None:
+    return next((a for a in assets.values() if a.namespace == namespace and a.full_name == full_name), None)
+
+
+class MemoryWriteTx(WriteTx):
+    """A write over a copy of the metastore, swapped in when the write ends without an error."""
+
+    def __init__(self, ms: _Metastore, metastore_id: str, version: int):
+        super().__init__(None, metastore_id, version)
+        self.assets = dict(ms.assets)
+        self.grants = {k: {p: set(v) for p, v in held.items()} for k, held in ms.grants.items()}
+        self.meta_name, self.meta_info = ms.meta.name, ms.meta.info
+
+    async def get(self, namespace: str, full_name: str) -> Asset | None:
+        return _by_name(self.assets, namespace, full_name)
+
+    async def get_by_id(self, asset_id: str) -> Asset | None:
+        return self.assets.get(asset_id)
+
+    async def has_children(self, parent_id: str) -> bool:
+        return any(a.parent_id == parent_id for a in self.assets.values())
+
+    async def descendants(self, asset_id: str) -> list[Asset]:
+        out, frontier = [], {asset_id}
+        while frontier:
+            below = [a for a in self.assets.values() if a.parent_id in frontier]
+            out += below
+            frontier = {a.id for a in below}
+        return out
+
+    async def update_metastore(self, info: dict, name: str) -> None:
+        self.meta_name, self.meta_info = name, info
+        self.touch(self.metastore_id, "UPDATE", "metastore", name)
+
+    async def put(self, asset: Asset) -> Asset:
+        asset = dataclasses.replace(asset, written_at=self.version)
+        clash = _by_name(self.assets, asset.namespace, asset.full_name)
+        if clash is not None and clash.id != asset.id:
+            raise KeyError(asset.full_name)
+        inserted = asset.id not in self.assets
+        self.assets[asset.id] = asset
+        replaced = self.deleted.get(asset.id)
+        if inserted and replaced is None:
+            self.created.add(asset.id)
+        new = inserted and (replaced is None or replaced.type != asset.type)
+        self.touch(asset.id, "CREATE" if new else "UPDATE", asset.type, asset.full_name)
+        self.parents.add(asset.parent_id)
+        self.written[asset.id] = asset
+        return asset
+
+    async def delete(self, assets: list[Asset]) -> None:
+        for a in assets:
+            self.assets.pop(a.id, None)
+            self.grants.pop(a.id, None)
+            self.touch(a.id, "DELETE", a.type, a.full_name)
+            self.parents.add(a.parent_id)
+            self.deleted[a.id] = a
+
+    async def grants_on(self, securable_id: str) -> dict[str, set[str]]:
+        return {p: set(v) for p, v in self.grants.get(securable_id, {}).items()}
+
+    async def set_grants(self, securable_id: str, held: dict[str, set[str]], *, is_asset: bool, granted_by: str,
+                         at: int) -> None:
+        self.grants[securable_id] = {p: set(v) for p, v in held.items() if v}
+        self.grants_set[securable_id] = held
+

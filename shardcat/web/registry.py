@@ -1,0 +1,289 @@
+"""The endpoint registry: every endpoint of the API, once, with what each part of shardcat needs to know of it.
+
+One line per endpoint: the app that serves it, method, path (under its prefix), the audit
+action, the securable type the audit row names (when the path says it), whether a POST only
+reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
+whether it is served without a token, and whether a request to it is an audit event.
+From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
+handler for an undeclared endpoint, or an endpoint without a handler, stops the app), the
+router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
+the shard front's fast paths (serving/front.py), the paths that need no token
+(web/middleware.py), those not audited, and the operation names of /metrics (web/metrics.py). Adding an endpoint: write its handler in its module, add its line here
+(docs/design.md). Pure data: clients read it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from .wire import PREFIX, SHARING_PREFIX
+
+CONTROL = "/api/1.0/unity-control"
+SHARING = SHARING_PREFIX + "/metastores/{metastore_id}"     # a recipient's profile endpoint
+SHARED_TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
+
+SHARD = "shard"        # a metastore's endpoint: served by its shard (the router forwards it)
+ACCOUNT = "account"    # account-level: served by the router (and by the one-process app)
+ROUTER = "router"      # the router's own
+EVERY = "every"        # every app
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    app: str
+    method: str
+    path: str                       # under `prefix`, with {parameters}
+    action: str                     # the audit log's name for it
+    securable: str | None = None    # the securable type the path names (audit), None: the handler says
+    read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
+    fast: bool = False              # the shard's front answers it itself (serving/front.py)
+    public: bool = False            # served without an API token (names no securable, or checks its own token)
+    audited: bool = True            # False: not an audit event (probes, metrics, the explorer's files)
+    prefix: str = PREFIX
+
+    @property
+    def full_path(self) -> str:
+        return self.prefix + self.path
+
+
+E = Endpoint
+ENDPOINTS: tuple[Endpoint, ...] = (
+    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
+    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
+    E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
+    E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
+    E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
+    E(SHARD, "GET", "/metastore_summary", "getMetastoreSummary", securable="METASTORE"),
+    E(SHARD, "POST", "/staging-tables", "createStagingTable", securable="TABLE"),
+    E(SHARD, "POST", "/table-summaries", "listTableSummaries", securable="SCHEMA", read_only=True),
+    E(SHARD, "POST", "/catalogs", "createCatalog", securable="CATALOG"),
+    E(SHARD, "GET", "/catalogs", "listCatalogs", securable="CATALOG", fast=True),
+    E(SHARD, "GET", "/catalogs/{name}", "getCatalog", securable="CATALOG", fast=True),
+    E(SHARD, "PATCH", "/catalogs/{name}", "updateCatalog", securable="CATALOG"),
+    E(SHARD, "DELETE", "/catalogs/{name}", "deleteCatalog", securable="CATALOG"),
+    E(SHARD, "POST", "/schemas", "createSchema", securable="SCHEMA"),
+    E(SHARD, "GET", "/schemas", "listSchemas", securable="SCHEMA", fast=True),
+    E(SHARD, "GET", "/schemas/{full_name}", "getSchema", securable="SCHEMA", fast=True),
+    E(SHARD, "PATCH", "/schemas/{full_name}", "updateSchema", securable="SCHEMA"),
+    E(SHARD, "DELETE", "/schemas/{full_name}", "deleteSchema", securable="SCHEMA"),
+    E(SHARD, "POST", "/tables", "createTable", securable="TABLE"),
+    E(SHARD, "GET", "/tables", "listTables", securable="TABLE", fast=True),
+    E(SHARD, "GET", "/tables/{full_name}", "getTable", securable="TABLE", fast=True),
+    E(SHARD, "PATCH", "/tables/{full_name}", "updateTable", securable="TABLE"),
+    E(SHARD, "DELETE", "/tables/{full_name}", "deleteTable", securable="TABLE"),
+    E(SHARD, "POST", "/volumes", "createVolume", securable="VOLUME"),
+    E(SHARD, "GET", "/volumes", "listVolumes", securable="VOLUME", fast=True),
+    E(SHARD, "GET", "/volumes/{name}", "getVolume", securable="VOLUME", fast=True),
+    E(SHARD, "PATCH", "/volumes/{name}", "updateVolume", securable="VOLUME"),
+    E(SHARD, "DELETE", "/volumes/{name}", "deleteVolume", securable="VOLUME"),
+    E(SHARD, "POST", "/functions", "createFunction", securable="FUNCTION"),
+    E(SHARD, "GET", "/functions", "listFunctions", securable="FUNCTION"),
+    E(SHARD, "GET", "/functions/{name}", "getFunction", securable="FUNCTION"),
+    E(SHARD, "DELETE", "/functions/{name}", "deleteFunction", securable="FUNCTION"),
+    E(SHARD, "POST", "/models", "createModel", securable="REGISTERED_MODEL"),
+    E(SHARD, "GET", "/models", "listModels", securable="REGISTERED_MODEL"),
+    E(SHARD, "GET", "/models/{full_name}", "getModel", securable="REGISTERED_MODEL"),
+    E(SHARD, "PATCH", "/models/{full_name}", "updateModel", securable="REGISTERED_MODEL"),
+    E(SHARD, "DELETE", "/models/{full_name}", "deleteModel", securable="REGISTERED_MODEL"),
+    E(SHARD, "POST", "/models/versions", "createModelVersion", securable="REGISTERED_MODEL"),
+    E(SHARD, "GET", "/models/{full_name}/versions", "listModelVersions", securable="REGISTERED_MODEL"),
+    E(SHARD, "GET", "/models/{full_name}/versions/{version}", "getModelVersion", securable="REGISTERED_MODEL"),
+    E(SHARD, "PATCH", "/models/{full_name}/versions/{version}", "updateModelVersion", securable="REGISTERED_MODEL"),
+    E(SHARD, "DELETE", "/models/{full_name}/versions/{version}", "deleteModelVersion", securable="REGISTERED_MODEL"),
+    E(SHARD, "PATCH", "/models/{full_name}/versions/{version}/finalize", "finalizeModelVersion", securable="REGISTERED_MODEL"),
+    E(SHARD, "GET", "/models/{full_name}/aliases/{alias}", "getRegisteredModelAliase", securable="REGISTERED_MODEL"),
+    E(SHARD, "PUT", "/models/{full_name}/aliases/{alias}", "setRegisteredModelAliase", securable="REGISTERED_MODEL"),
+    E(SHARD, "DELETE", "/models/{full_name}/aliases/{alias}", "deleteRegisteredModelAliase", securable="REGISTERED_MODEL"),
+    E(SHARD, "POST", "/temporary-model-version-credentials", "generateTemporaryModelVersionCredentials"),
+    E(SHARD, "POST", "/resolve", "resolve", read_only=True, fast=True),
+    E(SHARD, "GET", "/resolve/stats", "listStats"),
+    E(SHARD, "POST", "/credentials", "createCredential", securable="CREDENTIAL"),
+    E(SHARD, "GET", "/credentials", "listCredentials", securable="CREDENTIAL"),
+    E(SHARD, "GET", "/credentials/{name}", "getCredential", securable="CREDENTIAL"),
+    E(SHARD, "PATCH", "/credentials/{name}", "updateCredential", securable="CREDENTIAL"),
+    E(SHARD, "DELETE", "/credentials/{name}", "deleteCredential", securable="CREDENTIAL"),
+    E(SHARD, "POST", "/storage-credentials", "createStorageCredential", securable="STORAGE_CREDENTIAL"),
+    E(SHARD, "GET", "/storage-credentials", "listStorageCredentials", securable="STORAGE_CREDENTIAL"),
+    E(SHARD, "GET", "/storage-credentials/{name}", "getStorageCredential", securable="STORAGE_CREDENTIAL"),
+    E(SHARD, "PATCH", "/storage-credentials/{name}", "updateStorageCredential", securable="STORAGE_CREDENTIAL"),
+    E(SHARD, "DELETE", "/storage-credentials/{name}", "deleteStorageCredential", securable="STORAGE_CREDENTIAL"),
+    E(SHARD, "POST", "/external-locations", "createExternalLocation", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "GET", "/external-locations", "listExternalLocations", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "GET", "/external-locations/{name}", "getExternalLocation", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "PATCH", "/external-locations/{name}", "updateExternalLocation", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "DELETE", "/external-locations/{name}", "deleteExternalLocation", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "GET", "/files", "listFiles", securable="EXTERNAL_LOCATION"),
+    E(SHARD, "POST", "/temporary-table-credentials", "generateTemporaryTableCredentials"),
+    E(SHARD, "POST", "/temporary-volume-credentials", "generateTemporaryVolumeCredentials"),
+    E(SHARD, "POST", "/temporary-path-credentials", "generateTemporaryPathCredentials"),
+    E(SHARD, "POST", "/shares", "createShare", securable="SHARE"),
+    E(SHARD, "GET", "/shares", "listShares", securable="SHARE"),
+    E(SHARD, "GET", "/shares/{name}", "getShare", securable="SHARE"),
+    E(SHARD, "PATCH", "/shares/{name}", "updateShare", securable="SHARE"),
+    E(SHARD, "DELETE", "/shares/{name}", "deleteShare", securable="SHARE"),
+    E(SHARD, "GET", "/shares/{name}/permissions", "listPermissions", securable="SHARE"),
+    E(SHARD, "PATCH", "/shares/{name}/permissions", "updatePermission", securable="SHARE"),
+    E(SHARD, "POST", "/recipients", "createRecipient", securable="RECIPIENT"),
+    E(SHARD, "GET", "/recipients", "listRecipients", securable="RECIPIENT"),
+    E(SHARD, "GET", "/recipients/{name}", "getRecipient", securable="RECIPIENT"),
+    E(SHARD, "PATCH", "/recipients/{name}", "updateRecipient", securable="RECIPIENT"),
+    E(SHARD, "DELETE", "/recipients/{name}", "deleteRecipient", securable="RECIPIENT"),
+    E(SHARD, "POST", "/recipients/{name}/rotate-token", "createRotateToken", securable="RECIPIENT"),
+    E(SHARD, "GET", "/recipients/{name}/share-permissions", "listSharePermissions", securable="RECIPIENT"),
+    E(SHARD, "POST", "/providers", "createProvider", securable="PROVIDER"),
+    E(SHARD, "GET", "/providers", "listProviders", securable="PROVIDER"),
+    E(SHARD, "GET", "/providers/{name}", "getProvider", securable="PROVIDER"),
+    E(SHARD, "PATCH", "/providers/{name}", "updateProvider", securable="PROVIDER"),
+    E(SHARD, "DELETE", "/providers/{name}", "deleteProvider", securable="PROVIDER"),
+    E(SHARD, "GET", "/providers/{name}/shares", "listShares", securable="PROVIDER"),
+    # The Delta Sharing protocol (catalog/delta_sharing/): recipients' tokens, not the API's.
+    E(SHARD, "GET", "/shares", "deltaSharingListShares", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}", "deltaSharingGetShare", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/schemas", "deltaSharingListSchemas", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/schemas/{schema}/tables", "deltaSharingListTables", securable="SHARE",
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
+      prefix=SHARING, public=True),
+    E(SHARD, "POST", SHARED_TABLE + "/query", "deltaSharingQueryTable", securable="TABLE", read_only=True,
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", SHARED_TABLE + "/changes", "deltaSharingQueryTableChanges", securable="TABLE",
+      prefix=SHARING, public=True),
+    E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX, public=True),
+    E(SHARD, "GET", "/public/data_sharing_activation/{activation_url}", "retrieveRecipientProfile",
+      securable="RECIPIENT", public=True),
+    E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
+      securable="RECIPIENT", public=True),
+    E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
+    E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
+    # The UC Delta API (catalog/delta_api.py), its actions the spec's operationIds; the handlers name the table.
+    E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig"),
+    E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/staging-tables", "createStagingTable"),
+    E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "createTable"),
+    E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "listTables"),
+    E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "loadTable"),
+    E(SHARD, "HEAD", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "tableExists"),
+    E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "updateTable"),
+    E(SHARD, "DELETE", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deleteTable"),
+    E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/rename", "renameTable"),
+    E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics", "reportMetrics"),
+    E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/credentials",
+      "getTableCredentials"),
+    E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getStagingTableCredentials"),
+    E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getTemporaryPathCredentials"),
+    E(SHARD, "GET", "/shardcat/search", "search"),
+    E(SHARD, "GET", "/shardcat/changes", "listChanges"),
+    E(SHARD, "POST", "/shardcat/lineage", "reportLineage"),
+    E(SHARD, "GET", "/shardcat/lineage", "getLineage"),
+    E(EVERY, "GET", "/shardcat/audit", "listAuditEvents"),
+    E(SHARD, "GET", "/permissions/{securable_type}/{full_name}", "getPermissions"),
+    E(SHARD, "PATCH", "/permissions/{securable_type}/{full_name}", "updatePermissions"),
+    E(SHARD, "PUT", "/permissions/{securable_type}/{full_name}", "setPermissions"),
+    E(SHARD, "GET", "/effective-permissions/{securable_type}/{full_name}", "getEffectivePermission"),
+    E(SHARD, "POST", "/shardcat/authorize", "createAuthorize", read_only=True),
+    E(ACCOUNT, "GET", "/metastores", "listMetastores", securable="METASTORE"),
+    E(ACCOUNT, "POST", "/metastores", "createMetastore", securable="METASTORE"),
+    E(ACCOUNT, "PUT", "/workspaces/{workspace_id}/metastore", "assignMetastore"),
+    E(ACCOUNT, "PATCH", "/workspaces/{workspace_id}/metastore", "updateMetastoreAssignment"),
+    E(ACCOUNT, "DELETE", "/workspaces/{workspace_id}/metastore", "unassignMetastore"),
+    E(ACCOUNT, "GET", "/user-info/me", "listMe"),
+    E(ACCOUNT, "GET", "/user-info/my-groups", "listMyGroups"),
+    E(ACCOUNT, "GET", "/scim2/Me", "listMe", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/auth/tokens", "createToken", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/auth/tokens", "listTokens", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/auth/tokens/{token_id}", "getToken", prefix=CONTROL),
+    E(ACCOUNT, "DELETE", "/auth/tokens/{token_id}", "deleteToken", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/auth/logout", "createLogout", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/Users", "listUsers", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/scim2/Users", "createUser", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/Users/{id}", "getUser", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/Users/{id}", "setUser", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/Users/{id}", "updateUser", prefix=CONTROL),
+    E(ACCOUNT, "DELETE", "/scim2/Users/{id}", "deleteUser", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/Groups", "listGroups", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/scim2/Groups", "createGroup", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/Groups/{id}", "getGroup", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/Groups/{id}", "setGroup", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/Groups/{id}", "updateGroup", prefix=CONTROL),
+    E(ACCOUNT, "DELETE", "/scim2/Groups/{id}", "deleteGroup", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/ServicePrincipals", "listServicePrincipals", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/scim2/ServicePrincipals", "createServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/scim2/ServicePrincipals/{id}", "getServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/ServicePrincipals/{id}", "setServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/ServicePrincipals/{id}", "updateServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "DELETE", "/scim2/ServicePrincipals/{id}", "deleteServicePrincipal", prefix=CONTROL),
+    E(ROUTER, "GET", "/shardcat/routing", "listRouting"),
+)
+
+
+# POST with a form: the RFC 8693 token exchange, authenticated by the identity provider's token it carries
+TOKEN_EXCHANGE_PATH = CONTROL + "/auth/tokens"
+
+
+def served_by(app: str) -> list[Endpoint]:
+    """The endpoints an app serves ("shard", "account", "router"), in registry order."""
+    return [e for e in ENDPOINTS if e.app in (app, EVERY)]
+
+
+_BY_ROUTE = {(e.method, e.full_path): e for e in ENDPOINTS}
+
+
+def endpoint(method: str, full_path: str) -> Endpoint | None:
+    """The endpoint of a route pattern (as the app registered it), or None."""
+    return _BY_ROUTE.get((method, full_path))
+
+
+def _pattern(e: Endpoint) -> re.Pattern:
+    return re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(e.full_path)))
+
+
+_READ_ONLY_POSTS = [(e.full_path, _pattern(e)) for e in ENDPOINTS if e.read_only]
+
+
+@functools.lru_cache(maxsize=1024)
+def read_only(method: str, path: str) -> bool:
+    """Whether a request (a concrete path) only reads: sent again after a lost connection, it changes nothing."""
+    if method in ("GET", "HEAD"):
+        return True
+    return any(path == full or pattern.fullmatch(path) for full, pattern in _READ_ONLY_POSTS)
+
+
+def _paths(endpoints) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(exact paths, prefixes) of endpoints: a path with parameters covers what is under its
+    part before the first one."""
+    paths = [e.full_path for e in endpoints]
+    return (frozenset(p for p in paths if "{" not in p),
+            tuple(sorted({p.partition("{")[0] for p in paths if "{" in p})))
+
+
+_PUBLIC = _paths(e for e in ENDPOINTS if e.public)
+_UNAUDITED = _paths(e for e in ENDPOINTS if not e.audited)
+
+
+def public(path: str) -> bool:
+    """Whether a request path is an endpoint's served without a token."""
+    return path in _PUBLIC[0] or (bool(_PUBLIC[1]) and path.startswith(_PUBLIC[1]))
+
+
+def audited(path: str) -> bool:
+    """Whether a request to this path is an audit event (probes, metrics, static files are not)."""
+    return not (path in _UNAUDITED[0] or (bool(_UNAUDITED[1]) and path.startswith(_UNAUDITED[1])))
+
+
+def securables() -> dict[str, str]:
+    """The securable type of each first path segment under the API prefix (the audit log's fallback)."""
+    out: dict[str, str] = {}
+    for e in ENDPOINTS:
+        if e.securable and e.prefix == PREFIX:
+            out.setdefault(e.path.split("/")[1], e.securable)
+    return out
