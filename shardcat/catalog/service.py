@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from ..entities.asset import Asset
 from ..governance.row_filters import check_policies
+from ..iceberg import tables as iceberg_tables
 from . import assets, delta_commits, functions, models, volumes
 from .assets import AssetService
 
 
 async def create_table(service, tx, state, asset: Asset, schema: Asset) -> Asset:
+    iceberg_tables.refuse_pointer(asset)       # an Iceberg table's metadata pointer is the Iceberg catalog's alone
     table = await assets.create_table(service, tx, state, asset, schema)
     table = await delta_commits.catalog_managed(tx, table, schema)
     return await check_policies(tx, table)
@@ -23,6 +25,8 @@ async def create_table(service, tx, state, asset: Asset, schema: Asset) -> Asset
 
 async def update_table(service, tx, state, asset: Asset, fields: dict) -> Asset:
     table = await assets.update_table(service, tx, state, asset, fields)
+    if "properties" in fields or "data_source_format" in fields:
+        table = iceberg_tables.keep_pointer(await tx.get_by_id(asset.id), table)
     return await check_policies(tx, table) if "row_filter" in fields or "columns" in fields else table
 
 

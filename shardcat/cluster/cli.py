@@ -11,6 +11,7 @@ import uvloop
 
 from ..client.cli import add_client_commands, run_client
 from ..governance.oidc import OidcConfig
+from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig
 from ..web import request_log
 from ..store.sealing import key_file_of, rotate_key_file
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ray-address", default=None, help="join an existing Ray cluster (e.g. auto or ray://host:10001)")
     serve.add_argument("--no-cache", action="store_true",
                        help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
+    serve.add_argument("--no-group-commit", action="store_true",
+                       help="one database transaction per metastore write (for comparison; writes queued behind "
+                            "one in flight commit together by default)")
     serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound per metastore, in MiB")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                        help="the event loop of the server and of its shard actors: uvloop (default) or "
@@ -88,7 +92,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
                        shards=args.shards, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
-                       event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args))
+                       event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
+                       group_commit=GroupCommitConfig(enabled=not args.no_group_commit))
 
 
 def oidc_config(args: argparse.Namespace) -> OidcConfig | None:

@@ -28,6 +28,7 @@ import psutil
 import ray
 
 from ..serving.actor import ShardActor
+from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
 
@@ -127,7 +128,7 @@ def _stop_processes(procs: list[psutil.Process], grace: float = 5.0) -> None:
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
                  cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop", secret_keys: list[bytes] = (),
-                 oidc=None):
+                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig()):
         self.routing = routing
         self.oidc = oidc        # the identity provider's settings, for the shards' authenticators
         # The keys sealing credential secrets (store/sealing.py): each shard writes credentials. They
@@ -137,6 +138,7 @@ class RayCluster:
         self.ray_address = ray_address
         self.event_loop = event_loop
         self.cache = cache
+        self.group_commit = group_commit
         self.generation = itertools.count(1)
         self.events: list[dict] = []      # failover timeline: what happened when
         self.event_counts: dict[str, int] = {}    # events by kind, for the router's /metrics
@@ -160,7 +162,8 @@ class RayCluster:
             # Ray gives async actors uvloop unless their own environment says otherwise; the workers
             # of a joined cluster do not inherit this process's.
             options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
-        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys, self.oidc)
+        actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys, self.oidc,
+                                                     self.group_commit)
         # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
         url, local_socket = await actor.start.remote("127.0.0.1" if self.ray_address is None else None)
         handle = ShardHandle(name, url, actor, local_socket=local_socket)

@@ -18,6 +18,7 @@ from ..web.http1 import Listening
 from ..web.http_limits import HttpLimits
 from ..router.routing import RoutingTable
 from ..serving.front import start_shard_front
+from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig, Shard
 from ..store.db import Store
 from ..store.sealing import SecretBox, load_keys, reseal_credentials
@@ -37,6 +38,7 @@ class ServeConfig:
     shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
     cache: CacheConfig = field(default_factory=CacheConfig)
+    group_commit: GroupCommitConfig = field(default_factory=GroupCommitConfig)   # of every shard
     event_loop: str = "uvloop"     # of the shard actors (the caller runs this process's own)
     secret_key: str | None = None  # where the secret keys are: a file, env:NAME; None: <data_dir>/secret.key
     http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
@@ -74,12 +76,14 @@ async def start(config: ServeConfig) -> Running:
     await ensure_default_metastore(store, data_dir)
     if config.shards:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
-                             event_loop=config.event_loop, secret_keys=keys, oidc=config.oidc)
+                             event_loop=config.event_loop, secret_keys=keys, oidc=config.oidc,
+                             group_commit=config.group_commit)
         await cluster.start(config.shards)
         front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc), config.host, config.port,
                                   config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache), config.oidc), config.host, config.port,
+    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache, group_commit=config.group_commit),
+                                             config.oidc), config.host, config.port,
                                     limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 

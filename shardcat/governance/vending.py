@@ -108,6 +108,9 @@ def _region() -> str:
     return os.environ.get("SHARDCAT_AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
+region = _region      # also the region of the catalog's own S3 access with vended keys (the Iceberg catalog)
+
+
 # ---- the STS call and its cache -------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from ..store.db import Store
 from ..store.sealing import SecretBox
 from .front import start_shard_front
 from .app import make_shard_app
+from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig, Shard
 
 
@@ -39,12 +40,13 @@ HEARTBEAT_SECONDS = 0.1
 @ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
 class ShardActor:
     def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig(), secret_keys: list[bytes] = (),
-                 oidc=None):
+                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig()):
         self.name = name
         self.oidc = oidc        # governance/oidc.py OidcConfig: bearer JWTs the router relays are verified here too
         self.db_url = db_url
         self.secret_keys = list(secret_keys)     # the server's (store/sealing.py): credentials are written here
         self.cache = cache
+        self.group_commit = group_commit
         self.shard: Shard | None = None
         self.listening: http1.Listening | None = None     # its front, the app behind it
         self.heartbeat = time.monotonic()       # the serving loop's last beat
@@ -61,7 +63,8 @@ class ShardActor:
                         "start Ray with RAY_worker_niceness=0 (ray-config/README.md)", self.name, os.nice(0))
         store = await Store.open(self.db_url)
         store.secrets = SecretBox(self.secret_keys) if self.secret_keys else None
-        self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache)
+        self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache,
+                           group_commit=self.group_commit)
         verifier = oidc.OidcVerifier(self.oidc, store) if self.oidc else None
         app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled, identity_provider=verifier))
         # Through the module: Ray ships this class by value, so a name imported into it is a copy

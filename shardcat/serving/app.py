@@ -25,6 +25,7 @@ from ..catalog.changes import change_routes
 from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_api import delta_api_routes
 from ..catalog.delta_commits import delta_commit_routes
+from ..catalog.iceberg_rest import iceberg_routes
 from ..catalog.functions import create_function
 from ..catalog.lineage import lineage_routes
 from ..catalog.metastores import MetastoreService
@@ -34,7 +35,7 @@ from ..catalog.search import search_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
-from ..shards.shard import MetastoreState, Shard
+from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..catalog.sharing import sharing_routes
 from ..catalog.delta_sharing.activation import activation_routes
 from ..catalog.delta_sharing.server import sharing_protocol_routes
@@ -215,13 +216,17 @@ def _metastore_session(shard: Shard):
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
+        WRITTEN_VERSION.set(None)
         try:
             response = await handler(request)
         except MetastoreGone as e:
             # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
-        version = served_version(shard, caller.metastore_id, before)
+        # A write's answer names the version it made (a later write of its group may be applied too).
+        version = WRITTEN_VERSION.get()
+        if version is None:
+            version = served_version(shard, caller.metastore_id, before)
         if version is not None:
             response.headers[VERSION_HEADER] = str(version)
         return response
@@ -283,6 +288,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
                 *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
                 *search_routes(shard, PREFIX), *change_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
+                *iceberg_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

@@ -27,6 +27,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     gauges["cache_entries"] = sum(c["entries"] for c in caches)
     gauges["cache_bytes"] = sum(c["bytes"] for c in caches)
     gauges["metastores_owned"] = len(shard.states)
+    figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
     for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops"):
         counters[key] = shard.stats.get(key, 0)
     add_audit(figures, audit_log)

@@ -12,6 +12,7 @@ each applied change through the followers hook (followers.py): the core knows no
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -20,12 +21,18 @@ from ..cache.metastore_cache import MISS, MetastoreCache, page_after
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx
+from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
 from .followers import CacheFollower, Follower, Reconciled
+from .group_commit import GroupCommitConfig, PendingWrite, speculate, undo_speculation
 
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 8
+# The metastore version the current request's latest write made: its answer reports that one
+# (serving/app.py), not the shard's version after the write's whole group, so that every write's
+# answer names a version of its own, as without group commit.
+WRITTEN_VERSION: contextvars.ContextVar[int | None] = contextvars.ContextVar("shardcat_written_version",
+                                                                             default=None)
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
 # A rebuild yields to the event loop after this many storage paths.
@@ -76,6 +83,8 @@ class MetastoreState:
     privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending: list = field(default_factory=list)     # writes waiting for the next group (group_commit.py)
+    committer: asyncio.Task | None = None           # the task committing this metastore's groups
 
     def forget(self, asset_id: str) -> None:
         url = self.path_of.pop(asset_id, None)
@@ -96,18 +105,26 @@ class MetastoreState:
             self.path_of[asset.id] = asset.storage_path
 
 
+@dataclass(frozen=True)
+class _Made:
+    """What a write in a transaction of its own left of its tx: the version it made."""
+    version: int
+
+
 class Shard:
     """`claim_on_demand`: serve any metastore asked for (one shard in-process); otherwise only
     those the router assigned, answering NOT_OWNER for the rest."""
 
     def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True,
-                 cache: CacheConfig = CacheConfig()):
+                 cache: CacheConfig = CacheConfig(), group_commit: GroupCommitConfig = GroupCommitConfig()):
         self.store = store
+        self.group_commit = group_commit
         self.name = name
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0}
+        self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
+                      "lone_writes": 0, "groups": 0, "grouped_writes": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.followers: list[Follower] = [CacheFollower(cache)]
@@ -335,8 +352,34 @@ class Shard:
 
         `body` validates against the transaction's reads and the state's trie, then
         writes through `tx`. A CatalogError from it rolls the whole write back.
+        Writes that queue behind one in flight commit together (group_commit.py).
         """
         state = await self.state(metastore_id)
+        if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
+            result, version = await self._write_alone(state, body)
+            WRITTEN_VERSION.set(version)
+            return result
+        if not state.write_lock.locked() and not state.pending and (state.committer is None or state.committer.done()):
+            # A lone writer: nothing in flight, nothing queued. It writes at once in its own task;
+            # writers arriving meanwhile queue, and their committer takes the lock after it.
+            self.stats["lone_writes"] += 1
+            result, version = await self._write_alone(state, body)
+            WRITTEN_VERSION.set(version)
+            return result
+        pending = PendingWrite(body, asyncio.get_running_loop().create_future())
+        # Its writer may have stopped waiting (cancelled): the outcome is then nobody's to read.
+        pending.done.add_done_callback(lambda done: done.cancelled() or done.exception())
+        state.pending.append(pending)
+        if state.committer is None or state.committer.done():
+            # A task of its own: a writer that gives up (its client went away) cancels only its wait.
+            state.committer = asyncio.create_task(self._commit_groups(state))
+        result = await asyncio.shield(pending.done)
+        WRITTEN_VERSION.set(pending.tx.version if pending.tx is not None else None)
+        return result
+
+    async def _write_alone(self, state: MetastoreState, body) -> tuple[object, int]:
+        """The write in a transaction of its own: its result, and the version it made."""
+        metastore_id = state.id
         async with state.write_lock:   # this shard's own writes queue here instead of conflicting
             for _ in range(WRITE_ATTEMPTS):
                 try:
@@ -352,8 +395,93 @@ class Shard:
                 async with state.reconcile_lock:
                     self._applied(state, tx)
                 self.stats["writes"] += 1
-                return result
+                return result, tx.version
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+
+    async def _commit_groups(self, state: MetastoreState) -> None:
+        """Commit the metastore's queued writes, a bounded group per transaction, until none is left."""
+        config = self.group_commit
+        while state.pending:
+            if config.max_wait > 0 and 1 < len(state.pending) < config.max_batch:
+                await asyncio.sleep(config.max_wait)
+            batch = state.pending[:config.max_batch]
+            del state.pending[:config.max_batch]
+            try:
+                await self._commit_group(state, batch)
+            except BaseException as e:      # cancelled (the shard stops): nobody is left waiting
+                for pending in [*batch, *state.pending]:
+                    pending.settle(e if not isinstance(e, asyncio.CancelledError) else CatalogError(
+                        "TEMPORARILY_UNAVAILABLE", "The shard stopped; the write's outcome is unknown."))
+                state.pending.clear()
+                raise
+            for pending in batch:
+                pending.settle()
+
+    async def _commit_group(self, state: MetastoreState, batch: list[PendingWrite]) -> None:
+        """One group in one transaction: each write in arrival order in a savepoint of its own.
+        A VersionConflict (another owner wrote) retries the whole group on fresh state; a failure
+        of the transaction itself (the database went away, the commit failed) fails every write.
+        A group of one is a plain write: no savepoint, nothing deferred, as without group commit."""
+        if len(batch) == 1:
+            pending = batch[0]
+            try:
+                pending.result, version = await self._write_alone(state, pending.body)
+                pending.tx = _Made(version)
+            except Exception as e:
+                pending.error = e
+            self.stats["groups"] += 1
+            self.stats["grouped_writes"] += 1
+            return
+        async with state.write_lock:
+            for _ in range(WRITE_ATTEMPTS):
+                for pending in batch:
+                    pending.reset()
+                try:
+                    async with self.store.write_batch(state.id, state.version) as group:
+                        for pending in batch:
+                            await self._write_in_group(state, group, pending)
+                except VersionConflict:
+                    undo_speculation(state, batch)
+                    self.stats["write_conflicts"] += 1
+                    await self.reconcile(state)
+                    continue
+                except MetastoreGone:
+                    undo_speculation(state, batch)
+                    self.drop(state.id)
+                    gone = CatalogError("NOT_FOUND", f"Metastore '{state.id}' does not exist.")
+                    for pending in batch:
+                        pending.error = gone
+                    return
+                except Exception as e:      # nothing of the group is acknowledged
+                    undo_speculation(state, batch)
+                    for pending in batch:
+                        pending.error = e
+                    return
+                async with state.reconcile_lock:
+                    for pending in batch:
+                        if pending.tx is not None:
+                            self._applied(state, pending.tx)
+                self.stats["writes"] += sum(1 for pending in batch if pending.tx is not None)
+                self.stats["groups"] += 1
+                self.stats["grouped_writes"] += len(batch)
+                return
+        conflict = CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
+        for pending in batch:
+            pending.error = conflict
+
+    async def _write_in_group(self, state: MetastoreState, group, pending: PendingWrite) -> None:
+        try:
+            async with group.write() as tx:
+                pending.result = await pending.body(tx, state)
+        except (VersionConflict, MetastoreGone):
+            raise
+        except Exception as e:
+            if is_db_unavailable(e) or group.conn.is_closed():
+                raise                       # the transaction is lost, not just this write
+            pending.error = e               # rolled back to its savepoint: it fails alone
+            return
+        pending.tx = tx
+        pending.undo = speculate(state, tx)
 
     def _applied(self, state: MetastoreState, tx: WriteTx) -> None:
         if state.version >= tx.version:

@@ -503,21 +503,87 @@ class Store:
     async def write(self, metastore_id: str, expected_version: int):
         """One serializable write to a metastore, as `async with store.write(ms, v) as tx:`."""
         async with self.pool.acquire() as conn, conn.transaction():
-            new_version = await conn.fetchval(
-                "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
-                uuid.UUID(metastore_id), expected_version,
-            )
-            if new_version is None:
-                actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
-                if actual is None:
-                    raise MetastoreGone(metastore_id)
-                raise VersionConflict(metastore_id, expected_version, actual)
-            tx = WriteTx(conn, metastore_id, new_version)
+            tx = await _begin_write(conn, metastore_id, expected_version)
             yield tx
-            await conn.execute(
-                "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)",
-                uuid.UUID(metastore_id), new_version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
-            )
+            await _log_write(conn, tx)
+
+    @asynccontextmanager
+    async def write_batch(self, metastore_id: str, expected_version: int):
+        """Many writes to a metastore in one transaction (group commit, shards/group_commit.py), as
+        `async with store.write_batch(ms, v) as batch:` and then `async with batch.write() as tx:`
+        per write. Each write is what `write` makes of it (a version of its own, a change-log row)
+        inside a savepoint: one that fails is rolled back alone. All commit together, or none.
+
+        The metastore's row is locked once, conditioned on the expected version as `write` does;
+        the writes take the versions after it in turn, and the row's new version and the
+        change-log rows are written once at the end: fewer round trips per write."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1 FOR UPDATE",
+                                         uuid.UUID(metastore_id))
+            if actual is None:
+                raise MetastoreGone(metastore_id)
+            if actual != expected_version:
+                raise VersionConflict(metastore_id, expected_version, actual)
+            batch = WriteBatch(conn, metastore_id, expected_version)
+            yield batch
+            if batch.logged:
+                await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
+                                   uuid.UUID(metastore_id), batch.version)
+                await conn.executemany(_LOG_WRITE, [_log_row(tx) for tx in batch.logged])
+
+
+async def _begin_write(conn, metastore_id: str, expected_version: int) -> "WriteTx":
+    """Bump the metastore's version, conditioned on the one the writer expects (invariant 2)."""
+    new_version = await conn.fetchval(
+        "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
+        uuid.UUID(metastore_id), expected_version,
+    )
+    if new_version is None:
+        actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        if actual is None:
+            raise MetastoreGone(metastore_id)
+        raise VersionConflict(metastore_id, expected_version, actual)
+    return WriteTx(conn, metastore_id, new_version)
+
+
+_LOG_WRITE = "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)"
+
+
+def _log_row(tx: "WriteTx") -> tuple:
+    return uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details()
+
+
+async def _log_write(conn, tx: "WriteTx") -> None:
+    await conn.execute(_LOG_WRITE, *_log_row(tx))
+
+
+class WriteBatch:
+    """The writes of one group commit, in one open transaction that holds the metastore's row;
+    `version` is the metastore's version after the writes that went through so far (a rolled-back
+    write leaves it as it was), `logged` those writes, whose change-log rows the commit appends."""
+
+    def __init__(self, conn, metastore_id: str, expected_version: int):
+        self.conn = conn
+        self.metastore_id = metastore_id
+        self.version = expected_version
+        self.logged: list[WriteTx] = []
+        self._savepoint = False
+
+    @asynccontextmanager
+    async def write(self):
+        # One savepoint name, released and set again in one round trip (simple protocol: two statements).
+        await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
+                                else "SAVEPOINT group_write")
+        self._savepoint = True
+        tx = WriteTx(self.conn, self.metastore_id, self.version + 1)
+        try:
+            yield tx
+        except BaseException:
+            if not self.conn.is_closed():
+                await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
+            raise
+        self.version = tx.version
+        self.logged.append(tx)
 
 
 class WriteTx:

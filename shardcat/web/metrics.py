@@ -53,6 +53,7 @@ GAUGES = {
     "cache_entries": "Assets in the in-memory caches.",
     "cache_bytes": "Estimated bytes held by the in-memory caches.",
     "metastores_owned": "Metastores this server serves now.",
+    "metastore_version": "The version of each metastore served here, as this server knows it (it rises by one per write).",
     "db_pool_size": "Connections open in the PostgreSQL pool.",
     "db_pool_idle": "Idle connections in the PostgreSQL pool.",
     "db_pool_max": "The PostgreSQL pool's connection limit.",
@@ -102,7 +103,8 @@ class Observed:
 
 OBSERVED = web.AppKey("shardcat_observed", Observed)
 
-LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard"}
+LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard",
+            "metastore_version": "metastore"}
 
 
 class _Snapshots:

@@ -49,6 +49,44 @@ class Endpoint:
 
 
 E = Endpoint
+
+# Iceberg's REST catalog (catalog/iceberg_rest.py): the spec's operations as (method, path under
+# /v1/{prefix}, operationId), each served under both bases, with the warehouse prefix
+# catalogs/{catalog} and without one; GET /v1/config besides. Audit actions: "iceberg" + operationId.
+ICEBERG_BASES = ("/iceberg/v1", "/iceberg-rest/v1")
+ICEBERG_OPERATIONS = (
+    ("GET", "/namespaces", "listNamespaces"), ("POST", "/namespaces", "createNamespace"),
+    ("GET", "/namespaces/{namespace}", "loadNamespaceMetadata"),
+    ("HEAD", "/namespaces/{namespace}", "namespaceExists"), ("DELETE", "/namespaces/{namespace}", "dropNamespace"),
+    ("POST", "/namespaces/{namespace}/properties", "updateProperties"),
+    ("GET", "/namespaces/{namespace}/tables", "listTables"), ("POST", "/namespaces/{namespace}/tables", "createTable"),
+    ("POST", "/namespaces/{namespace}/register", "registerTable"),
+    ("GET", "/namespaces/{namespace}/tables/{table}", "loadTable"),
+    ("HEAD", "/namespaces/{namespace}/tables/{table}", "tableExists"),
+    ("POST", "/namespaces/{namespace}/tables/{table}", "updateTable"),
+    ("DELETE", "/namespaces/{namespace}/tables/{table}", "dropTable"),
+    ("GET", "/namespaces/{namespace}/tables/{table}/credentials", "loadCredentials"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/metrics", "reportMetrics"),
+    ("POST", "/tables/rename", "renameTable"), ("POST", "/transactions/commit", "commitTransaction"),
+    ("GET", "/namespaces/{namespace}/views", "listViews"), ("POST", "/namespaces/{namespace}/views", "createView"),
+    ("GET", "/namespaces/{namespace}/views/{view}", "loadView"),
+    ("HEAD", "/namespaces/{namespace}/views/{view}", "viewExists"),
+    ("POST", "/namespaces/{namespace}/views/{view}", "replaceView"),
+    ("DELETE", "/namespaces/{namespace}/views/{view}", "dropView"), ("POST", "/views/rename", "renameView"),
+)
+ICEBERG_PREFIXES = ("/catalogs/{catalog}", "")     # with a warehouse (its catalog) and without
+
+
+def _iceberg() -> tuple[Endpoint, ...]:
+    out = []
+    for base in ICEBERG_BASES:
+        out.append(E(SHARD, "GET", f"{base}/config", "icebergGetConfig"))
+        for method, path, operation in ICEBERG_OPERATIONS:
+            action = "iceberg" + operation[0].upper() + operation[1:]
+            out += [E(SHARD, method, f"{base}{prefix}{path}", action) for prefix in ICEBERG_PREFIXES]
+    return tuple(out)
+
+
 ENDPOINTS: tuple[Endpoint, ...] = (
     E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True, audited=False),
     E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True, audited=False),
@@ -165,6 +203,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
       securable="RECIPIENT", public=True),
     E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
+    *_iceberg(),
     E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
     # The UC Delta API (catalog/delta_api.py), its actions the spec's operationIds; the handlers name the table.
     E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig"),

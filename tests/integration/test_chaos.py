@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.chaos import ChaosConfig, run_experiment, verify
 from loadtest.driver import Ledger
@@ -92,6 +93,12 @@ async def test_killed_shard_failover_under_load(chaos_cluster):
     assert result["recovery_seconds"] < RECOVERY_BOUND, result
     _assert_reads_retried_through(result)
     assert any(e["event"] == "metastores_reassigned" for e in result["events"])
+    # An operator sees the failover in the router's /metrics (issue 35).
+    async with aiohttp.ClientSession() as http, http.get(chaos_cluster[0].url + "/metrics") as r:
+        families = {f.name: f for f in text_string_to_metric_families(await r.text())}
+    events = {s.labels["event"]: s.value for s in families["shardcat_supervisor_events"].samples
+              if s.labels.get("server") == "router"}
+    assert events.get("shard_killed", 0) >= 1 and events.get("metastores_reassigned", 0) >= 1, events
 
 
 async def test_paused_shard_is_replaced(chaos_cluster):

@@ -14,6 +14,7 @@ import pytest
 from yarl import URL
 
 from shardcat.web import http1
+from shardcat.web.shard_client import ConnectionLost
 from shardcat.web.wire import MAX_BODY_BYTES
 from tests.conftest import PREFIX, new_workspace, serving
 
@@ -86,17 +87,38 @@ async def test_everything_else_goes_through_the_router_app(cluster, fws, http):
     assert (await fws.call("GET", "/user-info/me"))[0] == 200
     status, listed = await fws.call("GET", "/metastores")
     assert status == 200 and any(m["metastore_id"] == fws.metastore_id for m in listed["metastores"])
-    # a write, an unknown token, no token at all
-    status, created = await fws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
-    assert status == 200 and created["full_name"] == "c.s"
+    # an unknown token, no token at all
     async with http.get(fws.api + "/catalogs/c", headers={"Authorization": "Bearer nope"}) as r:
         assert r.status == 401 and (await r.json())["error_code"] == "UNAUTHENTICATED"
     async with http.get(fws.api + "/catalogs/c") as r:
         assert r.status == 401 and "Authorization" in (await r.json())["message"]
     after = counts(cluster)
-    assert after["through_app"] - before["through_app"] == 6 and after["fast"] == before["fast"]
-    # the write is there, read back on the fast path
-    assert (await fws.call("GET", "/schemas/c.s"))[1]["full_name"] == "c.s"
+    assert after["through_app"] - before["through_app"] == 5 and after["fast"] == before["fast"]
+
+
+async def test_writes_take_the_fast_path_and_one_that_loses_its_connection_is_not_sent_again(cluster, fws,
+                                                                                             monkeypatch):
+    await fws.call("GET", "/catalogs/c")        # the caller's identity is cached after its first request
+    before = counts(cluster)
+    status, created = await fws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
+    assert status == 200 and created["full_name"] == "c.s"
+    assert counts(cluster)["fast"] - before["fast"] == 1 and counts(cluster)["through_app"] == before["through_app"]
+    assert (await fws.call("GET", "/schemas/c.s"))[1]["full_name"] == "c.s"   # there, read back
+    # The shard applies the write, and the connection is lost before its answer arrives.
+    client = cluster.front.front.forwarder.client      # the one both the front and the router app send with
+    real, sent = client.request, []
+
+    async def applied_then_lost(address, method, path, headers, body):
+        sent.append((method, path))
+        await real(address, method, path, headers, body)
+        raise ConnectionLost("the connection closed before the answer")
+
+    monkeypatch.setattr(client, "request", applied_then_lost)
+    status, lost = await fws.call("POST", "/schemas", json={"name": "s2", "catalog_name": "c"})
+    assert status == 503 and lost["error_code"] == "TEMPORARILY_UNAVAILABLE" and "unknown" in lost["message"]
+    assert sent == [("POST", PREFIX + "/schemas")]      # once: neither the front nor the app sent it again
+    monkeypatch.setattr(client, "request", real)
+    assert (await fws.call("GET", "/schemas/c.s2"))[0] == 200    # it had been applied, once
 
 
 async def test_pipelined_requests_are_answered_in_order(cluster, fws):

@@ -44,6 +44,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 # The objects the document's examples name: (the path that reads one, with its parameters) and
 # (the method, path, path parameters and body that create it).
 P = PREFIX
+ICE = f"{P}/iceberg/v1/catalogs/{{catalog}}"      # the Iceberg REST catalog, warehouse main
 SEEDS = [
     ((f"{P}/catalogs/{{name}}", {"name": "main"}), ("POST", f"{P}/catalogs", {}, {"name": "main"})),
     ((f"{P}/schemas/{{full_name}}", {"full_name": "main.default"}),
@@ -79,6 +80,18 @@ SEEDS = [
     ((f"{P}/shares/{{name}}", {"name": "sales"}), ("POST", f"{P}/shares", {}, {"name": "sales"})),
     ((f"{P}/recipients/{{name}}", {"name": "partner"}),
      ("POST", f"{P}/recipients", {}, {"name": "partner", "authentication_type": "TOKEN"})),
+    ((f"{ICE}/namespaces/{{namespace}}/tables/{{table}}", {"catalog": "main", "namespace": "default", "table": "events"}),
+     ("POST", f"{ICE}/namespaces/{{namespace}}/tables", {"catalog": "main", "namespace": "default"}, {
+         "name": "events", "schema": {"type": "struct", "fields": [
+             {"id": 1, "name": "id", "type": "long", "required": False}]}})),
+    ((f"{ICE}/namespaces/{{namespace}}/views/{{view}}", {"catalog": "main", "namespace": "default",
+                                                        "view": "events_view"}),
+     ("POST", f"{ICE}/namespaces/{{namespace}}/views", {"catalog": "main", "namespace": "default"}, {
+         "name": "events_view", "schema": {"type": "struct", "schema-id": 0, "fields": [
+             {"id": 1, "name": "id", "type": "long", "required": False}]},
+         "view-version": {"version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {}, "default-namespace": [
+             "default"], "representations": [{"type": "sql", "sql": "SELECT id FROM main.default.events",
+                                              "dialect": "spark"}]}})),
     ((f"{P}/providers/{{name}}", {"name": "upstream"}),
      ("POST", f"{P}/providers", {}, {"name": "upstream", "authentication_type": "TOKEN", "recipient_profile_str":
          '{"shareCredentialsVersion": 1, "endpoint": "https://sharing.example.com", "bearerToken": "t"}'})),

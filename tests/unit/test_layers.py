@@ -21,7 +21,7 @@ LAYERS = [
     {"router", "serving"},        # the apps: the router's and a shard's (aiohttp apps and their fast fronts)
     {"catalog"},                  # catalog operations, each type's rules and routes
     {"governance"},               # decisions (privileges, audit, identity, vending) and their APIs
-    {"delta"},                    # the Delta protocol's rules (and a client of the Delta API)
+    {"delta", "iceberg"},         # table formats: the Delta protocol's rules (and a Delta client), Iceberg metadata
     {"web", "openapi", "shards"},  # the HTTP kit, endpoint registry and API document; the shard core (versions,
                                    # reconcile, followers)
     {"cache", "store"},           # pure data structures; PostgreSQL

@@ -1,0 +1,352 @@
+"""Iceberg table and view metadata for the REST catalog: parse requests, check requirements, apply
+updates, read and write metadata files.
+
+pyiceberg does the format: its request models, `update_table_metadata`, the requirement classes'
+`validate`, `new_table_metadata`, its location provider and FileIO. Views are the exception:
+pyiceberg has view metadata models but no view updates, so the few view update actions of the
+REST spec are applied here on the metadata's JSON form and the result is validated by pyiceberg's
+model. No HTTP and no catalog state here; the file functions block (run them in a thread).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from cachetools import LRUCache
+from pydantic import TypeAdapter, ValidationError
+from pyiceberg.catalog import MetastoreCatalog
+from pyiceberg.catalog.rest import CreateTableRequest, CreateViewRequest, RegisterTableRequest
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io import load_file_io
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate, update_table_metadata
+from pyiceberg.types import (DecimalType, ListType, MapType, NestedField, PrimitiveType, StructType)
+from pyiceberg.view.metadata import ViewMetadata
+
+from ..errors import CatalogError, invalid
+
+METADATA_LOCATION = "metadata_location"                    # the table's row keeps its current metadata file here
+PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
+
+_REQUIREMENTS = TypeAdapter(list[TableRequirement])
+_UPDATES = TypeAdapter(list[TableUpdate])
+
+
+def _problem(e: ValidationError) -> str:
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]
+
+
+def _model(model, body: dict, what: str):
+    props = body.get("properties")
+    if props is not None and not isinstance(props, dict):
+        raise invalid(f"Invalid {what}: properties must be an object.")
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        raise invalid(f"Invalid {what}: {_problem(e)}.") from None
+    except (ValueError, TypeError, AttributeError, KeyError) as e:   # pyiceberg's own validators on odd input
+        raise invalid(f"Invalid {what}: {e}.") from None
+
+
+# ---- requests ---------------------------------------------------------------------------------
+
+
+def create_request(body: dict) -> CreateTableRequest:
+    # Other clients leave out what pyiceberg's model spells as required-but-nullable.
+    return _model(CreateTableRequest, {"location": None, "partition-spec": None, "write-order": None, **body},
+                  "CreateTableRequest")
+
+
+def register_request(body: dict) -> RegisterTableRequest:
+    return _model(RegisterTableRequest, {"overwrite": False, **body}, "RegisterTableRequest")
+
+
+def view_request(body: dict) -> CreateViewRequest:
+    return _model(CreateViewRequest, {"location": None, **body}, "CreateViewRequest")
+
+
+def changes(body: dict) -> tuple[list, list]:
+    """(requirements, updates) of a CommitTableRequest, as pyiceberg objects."""
+    try:
+        requirements = _REQUIREMENTS.validate_python(body.get("requirements") or [])
+        updates = _UPDATES.validate_python(body.get("updates") or [])
+    except ValidationError as e:
+        raise invalid(f"Invalid CommitTableRequest: {_problem(e)}.") from None
+    return requirements, updates
+
+
+def asserts_create(requirements: list) -> bool:
+    return any(isinstance(r, AssertCreate) for r in requirements)
+
+
+# ---- table metadata ---------------------------------------------------------------------------
+
+
+def new_metadata(request: CreateTableRequest, location: str) -> TableMetadata:
+    try:
+        return new_table_metadata(
+            schema=request.table_schema, partition_spec=request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+            sort_order=request.write_order or UNSORTED_SORT_ORDER, location=location,
+            properties=dict(request.properties))
+    except (ValueError, TypeError) as e:
+        raise invalid(f"Cannot create the table's metadata: {e}") from None
+
+
+def empty_metadata() -> TableMetadata:
+    """The base a create-transaction's updates apply to: pyiceberg's own catalogs' empty metadata."""
+    return MetastoreCatalog._empty_table_metadata()
+
+
+def updated(base: TableMetadata | None, base_location: str | None, requirements: list, updates: list) -> TableMetadata:
+    """The metadata a commit leaves: every requirement checked against `base` (None: the table does
+    not exist yet), then the updates applied. A failed requirement is a RESOURCE_CONFLICT (409)."""
+    for requirement in requirements:
+        try:
+            requirement.validate(base)
+        except CommitFailedException as e:
+            raise CatalogError("RESOURCE_CONFLICT", str(e)) from None
+    try:
+        return update_table_metadata(base if base is not None else empty_metadata(), tuple(updates),
+                                     enforce_validation=base is None, metadata_location=base_location)
+    except (ValueError, TypeError, ValidationError) as e:
+        raise invalid(f"Cannot apply the commit's updates: {e}") from None
+
+
+def next_location(metadata: TableMetadata, previous: str | None) -> str:
+    """Where the next metadata file goes: pyiceberg's location provider, numbered after `previous`."""
+    version = MetastoreCatalog._parse_metadata_version(previous) + 1 if previous else 0
+    provider = load_location_provider(metadata.location, metadata.properties)
+    return provider.new_table_metadata_file_location(version)
+
+
+# Metadata files are immutable: a file read once is the same file forever.
+_READ: LRUCache = LRUCache(maxsize=512)
+
+
+def read_metadata(location: str, io: dict) -> TableMetadata:
+    """The metadata file at `location`; `io`: pyiceberg FileIO properties (storage credentials)."""
+    hit = _READ.get(location)
+    if hit is not None:
+        return hit
+    try:
+        found = FromInputFile.table_metadata(load_file_io(io, location).new_input(location))
+    except FileNotFoundError:
+        raise CatalogError("FAILED_PRECONDITION", f"The metadata file '{location}' does not exist.") from None
+    except (ValueError, ValidationError) as e:
+        raise invalid(f"'{location}' is not an Iceberg table metadata file: {e}") from None
+    except OSError as e:
+        raise _storage_error("read", location, e) from None
+    _READ[location] = found
+    return found
+
+
+def _storage_error(verb: str, location: str, e: OSError) -> CatalogError:
+    """The storage refused the catalog's own metadata I/O (access denied, unreachable): said plainly."""
+    return CatalogError("FAILED_PRECONDITION", f"The catalog could not {verb} '{location}': {e}")
+
+
+def write_metadata(metadata: TableMetadata, location: str, io: dict) -> None:
+    try:
+        ToOutputFile.table_metadata(metadata, load_file_io(io, location).new_output(location))
+    except OSError as e:
+        raise _storage_error("write", location, e) from None
+    _READ[location] = metadata
+
+
+def storage_properties(vended: dict, endpoint: str | None, region: str) -> dict:
+    """pyiceberg FileIO properties for a TemporaryCredentials answer (governance/vending.py): S3 keys
+    (STS session keys, or an S3-compatible store's static ones), their expiry, and where to send them:
+    the answer's own endpoint, region and addressing (an s3_compatible credential's), else `endpoint`
+    ($SHARDCAT_S3_ENDPOINT) and `region`. None for file://."""
+    aws = vended.get("aws_temp_credentials")
+    if not aws:
+        return {}
+    out = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
+           "s3.region": vended.get("region") or region,
+           "s3.session-token-expires-at-ms": str(vended["expiration_time"])}
+    if aws.get("session_token"):
+        out["s3.session-token"] = aws["session_token"]
+    if vended.get("endpoint_url") or endpoint:
+        out["s3.endpoint"] = vended.get("endpoint_url") or endpoint
+    if "path_style_access" in vended:
+        out["s3.force-virtual-addressing"] = "false" if vended["path_style_access"] else "true"
+    return out
+
+
+def metadata_json(metadata: TableMetadata | ViewMetadata) -> dict:
+    return metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def parse_metadata(raw: dict) -> TableMetadata:
+    return TableMetadataUtil.parse_obj(raw)
+
+
+# ---- views --------------------------------------------------------------------------------------
+
+
+def new_view_metadata(request: CreateViewRequest, location: str) -> ViewMetadata:
+    now = int(time.time() * 1000)
+    schema = request.view_schema
+    version = request.view_version.model_copy(update={"version_id": 1, "schema_id": schema.schema_id})
+    return _view({"view-uuid": str(uuid.uuid4()), "format-version": 1, "location": location,
+                  "schemas": [metadata_json(schema)], "current-version-id": 1,
+                  "versions": [metadata_json(version)],
+                  "version-log": [{"timestamp-ms": now, "version-id": 1}],
+                  "properties": dict(request.properties)})
+
+
+def _view(raw: dict) -> ViewMetadata:
+    try:
+        return ViewMetadata.model_validate(raw)
+    except ValidationError as e:
+        raise invalid(f"Invalid view metadata: {_problem(e)}.") from None
+
+
+def updated_view(base: ViewMetadata, requirements: list, updates: list) -> ViewMetadata:
+    """A CommitViewRequest applied: requirements (assert-view-uuid), then the REST spec's view updates."""
+    for r in requirements:
+        if not isinstance(r, dict) or r.get("type") != "assert-view-uuid":
+            raise invalid(f"Unknown view requirement {r!r:.80}; expected assert-view-uuid.")
+        if r.get("uuid") != base.view_uuid:
+            raise CatalogError("RESOURCE_CONFLICT", f"Requirement failed: view UUID does not match: "
+                                                    f"expected {base.view_uuid} != {r.get('uuid')}")
+    view = metadata_json(base)
+    added_version = None
+    for u in updates:
+        action = u.get("action") if isinstance(u, dict) else None
+        if action == "assign-uuid":
+            if u.get("uuid") != view["view-uuid"]:
+                raise invalid("A view's UUID cannot change.")
+        elif action == "upgrade-format-version":
+            if u.get("format-version") != 1:
+                raise invalid(f"Unsupported view format version {u.get('format-version')!r}.")
+        elif action == "add-schema":
+            schema = u.get("schema") or {}
+            view["schemas"] = [s for s in view["schemas"] if s.get("schema-id") != schema.get("schema-id")] + [schema]
+        elif action == "set-location":
+            view["location"] = u.get("location")
+        elif action == "set-properties":
+            view["properties"] = {**view.get("properties", {}), **(u.get("updates") or {})}
+        elif action == "remove-properties":
+            view["properties"] = {k: v for k, v in view.get("properties", {}).items()
+                                  if k not in (u.get("removals") or [])}
+        elif action == "add-view-version":
+            version = dict(u.get("view-version") or {})
+            if version.get("schema-id") == -1:     # -1: the schema added by this commit
+                version["schema-id"] = view["schemas"][-1].get("schema-id")
+            version["version-id"] = max(v["version-id"] for v in view["versions"]) + 1
+            view["versions"].append(version)
+            added_version = version["version-id"]
+        elif action == "set-current-view-version":
+            version_id = u.get("view-version-id")
+            if version_id == -1:
+                if added_version is None:
+                    raise invalid("set-current-view-version -1 needs an add-view-version before it.")
+                version_id = added_version
+            if version_id not in [v["version-id"] for v in view["versions"]]:
+                raise invalid(f"View version {version_id!r} does not exist.")
+            view["current-version-id"] = version_id
+            view["version-log"].append({"timestamp-ms": int(time.time() * 1000), "version-id": version_id})
+        else:
+            raise invalid(f"Unknown view update action {action!r:.40}.")
+    return _view(view)
+
+
+def view_sql(view: ViewMetadata) -> str:
+    """The current version's SQL (the first representation), the view's definition in the catalog row."""
+    version = next(v for v in view.versions if v.version_id == view.current_version_id)
+    return version.representations[0].root.sql
+
+
+def read_view(location: str, io: dict) -> ViewMetadata:
+    try:
+        raw = load_file_io(io, location).new_input(location).open().read()
+    except FileNotFoundError:
+        raise CatalogError("FAILED_PRECONDITION", f"The view metadata file '{location}' does not exist.") from None
+    except OSError as e:
+        raise _storage_error("read", location, e) from None
+    try:
+        return ViewMetadata.model_validate_json(raw)
+    except ValidationError as e:
+        raise invalid(f"'{location}' is not an Iceberg view metadata file: {_problem(e)}.") from None
+
+
+def write_view(view: ViewMetadata, location: str, io: dict) -> None:
+    try:
+        with load_file_io(io, location).new_output(location).create(overwrite=False) as out:
+            out.write(view.model_dump_json(by_alias=True, exclude_none=True).encode())
+    except OSError as e:
+        raise _storage_error("write", location, e) from None
+
+
+def next_view_location(view: ViewMetadata, previous: str | None) -> str:
+    version = MetastoreCatalog._parse_metadata_version(previous) + 1 if previous else 0
+    return f"{view.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+# ---- the catalog row's columns --------------------------------------------------------------------
+
+_PRIMITIVES = {  # Iceberg type -> (Unity Catalog type_name, Spark JSON type)
+    "boolean": ("BOOLEAN", "boolean"), "int": ("INT", "integer"), "long": ("LONG", "long"),
+    "float": ("FLOAT", "float"), "double": ("DOUBLE", "double"), "date": ("DATE", "date"),
+    "timestamp": ("TIMESTAMP_NTZ", "timestamp_ntz"), "timestamptz": ("TIMESTAMP", "timestamp"),
+    "timestamp_ns": ("TIMESTAMP_NTZ", "timestamp_ntz"), "timestamptz_ns": ("TIMESTAMP", "timestamp"),
+    "string": ("STRING", "string"), "uuid": ("STRING", "string"), "binary": ("BINARY", "binary"),
+    "time": ("LONG", "long"), "variant": ("VARIANT", "variant"), "unknown": ("NULL", "void"),
+}
+
+
+def _spark_type(t):
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    if isinstance(t, StructType):
+        return {"type": "struct", "fields": [_spark_field(f) for f in t.fields]}
+    if isinstance(t, ListType):
+        return {"type": "array", "elementType": _spark_type(t.element_type), "containsNull": not t.element_required}
+    if isinstance(t, MapType):
+        return {"type": "map", "keyType": _spark_type(t.key_type), "valueType": _spark_type(t.value_type),
+                "valueContainsNull": not t.value_required}
+    if isinstance(t, PrimitiveType) and str(t).startswith("fixed"):
+        return "binary"
+    return _PRIMITIVES.get(str(t), ("STRING", "string"))[1]
+
+
+def _spark_field(f: NestedField) -> dict:
+    return {"name": f.name, "type": _spark_type(f.field_type), "nullable": not f.required, "metadata": {}}
+
+
+def _type_name(t) -> str:
+    if isinstance(t, DecimalType):
+        return "DECIMAL"
+    if isinstance(t, StructType):
+        return "STRUCT"
+    if isinstance(t, ListType):
+        return "ARRAY"
+    if isinstance(t, MapType):
+        return "MAP"
+    if str(t).startswith("fixed"):
+        return "BINARY"
+    return _PRIMITIVES.get(str(t), ("STRING", "string"))[0]
+
+
+def columns_of(schema: Schema) -> list[dict]:
+    """The table's columns as Unity Catalog ColumnInfo (so UC clients see an Iceberg table's schema)."""
+    out = []
+    for i, f in enumerate(schema.fields):
+        c = {"name": f.name, "type_name": _type_name(f.field_type), "type_text": str(f.field_type),
+             "type_json": json.dumps(_spark_field(f)), "position": i, "nullable": not f.required}
+        if isinstance(f.field_type, DecimalType):
+            c["type_precision"], c["type_scale"] = f.field_type.precision, f.field_type.scale
+        if f.doc:
+            c["comment"] = f.doc
+        out.append(c)
+    return out

@@ -1,0 +1,84 @@
+"""Group commit: a metastore's writes that arrive while one of its transactions is in flight go
+together into the next one (issue 33).
+
+Each write keeps its own version bump and change-log row (`Store.write_batch`), so the log, the
+version headers and the invariants of docs/design.md stay as they are; what the group shares is
+one transaction and one commit (one fsync). The writes run in arrival order, each inside a
+savepoint: a write whose body fails is rolled back alone and fails alone, and a later write
+validates against everything the earlier ones did (their rows through the transaction, their
+storage paths through the state's tries, applied as each write ends and undone if the group
+does not commit). Every write of a group is acknowledged after the commit, and only then; the
+cache, the followers and the version move only then too. The one thing visible earlier is a
+storage path in the tries, for the few milliseconds the group's transaction lasts: a path lookup
+then may name an asset whose write is not acknowledged yet (reading the asset itself finds
+nothing until it is).
+
+The group is bounded (`max_batch`); the committer takes what is queued when the last
+transaction ends and waits for nothing more, so a lone writer waits for nothing (`max_wait`
+can trade latency for bigger groups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GroupCommitConfig:
+    enabled: bool = True       # off: one transaction per write, queued on the metastore (for comparison)
+    max_batch: int = 128       # writes per transaction at most
+    max_wait: float = 0.0      # seconds the committer waits for more writes once a second one queued
+
+
+@dataclass
+class PendingWrite:
+    """One write waiting for, or inside, a group: its body, the future its writer awaits, and
+    what happened to it in the group's latest attempt."""
+    body: object
+    done: object                      # asyncio.Future the writer awaits
+    tx: object = None                 # its WriteTx, once its body ended without an error
+    result: object = None
+    error: BaseException | None = None
+    undo: list = field(default_factory=list)   # the state's storage paths as they were before it
+
+    def reset(self) -> None:
+        self.tx, self.result, self.error, self.undo = None, None, None, []
+
+    def settle(self, error: BaseException | None = None) -> None:
+        error = error or self.error
+        if self.done.done():
+            return
+        if error is not None:
+            self.done.set_exception(error)
+        else:
+            self.done.set_result(self.result)
+
+
+def speculate(state, tx) -> list:
+    """Put a write's storage paths into the state's tries before its group commits (the next write
+    of the group validates against them); returns what undoes that."""
+    undo = []
+    for asset_id in [*tx.deleted, *tx.written]:
+        url = state.path_of.get(asset_id)
+        loc = state.location_of.get(asset_id)
+        undo.append((asset_id, url, state.trie.get(url) if url else None,
+                     loc, state.locations.get(loc) if loc else None))
+    for asset_id in tx.deleted:
+        state.forget(asset_id)
+    for asset in tx.written.values():
+        state.remember(asset)
+    return undo
+
+
+def undo_speculation(state, batch: list[PendingWrite]) -> None:
+    """The group did not commit: put the state's storage paths back as they were, latest write first."""
+    for pending in reversed(batch):
+        for asset_id, url, owner, loc, loc_owner in reversed(pending.undo):
+            state.forget(asset_id)
+            if url is not None and owner is not None:
+                state.trie.insert(url, owner)
+                state.path_of[asset_id] = url
+            if loc is not None and loc_owner is not None:
+                state.locations.insert(loc, loc_owner)
+                state.location_of[asset_id] = loc
+        pending.undo = []

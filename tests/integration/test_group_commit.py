@@ -1,0 +1,282 @@
+"""Group commit (issue 33): writes queued behind one in flight commit together, each as itself.
+
+A write whose body waits on an event holds the metastore's transaction open; the writes that
+arrive meanwhile form the next group. Checked: one failing write (even after it wrote rows)
+fails alone and leaves nothing behind, the others commit with one version each in arrival
+order; conflicts go to the first; a later write validates against the earlier ones' rows and
+storage paths; groups are bounded; a lone writer waits for nothing; a transaction lost
+mid-group fails every write of it and leaves the shard's state as it was; Delta commits in one
+group are decided in arrival order like any write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from shardcat.auth import Caller
+from shardcat.catalog.delta_commits import DeltaCommitService
+from shardcat.catalog.service import CatalogService
+from shardcat.entities.asset import Asset
+from shardcat.errors import CatalogError
+from shardcat.shards.group_commit import GroupCommitConfig
+from shardcat.shards.shard import WRITTEN_VERSION, Shard
+from shardcat.store.db import Store
+
+
+async def _setup(pg_url: str, root: str, config: GroupCommitConfig = GroupCommitConfig()):
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    await store.migrate()
+    metastore_id = str(uuid.uuid4())
+    await store.create_metastore(metastore_id, f"g-{metastore_id[:8]}", {"storage_root": f"{root}/{metastore_id}"})
+    shard = Shard(store, "g", group_commit=config)
+    service = CatalogService(shard)
+    caller = Caller("admin", 1, True, 1, metastore_id)
+    await service.create(caller, "catalog", {"name": "c"})
+    await service.create(caller, "schema", {"name": "s", "catalog_name": "c"})
+    return store, metastore_id, shard, service, caller
+
+
+async def _hold(shard: Shard, metastore_id: str):
+    """Start a write that keeps its transaction open until the returned event is set."""
+    release, started = asyncio.Event(), asyncio.Event()
+
+    async def body(tx, state):
+        started.set()
+        await release.wait()
+        return "held"
+
+    task = asyncio.create_task(shard.write(metastore_id, body))
+    await started.wait()
+    return release, task
+
+
+async def _outcome(coro):
+    try:
+        return await coro
+    except CatalogError as e:
+        return e.code
+
+
+def _table(name: str, **more) -> dict:
+    return {"name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [], **more}
+
+
+async def _with_version(coro):
+    """The write's outcome, and the version its answer would report (shards/shard.py WRITTEN_VERSION)."""
+    outcome = await _outcome(coro)
+    return outcome, WRITTEN_VERSION.get()
+
+
+async def _log(store: Store, metastore_id: str, after: int):
+    return [c.version for c in await store.changes(metastore_id, after, 1000)]
+
+
+def test_a_failing_write_in_the_middle_of_a_group_fails_alone(pg_url, tmp_path):
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            before = shard.version_of(ms)
+            release, held = await _hold(shard, ms)
+
+            async def writes_then_fails(tx, state):
+                catalog = await tx.get("catalog", "c")
+                await tx.put(Asset(str(uuid.uuid4()), ms, "schema", "schema", catalog.id, "half", "c.half", None, {}))
+                raise CatalogError("INVALID_PARAMETER_VALUE", "this write fails after writing a row")
+
+            queued = [
+                asyncio.create_task(_with_version(service.create(caller, "table", _table("t1")))),
+                asyncio.create_task(_outcome(shard.write(ms, writes_then_fails))),
+                asyncio.create_task(_outcome(service.create(caller, "catalog", {"name": "c"}))),  # exists
+                asyncio.create_task(_with_version(service.create(caller, "table", _table("t2")))),
+            ]
+            await asyncio.sleep(0)          # all four queue behind the held transaction
+            assert len(shard.states[ms].pending) == 4
+            release.set()
+            assert await held == "held"
+            t1, failed, duplicate, t2 = await asyncio.gather(*queued)
+            assert failed == "INVALID_PARAMETER_VALUE" and duplicate == "ALREADY_EXISTS"
+            (t1, t1_version), (t2, t2_version) = t1, t2
+            assert t1["name"] == "t1" and t2["name"] == "t2"
+            # each answer names the version its own write made, not the group's last
+            assert (t1_version, t2_version) == (before + 2, before + 3)
+            # One version per write that went through, in arrival order, nothing of the failed ones.
+            assert await _log(store, ms, before) == [before + 1, before + 2, before + 3]
+            assert shard.version_of(ms) == before + 3
+            assert await service.get(caller, "table", "c.s.t1") and await service.get(caller, "table", "c.s.t2")
+            assert (await store.get_asset(ms, "schema", "c.half"))[1] is None
+            # catalog, schema and the held write alone; the four queued behind it in one group
+            assert shard.stats["lone_writes"] == 3
+            assert shard.stats["groups"] == 1 and shard.stats["grouped_writes"] == 4
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_conflicts_go_to_the_first_arrival_and_later_writes_see_earlier_ones(pg_url, tmp_path):
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            release, held = await _hold(shard, ms)
+            loc = f"file://{tmp_path}/ext/a"
+            queued = [asyncio.create_task(_outcome(c)) for c in [
+                service.create(caller, "table", _table("same", comment="first")),
+                service.create(caller, "table", _table("same", comment="second")),
+                service.create(caller, "schema", {"name": "s2", "catalog_name": "c"}),
+                service.create(caller, "table", {**_table("in_s2"), "schema_name": "s2"}),   # needs the one before
+                service.create(caller, "table", {**_table("ext1"), "table_type": "EXTERNAL", "storage_location": loc}),
+                service.create(caller, "table", {**_table("ext2"), "table_type": "EXTERNAL",
+                                                 "storage_location": loc + "/inside"}),       # overlaps the one before
+            ]]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            first, second, s2, in_s2, ext1, ext2 = await asyncio.gather(*queued)
+            assert first["comment"] == "first" and second == "ALREADY_EXISTS"
+            assert s2["name"] == "s2" and in_s2["full_name"] == "c.s2.in_s2"
+            assert isinstance(ext1, dict), ext1
+            assert isinstance(ext2, str), ext2          # refused: its path lies inside ext1's
+            assert (await service.get(caller, "table", "c.s.same"))["comment"] == "first"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_groups_are_bounded_and_a_lone_writer_waits_for_nothing(pg_url, tmp_path):
+    async def scenario():
+        # max_wait an hour: a lone write that waited would never finish here.
+        store, ms, shard, service, caller = await _setup(
+            pg_url, f"file://{tmp_path}", GroupCommitConfig(max_batch=2, max_wait=3600))
+        try:
+            lone, groups = shard.stats["lone_writes"], shard.stats["groups"]
+            await asyncio.wait_for(service.create(caller, "table", _table("alone")), 60)
+            assert shard.stats["lone_writes"] == lone + 1 and shard.stats["groups"] == groups
+        finally:
+            await store.close()
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}", GroupCommitConfig(max_batch=2))
+        try:
+            groups, grouped = shard.stats["groups"], shard.stats["grouped_writes"]
+            release, held = await _hold(shard, ms)
+            queued = [asyncio.create_task(service.create(caller, "table", _table(f"b{i}"))) for i in range(5)]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            names = [t["name"] for t in await asyncio.gather(*queued)]
+            assert names == [f"b{i}" for i in range(5)]
+            # the held write alone, then groups of at most two: 2, 2, 1
+            assert shard.stats["groups"] == groups + 3 and shard.stats["grouped_writes"] == grouped + 5
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(pg_url, tmp_path):
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            before = shard.version_of(ms)
+            state = shard.states[ms]
+            paths_before = dict(state.path_of)
+            release, held = await _hold(shard, ms)
+
+            async def connection_dies(tx, state):
+                await tx.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+            loc = f"file://{tmp_path}/ext/lost"
+            queued = [asyncio.create_task(_outcome(c)) for c in [
+                service.create(caller, "table", {**_table("lost"), "table_type": "EXTERNAL", "storage_location": loc}),
+                shard.write(ms, connection_dies),
+            ]]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            outcomes = await asyncio.gather(*queued, return_exceptions=True)
+            assert all(not isinstance(o, dict) for o in outcomes), outcomes   # none acknowledged
+            assert shard.version_of(ms) == before + 1                         # the held write only
+            assert await _log(store, ms, before) == [before + 1]
+            assert (await store.get_asset(ms, "table", "c.s.lost"))[1] is None
+            assert state.path_of == paths_before and state.trie.owner(loc) is None or \
+                state.trie.owner(loc)[1].type != "table"
+            # the shard goes on: the next write commits
+            assert (await service.create(caller, "table", _table("after")))["name"] == "after"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_path):
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            delta = DeltaCommitService(shard)
+            staging = await service.create_staging_table(caller, {"name": "d", "catalog_name": "c",
+                                                                  "schema_name": "s"})
+            table = await service.create(caller, "table", {
+                **_table("d"), "columns": [{"name": "id", "type_name": "LONG"}],
+                "storage_location": staging["staging_location"],
+                "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}})
+            ref = {"table_id": table["table_id"], "table_uri": table["storage_location"]}
+
+            def proposal(version: int) -> dict:
+                return {**ref, "commit_info": {"version": version, "timestamp": 1, "file_size": 1,
+                                               "file_name": f"{version:020d}.{uuid.uuid4()}.json",
+                                               "file_modification_timestamp": 1}}
+
+            release, held = await _hold(shard, ms)
+            queued = [asyncio.create_task(_outcome(delta.commit(caller, p)))
+                      for p in (proposal(1), proposal(1), proposal(2))]
+            await asyncio.sleep(0)
+            assert len(shard.states[ms].pending) == 3
+            release.set()
+            await held
+            first, second, third = await asyncio.gather(*queued)
+            assert first == {} and second == "RESOURCE_CONFLICT" and third == {}   # v2 saw v1 of the same group
+            got = await delta.get_commits(caller, {**ref, "start_version": 0})
+            assert [c["version"] for c in got["commits"]] == [1, 2]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_two_owners_writing_in_groups_lose_nothing_and_share_no_version(pg_url, tmp_path):
+    """Two shards own the metastore (a move in progress) and each groups its writers: their groups
+    conflict on the metastore's version and run again on fresh state. Every acknowledged write is
+    there, each has a version of its own, and a refused one left nothing behind."""
+    async def scenario():
+        store, ms, a, service_a, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            b = Shard(store, "b")
+            service_b = CatalogService(b)
+            before = a.version_of(ms)
+            loc = f"file://{tmp_path}/ext2"
+            writes = []
+            for i in range(24):
+                service = (service_a, service_b)[i % 2]
+                if i % 6 == 5:      # every sixth names a path an earlier one holds: refused
+                    body = {**_table(f"x{i}"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0/inside{i}"}
+                elif i == 0:
+                    body = {**_table("t0"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0"}
+                else:
+                    body = _table(f"t{i}")
+                writes.append(_outcome(service.create(caller, "table", body)))
+            outcomes = await asyncio.gather(*writes)
+            acknowledged = [o["name"] for o in outcomes if isinstance(o, dict)]
+            refused = [o for o in outcomes if not isinstance(o, dict)]
+            assert len(acknowledged) == 20 and len(refused) == 4, outcomes
+            versions = await _log(store, ms, before)
+            assert versions == list(range(before + 1, before + 21))      # one each, none shared, none lost
+            for name in acknowledged:
+                assert (await store.get_asset(ms, "table", f"c.s.{name}"))[1] is not None
+            for i in range(5, 24, 6):
+                assert (await store.get_asset(ms, "table", f"c.s.x{i}"))[1] is None
+            assert a.stats["groups"] + b.stats["groups"] > 0
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
