@@ -49,28 +49,37 @@ class DeltaCommitService:
             # MODIFY on the table, before anything names it or its type
             authz.require_data(table, write=True, missing=missing)
             rules.check_table(table, commit.table_id, commit.table_uri)
-            latest, published = await tx.delta_head(commit.table_id)
-            head = rules.Head.of(latest, published)
-            if commit.info is None:
-                rules.check_backfill(head, commit.latest_backfilled_version, latest is not None)
-            else:
-                info = commit.info
-                existing = await tx.delta_commit_at(commit.table_id, info.version) if info.version <= head.latest \
-                    else None
-                rules.check_proposal(head, info, existing, commit.latest_backfilled_version,
-                                     rules.max_unpublished(table, self.max_unpublished))
-                await tx.add_delta_commit(commit.table_id, info.version, info.file_name, info.file_size,
-                                          info.file_modification_timestamp, info.timestamp, info.inline_content)
-                if commit.metadata is not None:
-                    await tx.put(rules.apply_metadata(table, commit.metadata, caller.name, now))
-            if commit.latest_backfilled_version is not None and commit.latest_backfilled_version > head.published:
-                await tx.publish_delta_commits(commit.table_id, commit.latest_backfilled_version)
+            changed = rules.apply_metadata(table, commit.metadata, caller.name, now) \
+                if commit.info is not None and commit.metadata is not None else None
+            await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed)
             return {}
 
         try:
             return await self.shard.write(caller.metastore(), write)
         except rules.AlreadyRatified:
             return {}     # the replay rolled back; the accepted commit stands
+
+    async def ratify(self, tx: WriteTx, table: Asset, info: rules.CommitInfo | None, backfilled: int | None,
+                     changed: Asset | None = None) -> None:
+        """Ratify a proposed commit and/or record a published-version report, inside a metastore write:
+        the one implementation behind both `/delta/preview/commits` and the Delta API's add-commit
+        (catalog/delta_api.py). `table` is the (already checked and authorized) catalog-managed table;
+        `changed` is the table as a metadata-changing commit leaves it, written with the commit.
+        Raises rules.AlreadyRatified for a replay of the accepted commit (the write must roll back
+        and report success), CatalogError for a refused proposal."""
+        latest, published = await tx.delta_head(table.id)
+        head = rules.Head.of(latest, published)
+        if info is None:
+            rules.check_backfill(head, backfilled, latest is not None)
+        else:
+            existing = await tx.delta_commit_at(table.id, info.version) if info.version <= head.latest else None
+            rules.check_proposal(head, info, existing, backfilled, rules.max_unpublished(table, self.max_unpublished))
+            await tx.add_delta_commit(table.id, info.version, info.file_name, info.file_size,
+                                      info.file_modification_timestamp, info.timestamp, info.inline_content)
+            if changed is not None:
+                await tx.put(changed)
+        if backfilled is not None and backfilled > head.published:
+            await tx.publish_delta_commits(table.id, backfilled)
 
     async def get_commits(self, caller: Caller, body: dict) -> dict:
         req = rules.parse_get_commits(body)

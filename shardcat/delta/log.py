@@ -152,8 +152,11 @@ def commit_info(ict: int, operation: str, parameters: dict | None = None, *, bli
 
 def protocol(catalog_managed: bool) -> dict:
     if catalog_managed:
-        return {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["catalogManaged"],
-                             "writerFeatures": ["catalogManaged", "inCommitTimestamp"]}}
+        # vacuumProtocolCheck: Delta Kernel (DuckDB's delta extension) writes to a catalog-managed table
+        # only if it has the feature, so that old VACUUMs cannot run on it.
+        return {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                             "readerFeatures": ["catalogManaged", "vacuumProtocolCheck"],
+                             "writerFeatures": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"]}}
     return {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}}
 
 

@@ -351,6 +351,13 @@ def _securable_from_route(route: str, match: dict) -> tuple[str | None, str | No
         return kind, None, match["id"]
     if parts[0] == "workspaces":
         return "METASTORE", None, None
+    if parts[:2] == ("delta", "v1") and "catalog" in match:     # /delta/v1/catalogs/{catalog}/schemas/{schema}/...
+        if "table" in match:
+            return "TABLE", f"{match['catalog']}.{match['schema']}.{match['table']}", None
+        return ("SCHEMA", f"{match['catalog']}.{match['schema']}", None) if "schema" in match else \
+            ("CATALOG", match["catalog"], None)
+    if parts[:2] == ("delta", "v1") and "table_id" in match:
+        return "TABLE", None, match["table_id"]
     name = match.get("full_name") or match.get("name")
     return kind, name, None
 
@@ -444,6 +451,8 @@ def _row(request: web.Request, response: web.StreamResponse, current: dict, rout
         name, ident = _from_json(answer if status < 400 else _json_of(sent), kind)
     error_code = message = None
     if status >= 400:
+        if isinstance(answer.get("error"), dict):     # the UC Delta API's shape: {"error": {"type", "message"}}
+            answer = {"error_code": answer["error"].get("type"), "message": answer["error"].get("message")}
         error_code, message = _text(answer.get("error_code"), 200), _text(answer.get("message"), 2000)
     return _row_of(at, current["request_id"], request.get("caller"), action, current["route"], kind, name, ident,
                    status, error_code, message)

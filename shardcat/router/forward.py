@@ -16,8 +16,8 @@ from aiohttp import web
 from ..errors import CatalogError
 from ..governance import audit
 from ..openapi import openapi_routes
-from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX,
-                        RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
+from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER, MAX_BODY_BYTES,
+                        MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
 from ..web import registry
 from ..web.kit import forwarded_for, healthz, ok, routes
 from ..catalog.metastores import AccountService
@@ -118,6 +118,8 @@ class Forwarder:
         resendable = safe_to_resend(request.method, request.path)
         # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
         method = "GET" if request.method == "HEAD" else request.method
+        if request.method == "HEAD" or HEAD_HEADER in request.headers:    # ... saying so, for the routes whose
+            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (catalog/delta_api.py)
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         while True:
             try:

@@ -25,6 +25,7 @@ from ..store.db import MetastoreGone
 from ..catalog.changes import change_routes
 from ..catalog.events import event_routes
 from ..catalog.credentials import temporary_credentials_routes
+from ..catalog.delta_api import delta_api_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.iceberg_rest import iceberg_routes
 from ..catalog.functions import create_function
@@ -304,7 +305,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
-                *delta_commit_routes(shard, PREFIX),
+                *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
                 *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX),

@@ -7,6 +7,7 @@ MAX_BODY_BYTES = 4 << 20
 VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects
 MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)
 REQUEST_ID_HEADER = "X-Shardcat-Request-Id"    # the audit row's request id, on every answer
+HEAD_HEADER = "X-Shardcat-Head"                # a HEAD the fronts send on as a GET (the Delta API's tableExists)
 # A shard answer's own headers that a router passes on to its client, besides the content type and date.
 RELAYED_HEADERS = (VERSION_HEADER, REQUEST_ID_HEADER,
                    # Delta Sharing's: a table's version, the response format, a file's byte range
