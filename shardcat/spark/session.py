@@ -81,9 +81,14 @@ class Shardcat:
         self.writes: list[dict] = []          # {"table", "mode", "format", "created", "sources"}
         self._credentials: dict[str, dict] = {}   # full name -> temporary credentials from resolve
         self._prefix = "sc" + uuid.uuid4().hex[:6]  # this session's temporary views, apart from others
+        self._temp_views: set[str] = set()          # dropped on close: they hold what this caller may read
         self._locations: UrlTrie[dict] = UrlTrie()  # storage location read -> {"name", "securable_type"}: lineage
 
     def close(self) -> None:
+        # The Spark session may outlive this one and serve another caller: leave none of our views.
+        for name in self._temp_views:
+            self.spark.catalog.dropTempView(name)
+        self._temp_views.clear()
         self.delta.close()
         self.catalog.close()
 
@@ -167,6 +172,7 @@ class Shardcat:
             self._read_from(table.get("storage_location"), full, "TABLE")
         df = self._policies(table, df, funcs)
         df.createOrReplaceTempView(name)
+        self._temp_views.add(name)
         views[full] = name
 
     def _policies(self, table: dict, df: DataFrame, funcs: dict[str, dict]) -> DataFrame:

@@ -91,6 +91,22 @@ async def test_untrusted_engine_is_refused_tables_with_policies(world):
     assert [r.e for r in masked] == ["a***", "b***", "c***"]
 
 
+
+async def test_a_closed_session_leaves_no_temporary_view(world, spark):
+    """The Spark session outlives a caller's Shardcat session: its views (what that caller may
+    read, unmasked for an excepted group) must not stay for the next one."""
+    engine = world[0]["engine"].catalog
+    mine = connect(spark, engine.api, engine.token, trusted_engine=True)
+    await run(lambda: mine.sql("SELECT id FROM c.s.people").collect())
+
+    def temporary() -> set[str]:
+        return {t.name for t in spark.catalog.listTables() if t.isTemporary}
+
+    registered = set(mine._temp_views)
+    assert registered and registered <= await run(temporary)
+    mine.close()
+    assert not registered & await run(temporary)
+
 async def test_denied_table_fails_the_query_with_the_catalogs_reason(world):
     sessions, _ = world
     stranger = sessions["stranger"]
