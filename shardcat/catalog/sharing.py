@@ -31,7 +31,7 @@ from ..store.sealing import SecretKeyError, seal_info
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance import privileges as P
-from ..governance.authorize import Authz, authorizer, denied, has_policies
+from ..governance.authorize import Authz, authorizer, carries_policies, denied
 from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
@@ -268,12 +268,12 @@ async def _may_share(tx, authz: Authz, kind: str, name: str, target: Asset | Non
     decision = authz.decide(target.type, "read_data", target, rule=rule)
     if not decision.allowed:
         raise denied(decision.reason + " Adding it to a share needs that.")
-    guarded = [target] if has_policies(target) else []
+    guarded = [target] if carries_policies(target, authz.policies) else []
     if target.type == "schema":
-        guarded = [a for a in await tx.descendants(target.id) if has_policies(a)]
+        guarded = [a for a in await tx.descendants(target.id) if carries_policies(a, authz.policies)]
     if guarded:
-        raise invalid(f"Table '{guarded[0].full_name}' has a row filter or column masks: tables with row filters "
-                      "or column masks cannot be shared.")
+        raise invalid(f"Table '{guarded[0].full_name}' has a row filter or column masks (its own or an ABAC "
+                      "policy's): tables with row filters or column masks cannot be shared.")
 
 
 # ---- recipients -------------------------------------------------------------------------

@@ -360,6 +360,14 @@ def has_policies(asset: Asset) -> bool:
     return found
 
 
+def carries_policies(asset: Asset, policies: list) -> bool:
+    """Whether a table is filtered or masked for anyone: its own row filter or column masks, or an
+    ABAC policy of the metastore's (`abac.policies_of`) that reaches it. Such a table leaves the
+    catalog only to trusted engines: never through a share."""
+    return has_policies(asset) or (asset.type == "table" and bool(abac.effective(asset, policies, frozenset(),
+                                                                                  everyone=True)))
+
+
 def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
     """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
     governed = authz.effective(asset)      # ABAC policies that apply to this caller (abac.py)

@@ -186,3 +186,24 @@ async def test_policy_management_needs_administration_and_checks_its_input(serve
     await ok(ws, "DELETE", f"/policies/CATALOG/{c}/p")
     status, body = await ws.call("GET", f"/policies/CATALOG/{c}/p")
     assert status == 404
+
+
+async def test_a_table_an_abac_policy_reaches_cannot_be_shared(server, ws):
+    """A recipient would read it unmasked: as with a table's own masks, adding it to a share is
+    refused, and a schema holding it too."""
+    c = await _catalog(ws)
+    await ok(ws, "POST", "/policies", json=_mask_policy(c, "mask_pii", ["account users"]))
+    await _table(ws, c, "people")
+    await _tag(ws, "columns", f"{c}.s.people.email", "pii", "email")
+    await _tag(ws, "columns", f"{c}.s.people.region", "geo", "region")
+    share = unique("share")
+    await ok(ws, "POST", "/shares", json={"name": share})
+    for name, kind in ((f"{c}.s.people", "TABLE"), (f"{c}.s", "SCHEMA")):
+        status, body = await ws.call("PATCH", f"/shares/{share}", json={
+            "updates": [{"action": "ADD", "data_object": {"name": name, "data_object_type": kind}}]})
+        assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
+        assert "cannot be shared" in body["message"] and "ABAC" in body["message"]
+    # Without the tag no policy reaches it, and it may be shared.
+    await ok(ws, "DELETE", f"/entity-tag-assignments/columns/{c}.s.people.email/tags/pii")
+    await ok(ws, "PATCH", f"/shares/{share}", json={
+        "updates": [{"action": "ADD", "data_object": {"name": f"{c}.s.people", "data_object_type": "TABLE"}}]})

@@ -477,3 +477,23 @@ async def test_a_time_travel_read_gives_each_file_its_version(world, tmp_path):
     assert files == [(1, "eu"), (2, "us")] and all(f["file"]["timestamp"] > 0 for f in lines[2:])
     latest = await query(world, profile, {})
     assert all("version" not in f["file"] for f in latest[2:])
+
+
+async def test_a_table_that_comes_to_carry_a_row_filter_is_no_longer_served(world, tmp_path):
+    """Sharing refuses a filtered table; one filtered after it was shared leaves the recipient's
+    view at once, with the file URLs already handed out (the recipient would read it unfiltered)."""
+    ws = world["ws"]
+    profile = await activate(ws, world["recipient"], tmp_path)
+    file_url = (await query(world, profile, {}))[2]["file"]["url"]
+    await ok(ws, "POST", "/functions", json={"function_info": {
+        "name": "eu_only", "catalog_name": "main", "schema_name": "s", "input_params": {"parameters": []},
+        "data_type": "BOOLEAN", "full_data_type": "BOOLEAN", "routine_body": "SQL",
+        "routine_definition": "region = 'eu'", "parameter_style": "S", "is_deterministic": True,
+        "sql_data_access": "CONTAINS_SQL", "is_null_call": False, "security_type": "DEFINER",
+        "specific_name": "eu_only"}})
+    await ok(ws, "PATCH", "/tables/main.s.sales",
+             json={"row_filter": {"function_name": "main.s.eu_only", "input_column_names": ["region"]}})
+    status, body, _ = await call(profile, "GET", TABLE + "/version")
+    assert status == 404 and body["errorCode"] == "RESOURCE_DOES_NOT_EXIST", body
+    async with aiohttp.ClientSession() as s, s.get(file_url) as r:
+        assert r.status == 403

@@ -32,7 +32,9 @@ from ...entities.asset import Asset
 from ...entities.urls import InvalidUrl
 from ...entities.values import now_ms
 from ...errors import CatalogError
+from ...governance import abac
 from ...governance.audit import annotate
+from ...governance.authorize import carries_policies
 from ...shards.shard import Shard
 from ...store.db import MetastoreGone
 from ...web.kit import client_address, public_origin
@@ -219,15 +221,18 @@ class SharingServer:
         return share
 
     async def tables(self, r: Recipient, share: Asset) -> list[SharedTable]:
-        """The share's tables as the recipient sees them, in (schema, table) order."""
+        """The share's tables as the recipient sees them, in (schema, table) order. A table that has
+        come to carry a row filter or column masks (its own or an ABAC policy's) since it was shared
+        is not served: a recipient would read it unfiltered."""
         out = {}
+        policies = await abac.policies_of(self.shard, r.metastore_id)
         for obj in share.info.get("objects", []):
             if obj.get("status", "ACTIVE") != "ACTIVE":
                 continue
             kind = obj.get("data_object_type")
             if kind == "TABLE":
                 table = await self.shard.lookup(r.metastore_id, "table", obj["name"])
-                if table is None or not _is_delta(table):
+                if table is None or not _is_delta(table) or carries_policies(table, policies):
                     continue
                 schema, _, name = obj["shared_as"].rpartition(".")
                 out[(schema, name)] = SharedTable(share, schema, name, table, obj)
@@ -241,7 +246,7 @@ class SharingServer:
                     batch = await self.shard.children(r.metastore_id, schema_asset.id, "table", after=after,
                                                       limit=1000)
                     for t in batch:
-                        if _is_delta(t):
+                        if _is_delta(t) and not carries_policies(t, policies):
                             out.setdefault((schema, t.name), SharedTable(share, schema, t.name, t, obj))
                     if len(batch) < 1000:
                         break
