@@ -43,7 +43,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from ..auth import Caller
 from ..entities.values import bigint_text, now_ms
-from ..errors import invalid, not_found
+from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer, denied
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import MetastoreGone, WriteTx
@@ -72,6 +72,12 @@ def cloud_event(metastore_id: str, row: dict, current: dict) -> tuple[dict, byte
                         "securables": _touched(row, current)})
     message = to_structured_event(event)
     return dict(message.headers), message.body
+
+
+def opened_secret(shard: Shard, hook: dict) -> str:
+    """A webhook's signing secret: stored sealed (one stored before sealing, in plain text, is itself)."""
+    box = shard.store.secrets
+    return box.open(hook["secret"]) if box is not None else hook["secret"]
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -157,7 +163,7 @@ class Deliveries:
                 continue
             for row in rows:
                 headers, body = cloud_event(metastore_id, row, current)
-                headers[SIGNATURE_HEADER] = sign(hook["secret"], body)
+                headers[SIGNATURE_HEADER] = sign(opened_secret(self.shard, hook), body)
                 await self._post_until_taken(hook, headers, body)
                 cursor = row["version"]
                 self.delivered[hook["id"]] = cursor
@@ -191,6 +197,10 @@ class EventService:
         if secret is not None and (not isinstance(secret, str) or not 16 <= len(secret) <= 256):
             raise invalid("Field 'secret' must be a string of 16 to 256 characters (or absent: one is made).")
         secret = secret or secrets.token_urlsafe(32)
+        if self.shard.store.secrets is None:
+            raise CatalogError("FAILED_PRECONDITION", "This server holds no secret key: it cannot keep a "
+                                                      "webhook's secret.")
+        sealed = self.shard.store.secrets.seal(secret)     # at rest like credential secrets (store/sealing.py)
         now = now_ms()
 
         async def write(tx: WriteTx, state: MetastoreState):
@@ -199,11 +209,11 @@ class EventService:
             if len(hooks) >= MAX_WEBHOOKS:
                 raise invalid(f"A metastore has at most {MAX_WEBHOOKS} webhooks.")
             # events from this write on: the registration itself is the first one delivered
-            hook = {"id": str(uuid.uuid4()), "url": url, "secret": secret, "from_version": state.version,
+            hook = {"id": str(uuid.uuid4()), "url": url, "secret": sealed, "from_version": state.version,
                     "created_at": now, "created_by": caller.name}
             hooks[hook["id"]] = hook
             await tx.update_metastore({**meta.info, "webhooks": hooks}, meta.name)
-            return hook
+            return {**hook, "secret": secret}
 
         hook = await self.shard.write(caller.metastore(), write)
         await self.deliveries.ensure(caller.metastore())

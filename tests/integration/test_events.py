@@ -68,7 +68,7 @@ async def _until(check, seconds: float = 120.0) -> None:
     raise AssertionError("timed out")
 
 
-async def test_a_slow_then_down_then_back_webhook_gets_every_event_in_order(ws):
+async def test_a_slow_then_down_then_back_webhook_gets_every_event_in_order(ws, server):
     receiver = Receiver()
     await receiver.up()
     hook = await ok(ws, "POST", "/shardcat/webhooks", json={"url": f"http://127.0.0.1:{receiver.port}/hook",
@@ -105,6 +105,9 @@ async def test_a_slow_then_down_then_back_webhook_gets_every_event_in_order(ws):
         listed = await ok(ws, "GET", "/shardcat/webhooks")
         assert listed["webhooks"][0]["id"] == hook["id"] and "secret" not in listed["webhooks"][0]
         assert "webhooks" not in await ok(ws, "GET", f"/metastores/{ws.metastore_id}")
+        # The secret is answered once, at registration, and kept sealed (security.md, Secrets).
+        stored = (await server.store.get_metastore(ws.metastore_id)).info["webhooks"][hook["id"]]["secret"]
+        assert hook["secret"] == SECRET and stored.startswith("sealed:v1:") and SECRET not in stored
     finally:
         await ok(ws, "DELETE", f"/shardcat/webhooks/{hook['id']}")
         await receiver.down()
