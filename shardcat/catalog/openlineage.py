@@ -92,6 +92,8 @@ class OpenLineageService:
 
     async def intake(self, caller: Caller, event: dict) -> dict:
         event_type = event.get("eventType")
+        if event_type is not None and not isinstance(event_type, str):
+            raise invalid("eventType must be a string (START, RUNNING, COMPLETE, ABORT, FAIL or OTHER).")
         inputs, outputs = event.get("inputs") or [], event.get("outputs") or []
         if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) + len(outputs) > MAX_SOURCES:
             raise invalid(f"inputs and outputs must be lists of at most {MAX_SOURCES} datasets in all.")
