@@ -13,8 +13,6 @@ error JSON. A read that failed on the fast path is safe to send again there.
 
 from __future__ import annotations
 
-import time
-
 from aiohttp import web
 
 from ..auth import bearer
@@ -23,7 +21,8 @@ from ..web import http1
 from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from ..web.middleware import Authenticator
-from ..web.metrics import OBSERVED, operation
+from ..web.fronts import answered
+from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from ..web.shard_client import Address, Answer, ShardClient
 
@@ -49,19 +48,7 @@ class Front:
         self.request_log = RequestLog("router")
 
     async def answer(self, request: http1.Request) -> Answer:
-        started = time.perf_counter()
-        answer = await self._fast(request) if self._fast_path(request) else None
-        if answer is not None:
-            self.stats["fast"] += 1
-        else:
-            self.stats["through_app"] += 1
-            answer = await http1.relay(self.client, self.app_address, request)
-        seconds = time.perf_counter() - started
-        name = operation(request.method, request.path)
-        self.requests.observe(name, answer.status, seconds)
-        if self.request_log.enabled:
-            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
-        return answer
+        return await answered(self, request, self._fast(request) if self._fast_path(request) else _nothing())
 
     def _fast_path(self, request: http1.Request) -> bool:
         path = request.path
@@ -121,3 +108,8 @@ async def start_front(app: web.Application, host: str, port: int,
     """Serve the router app (make_router_app) behind a front on (host, port); port 0 picks a free one.
     `limits`: what a client may send (the defaults of HttpLimits unless given)."""
     return await http1.serve_behind(app, lambda address: Front(app, address), host, port, limits=limits)
+
+
+async def _nothing() -> None:
+    """The fast path's answer for a request it does not take."""
+    return None

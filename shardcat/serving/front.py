@@ -25,7 +25,8 @@ from ..web.shard_client import Address, Answer, ShardClient
 from ..errors import CatalogError
 from ..web import registry
 from ..web.kit import reading_at_least
-from ..web.metrics import OBSERVED, operation
+from ..web.fronts import answered
+from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
@@ -61,19 +62,7 @@ class ShardFront:
         self.request_log = RequestLog(self.shard.name)
 
     async def answer(self, request: http1.Request) -> Answer:
-        started = time.perf_counter()
-        answer = await self._answer_itself(request)
-        if answer is not None:
-            self.stats["fast"] += 1
-        else:
-            self.stats["through_app"] += 1
-            answer = await http1.relay(self.client, self.app_address, request)
-        seconds = time.perf_counter() - started
-        name = operation(request.method, request.path)
-        self.requests.observe(name, answer.status, seconds)
-        if self.request_log.enabled:
-            self.request_log.write(request, answer.status, seconds, name, answer.headers, self.authenticator)
-        return answer
+        return await answered(self, request, self._answer_itself(request))
 
     async def _answer_itself(self, request: http1.Request) -> Answer | None:
         """The answer of a plain, successful read; None for the app to answer."""
