@@ -234,15 +234,19 @@ class Run:
         shards_before = {h.name: h for h in routing.shards.values() if h.alive}
         events_before = len(self.cluster.events)
         t0 = time.time()
+        shards_over_time = [(0.0, len(routing.live()))]
         details = await fault() or {}
         while not noticed(details) and time.time() - t0 < RECOVERY_LIMIT:
+            shards_over_time.append((round(time.time() - t0, 2), len(routing.live())))
             await asyncio.sleep(0.05)
         while not self.restored():
+            shards_over_time.append((round(time.time() - t0, 2), len(routing.live())))
             if time.time() - t0 > RECOVERY_LIMIT:
                 break
             await asyncio.sleep(0.1)
         restored_at = time.time() if self.restored() else None
         await asyncio.sleep(0.5)        # the moves' last requests and a few more of each client
+        shards_over_time.append((round(time.time() - t0, 2), len(routing.live())))
         events = [e for e in self.cluster.events[events_before:]]
         gone = [h for n, h in shards_before.items() if not routing.shards[n].alive]
         affected = sorted(m for m in self.metastores if owners_before.get(m) in {h.name for h in gone}
@@ -285,6 +289,8 @@ class Run:
                               and psutil.Process(h.pid).status() != psutil.STATUS_ZOMBIE],
             "still_listening": [h.name for h in gone if listening(h.url)],
             "events": [{"t": round(e["t"] - t0, 3), **{k: v for k, v in e.items() if k != "t"}} for e in events],
+            "shards_over_time": _changes(shards_over_time),
+            "requests_over_time": _bins(samples, t0),
         }
         self.phases.append(record)
         return record
@@ -371,6 +377,24 @@ def reap(ray_dir: str) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(mine, timeout=10)
+
+
+def _changes(series: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The points where the value changed (and the last one)."""
+    out = [p for i, p in enumerate(series) if i == 0 or p[1] != series[i - 1][1]]
+    return out + ([series[-1]] if series[-1] is not out[-1] else [])
+
+
+def _bins(samples: list[Sample], t0: float, width: float = 0.25) -> list[dict]:
+    """Per `width` seconds after the fault (by answer time): reads and writes answered, failed,
+    and the slowest read."""
+    bins: dict[int, dict] = {}
+    for s in samples:
+        b = bins.setdefault(int((s.done - t0) // width), {"ok": 0, "failed": 0, "slowest_read": 0.0})
+        b["ok" if s.status == 200 else "failed"] += 1
+        if s.kind == "read":
+            b["slowest_read"] = max(b["slowest_read"], round(s.done - s.sent, 3))
+    return [{"t": round(i * width, 2), **b} for i, b in sorted(bins.items())]
 
 
 def _last(events: list[dict], kind: str, t0: float) -> float | None:

@@ -29,9 +29,10 @@ metastores), the supervisor starts shards where the goal is not met, on live nod
 start that fails or does not finish in START_TIMEOUT is tried again, on that node after a
 backoff doubling up to BACKOFF_MAX, until the goal is met again.
 
-Node change. A node that joins raises its goal: shards start there, a node over its goal
-retires its least-loaded surplus (emptied by warm moves, then stopped), and `rebalance` moves at
-most routing.MAX_MOVES metastores per round toward a fair share of the load. `drain(node)`
+Node change. A node that joins raises its goal: shards start there, and each takes at once up to
+a fair share (metastores / shards) of moves toward an even load; a node over its goal retires its
+least-loaded surplus (emptied by warm moves, then stopped). Otherwise `rebalance` moves at most
+routing.MAX_MOVES metastore per ~10 s round toward a fair share of the load. `drain(node)`
 takes a node out of the goal: its shards are replaced elsewhere, emptied by warm moves (the new
 owner builds the state before requests switch), and stopped RETIRE_GRACE seconds after their last
 metastore left, so no request fails.
@@ -67,7 +68,7 @@ START_TIMEOUT = 90.0    # a shard not started in this long is stopped and tried 
 BACKOFF_FIRST, BACKOFF_MAX = 2.0, 30.0     # seconds before a node is tried again after a failed start
 NODE_QUARANTINE = 30.0  # seconds a node whose shards went silent gets no new shard (Ray declares it dead in 10-15 s)
 NODE_POLL_TICKS = 4     # ping rounds between looks at Ray's node table (~1 s)
-REBALANCE_TICKS = 20    # ping rounds between rebalancing rounds (~5 s); load decays every 2 of them
+REBALANCE_TICKS = 40    # ping rounds between rebalancing rounds (~10 s); the load halves at each
 RETIRE_GRACE = 2.0      # seconds from a retiring shard's last metastore leaving to its stop: requests in flight end
 DRAIN_TIMEOUT = 300.0
 SHARD_RESOURCE = "shardcat_shards"    # a node offering this custom resource is meant for shards (ray-config/)
@@ -198,6 +199,7 @@ class RayCluster:
         self.nodes: dict[str, dict] = {}          # Ray node id -> {"ip", "alive", "resources"}, as last polled
         self.draining: set[str] = set()
         self.quarantined: dict[str, float] = {}   # node id -> when its shards went silent
+        self.joined: set[str] = set()             # nodes that joined after the start
         self.backoff: dict[str, tuple[float, float]] = {}   # node id -> (next start allowed at, delay)
         self.starting: dict[str, int] = {}        # node id -> shard starts under way
         self.last_death = float("-inf")
@@ -249,6 +251,7 @@ class RayCluster:
         for node, info in nodes.items():
             before = self.nodes.get(node)
             if info["alive"] and before is None and self.nodes:
+                self.joined.add(node)
                 self._event("node_joined", node=node, ip=info["ip"])
             elif not info["alive"] and before is not None and before["alive"]:
                 self._event("node_dead", node=node, ip=info["ip"])
@@ -370,9 +373,8 @@ class RayCluster:
             except Exception:   # e.g. PostgreSQL down while reassigning: keep supervising, retry next tick
                 log.exception("supervisor check failed")
             ticks += 1
-            if ticks % (2 * REBALANCE_TICKS) == 0:      # forget old load
+            if ticks % REBALANCE_TICKS == 0:      # forget old load, then even out what is left
                 self.routing.decay()
-            if ticks % REBALANCE_TICKS == 0:
                 self._rebalance_soon()
 
     async def _check_all(self, handles: list[ShardHandle]) -> list[str]:
@@ -470,7 +472,8 @@ class RayCluster:
             self._event("shard_start_failed", shard=name, node=node, error=type(e).__name__, retry_in=delay)
         else:
             self.backoff.pop(node, None)
-            self._rebalance_soon()          # a new shard takes its share
+            if node in self.joined:     # a new node's shard takes its fair share at once
+                self._spawn(self._fill())
         finally:
             self.starting[node] -= 1
 
@@ -495,6 +498,15 @@ class RayCluster:
             except Exception:
                 pass
             self._event("shard_retired", shard=h.name, node=h.node_id, moved=len(moved))
+
+    async def _fill(self) -> None:
+        """Rebalancing moves, at most a fair share by count (metastores / shards), right away: a
+        joined node's shard gets its share without waiting for the ~10 s rounds, and no more moves
+        than that share (bounded churn)."""
+        share = -(-len(self.routing.owner) // max(1, len(self.routing.targets())))
+        moved = await self.routing.rebalance(max_moves=share)
+        if moved:
+            self._event("rebalanced", metastores=moved, count=len(moved))
 
     def _rebalance_soon(self) -> None:
         if self._rebalancing is None or self._rebalancing.done():

@@ -27,7 +27,7 @@ from ..web.shard_client import Address
 log = logging.getLogger(__name__)
 
 WRITE_COST = 4.0          # a write's weight in a metastore's load, in reads (docs/cluster.md)
-MAX_MOVES = 4             # metastores `rebalance` moves at most per round: churn stays bounded
+MAX_MOVES = 1             # metastores `rebalance` moves at most per round (one round per ~10 s): churn stays bounded
 BALANCED_WITHIN = 0.25    # a shard within this fraction above the fair share is left alone
 
 
@@ -57,6 +57,7 @@ class RoutingTable:
     owner: dict[str, str] = field(default_factory=dict)        # metastore id -> shard name
     load: dict[str, float] = field(default_factory=dict)       # metastore id -> decayed request count
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    moving: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The supervisor's view of the cluster's nodes and its shard count goal (cluster/ray_cluster.py),
     # published with the table; empty for a table no supervisor keeps.
     placement: dict = field(default_factory=dict)
@@ -128,12 +129,13 @@ class RoutingTable:
         """A planned move: the new owner builds the metastore's state first, while the old one still
         serves (a large metastore takes seconds), then requests switch. The warm-up runs outside the
         lock so that a failover never waits behind it."""
-        target = self.shards[shard_name]
-        await target.actor.own.remote([metastore_id], True)
-        async with self.lock:
-            if not target.alive:
-                raise LookupError(f"{shard_name} died while taking {metastore_id}")
-            await self._assign(metastore_id, target)
+        async with self.moving:     # one planned move at a time (a failover does not wait for it)
+            target = self.shards[shard_name]
+            await target.actor.own.remote([metastore_id], True)
+            async with self.lock:
+                if not target.alive:
+                    raise LookupError(f"{shard_name} died while taking {metastore_id}")
+                await self._assign(metastore_id, target)
 
     async def reassert(self, metastore_id: str) -> None:
         """The assigned shard said it does not serve the metastore: tell it again."""
@@ -169,18 +171,19 @@ class RoutingTable:
                     target = min(load, key=load.get)
                     load[target] += self.weight(metastore_id)
                     plan.setdefault(target, []).append(metastore_id)
+                # The database first, as any assignment: a shard told to own a metastore that the
+                # database still gives the dead shard would take a foreign write for a move away.
+                await self.store.assign_shards({m: t for t, ms in plan.items() for m in ms})
                 answers = await asyncio.gather(*(self.shards[t].actor.own.remote(ms) for t, ms in plan.items()),
                                                return_exceptions=True)
                 taken = {t: ms for (t, ms), a in zip(plan.items(), answers) if not isinstance(a, BaseException)}
-                for (t, _), a in zip(plan.items(), answers):
+                for (t, ms), a in zip(plan.items(), answers):
                     if isinstance(a, BaseException):
                         log.warning("%s could not take metastores (%s): marked dead", t, type(a).__name__)
                         self.shards[t].alive = False
-                if taken:
-                    await self.store.assign_shards({m: t for t, ms in taken.items() for m in ms})
-                    for t, ms in taken.items():
-                        self.owner.update(dict.fromkeys(ms, t))
-                        moved.extend(ms)
+                    self.owner.update(dict.fromkeys(ms, t))     # a dead target's share: planned again below
+                for ms in taken.values():
+                    moved.extend(ms)
                 log.info("%s died: %d metastores moved to %s", sorted(names), sum(map(len, taken.values())),
                          {t: len(ms) for t, ms in taken.items()})
                 if len(taken) == len(plan):
