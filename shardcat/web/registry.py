@@ -246,6 +246,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "GET", "/shardcat/dropped", "listDroppedAssets"),
     E(SHARD, "POST", "/shardcat/dropped/{id}/undrop", "undropAsset"),
     E(SHARD, "DELETE", "/shardcat/dropped/{id}", "purgeDroppedAsset"),
+    E(SHARD, "POST", "/shardcat/transactions", "applyTransaction"),
     E(SHARD, "POST", "/shardcat/webhooks", "createWebhook"),
     E(SHARD, "GET", "/shardcat/webhooks", "listWebhooks"),
     E(SHARD, "DELETE", "/shardcat/webhooks/{id}", "deleteWebhook"),
