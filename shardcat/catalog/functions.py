@@ -168,10 +168,14 @@ def function_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
     async def get(request):
         return ok(await functions.get(request["caller"], request.match_info["name"]))
 
+    async def update(request):
+        """The 2.1 API's updateFunction: only the owner changes (the manifest ignores every other field)."""
+        return ok(await functions.update(request["caller"], request.match_info["name"], await json_body(request)))
+
     async def delete(request):
         await functions.delete(request["caller"], request.match_info["name"])
         return ok()
 
     item = f"{prefix}/functions/{{name}}"
     return [web.post(f"{prefix}/functions", create), web.get(f"{prefix}/functions", list_),
-            web.get(item, get), web.delete(item, delete)]
+            web.get(item, get), web.patch(item, update), web.delete(item, delete)]
