@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import logging
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -24,6 +25,9 @@ from ..entities.asset import Asset
 from ..entities.values import now_ms
 from .databases import DatabaseConfigError, as_databases
 from .principals import Principals
+
+
+log = logging.getLogger(__name__)
 
 
 class VersionConflict(Exception):
@@ -367,14 +371,25 @@ class Store:
         return counts
 
     async def create_metastore(self, metastore_id: str, name: str, info: dict, home: str | None = None) -> Metastore:
-        """A new metastore, homed in `home` or else in the database that is the home of the fewest.
-        The directory's row first (the name is unique in the account), then the home's; with one
-        database both in one transaction."""
+        """A new metastore, homed in `home` or else in the database that is the home of the fewest
+        (one that does not answer is passed over for the next). The directory's row first (the name
+        is unique in the account), then the home's; with one database both in one transaction."""
+        if home is not None and home not in self.databases:
+            raise KeyError(f"database {home}")
         if home is None:
             counts = await self.home_counts()
-            home = min(counts, key=lambda n: counts[n])      # ties: the first listed
-        if home not in self.databases:
-            raise KeyError(f"database {home}")
+            candidates = sorted(counts, key=lambda n: counts[n])      # ties: in the order listed
+        else:
+            candidates = [home]
+        for i, candidate in enumerate(candidates):
+            try:
+                return await self._create_metastore(metastore_id, name, info, candidate)
+            except Exception as e:
+                if i == len(candidates) - 1 or not is_db_unavailable(e):
+                    raise
+                log.warning("database %s does not answer (%s): metastore %s goes to the next", candidate, e, name)
+
+    async def _create_metastore(self, metastore_id: str, name: str, info: dict, home: str) -> Metastore:
         ms = uuid.UUID(metastore_id)
         try:
             async with self.pool.acquire() as conn, conn.transaction():

@@ -179,6 +179,12 @@ async def test_metastores_spread_moved_under_writes_and_one_database_down(two_db
         assert (await other.call("GET", "/schemas/main.while_db1_down"))[0] == 200
         async with http.get(running.url + PREFIX + "/shardcat/databases", headers=admin) as r:
             assert {d["name"]: d["available"] for d in (await r.json())["databases"]} == {"db0": True, "db1": False}
+        # db1 is the home of the fewest, but does not answer: a new metastore goes to db0.
+        counts = [list((await homes_of(running)).values()).count(name) for name in ("db0", "db1")]
+        assert counts[1] < counts[0]
+        late = await new_tenant(running, http, admin, tmp_path, "while-db1-down")
+        assert (await homes_of(running))[late.metastore_id] == "db0"
+        assert (await late.call("POST", "/catalogs", {"name": "main"}))[0] == 200
     finally:
         await asyncio.to_thread(start_stopped_embedded_postgres, dirs[1])
     # Back: its metastores answer again, with what they held.
