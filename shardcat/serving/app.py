@@ -37,6 +37,7 @@ from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
+from ..catalog.transactions import transaction_routes
 from ..catalog.policies import policy_routes
 from ..catalog.assets import presented_json
 from ..catalog.service import CatalogService
@@ -309,6 +310,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX),
+                *transaction_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

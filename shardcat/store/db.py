@@ -901,6 +901,7 @@ class WriteBatch:
                                 else "SAVEPOINT group_write")
         self._savepoint = True
         tx = WriteTx(self.conn, self.metastore_id, self.version + 1)
+        tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
         except BaseException:
@@ -925,6 +926,7 @@ class WriteTx:
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
+        self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,

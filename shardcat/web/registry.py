@@ -239,6 +239,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "PATCH", "/policies/{on_securable_type}/{on_securable_fullname}/{name}", "updatePolicy"),
     E(SHARD, "DELETE", "/policies/{on_securable_type}/{on_securable_fullname}/{name}", "deletePolicy"),
     E(SHARD, "GET", "/shardcat/changes", "listChanges"),
+    E(SHARD, "POST", "/shardcat/transactions", "applyTransaction"),
     E(SHARD, "POST", "/shardcat/webhooks", "createWebhook"),
     E(SHARD, "GET", "/shardcat/webhooks", "listWebhooks"),
     E(SHARD, "DELETE", "/shardcat/webhooks/{id}", "deleteWebhook"),
