@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import shutil
 import uuid
 
 from aiohttp import web
@@ -40,7 +39,8 @@ from ..iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view
 from ..iceberg.tables import props as _props
 from ..entities.values import now_ms
 from ..shards.locations import require_external_location
-from ..shards.shard import MetastoreState, Shard
+from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
+from ..store import history
 from ..store.db import WriteTx
 from ..web.kit import encode_json, json_body, ok
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
@@ -583,9 +583,10 @@ class IcebergCatalog:
     async def drop(self, caller: Caller, full_name: str, purge: bool, view: bool = False) -> None:
         asset = await self._table(caller, full_name, view)
         await self.catalogs.delete(caller, "table", full_name)
-        path = _local_path(asset.storage_path) if purge and asset.storage_path else None
-        if path is not None:        # purge: data and metadata go too (local storage; cloud storage is kept)
-            await asyncio.to_thread(shutil.rmtree, path, True)
+        if purge and asset.storage_path:
+            # Data and metadata go too (local storage; cloud storage is kept), once the table can no
+            # longer be undropped: when its history is purged (catalog/versions.py, docs/versions.md).
+            await history.request_storage_purge(self.shard.store, asset.id, WRITTEN_VERSION.get())
 
     async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
         source, destination = body.get("source"), body.get("destination")

@@ -239,6 +239,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "PATCH", "/policies/{on_securable_type}/{on_securable_fullname}/{name}", "updatePolicy"),
     E(SHARD, "DELETE", "/policies/{on_securable_type}/{on_securable_fullname}/{name}", "deletePolicy"),
     E(SHARD, "GET", "/shardcat/changes", "listChanges"),
+    # Versioned metadata (catalog/versions.py, docs/versions.md)
+    E(SHARD, "GET", "/shardcat/history/{securable_type}/{full_name}", "getAssetHistory"),
+    E(SHARD, "GET", "/shardcat/versions/settings", "getVersionSettings"),
+    E(SHARD, "PATCH", "/shardcat/versions/settings", "updateVersionSettings"),
+    E(SHARD, "GET", "/shardcat/dropped", "listDroppedAssets"),
+    E(SHARD, "POST", "/shardcat/dropped/{id}/undrop", "undropAsset"),
+    E(SHARD, "DELETE", "/shardcat/dropped/{id}", "purgeDroppedAsset"),
     E(SHARD, "POST", "/shardcat/transactions", "applyTransaction"),
     E(SHARD, "POST", "/shardcat/webhooks", "createWebhook"),
     E(SHARD, "GET", "/shardcat/webhooks", "listWebhooks"),
