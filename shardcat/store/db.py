@@ -690,8 +690,7 @@ class Store:
                           principal: str) -> None:
         """One reported write: `target` was written from `sources`."""
         at = now_ms()
-        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
-            await _not_fenced(conn, metastore_id)
+        async with self.unversioned(metastore_id) as conn:
             await conn.executemany(
                 """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
                                         job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
@@ -703,8 +702,7 @@ class Store:
                                  job: str | None, principal: str) -> None:
         """One reported write's column lineage: (source, source column, target, target column) each."""
         at = now_ms()
-        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
-            await _not_fenced(conn, metastore_id)
+        async with self.unversioned(metastore_id) as conn:
             await conn.executemany(
                 """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
                                                target_id, target_name, target_column, job, principal, at)
@@ -778,6 +776,27 @@ class Store:
                 else:
                     yield tx
                     await _log_write(conn, tx)
+            if moved is None:
+                return
+            if not await self.rehome(metastore_id, moved, deadline):
+                raise moved
+
+    @asynccontextmanager
+    async def unversioned(self, metastore_id: str):
+        """A transaction in the metastore's home for rows a metastore write does not version
+        (lineage, snapshots, the history's purge), as `async with store.unversioned(ms) as conn:`.
+        It holds the metastore's row against a move's fence until it commits and, like `write`,
+        leaves a home that holds the metastore no longer, or fenced, for the new one first."""
+        deadline = time.monotonic() + MOVE_WAIT_SECONDS
+        while True:
+            moved = None
+            async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
+                try:
+                    await _not_fenced(conn, metastore_id)
+                except (MetastoreGone, MetastoreMoving) as e:
+                    moved = e
+                else:
+                    yield conn
             if moved is None:
                 return
             if not await self.rehome(metastore_id, moved, deadline):

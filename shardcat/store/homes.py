@@ -27,17 +27,23 @@ from .db import MetastoreGone, Store
 
 log = logging.getLogger(__name__)
 
-# A metastore's rows in its home, by table, with the condition naming them and, for a change
-# caught up, the column holding the changed securable's id (None: rows of their own, caught up
-# by version or by id). Every table holding one metastore's state belongs here.
+# A metastore's rows in its home (each table has its `metastore_id`), by table, with how a change
+# is caught up: the column holding the id of the securable a change-log row names (its rows are
+# replaced), or one of the kinds below. Every table holding one metastore's state belongs here.
 SERIAL = "serial"       # rows with an id of the database's own (lineage): new ids in the target, caught up by id
-HOME_TABLES: tuple[tuple[str, str | None], ...] = (
+VERSIONED = "version"   # the change log itself: caught up by version
+WHOLE = "whole"         # few rows changed by no versioned write too (snapshots): copied whole at each pass
+HOME_TABLES: tuple[tuple[str, str], ...] = (
     ("assets", "id"),
     ("grants", "securable_id"),
     ("delta_commits", "table_id"),
-    ("change_log", None),
+    ("asset_history", "id"),
+    ("change_log", VERSIONED),
     ("lineage", SERIAL),
     ("column_lineage", SERIAL),
+    ("history_horizons", WHOLE),
+    ("version_snapshots", WHOLE),
+    ("table_clones", WHOLE),
 )
 BATCH_ROWS = 2000           # rows per insert into the target
 CATCH_UP_ROUNDS = 5         # catch-up passes while serving, at most, before the fence
@@ -123,14 +129,18 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
         marks = await _marks(src, ms)
         async with dst.transaction():
             for table, key in reversed(HOME_TABLES):     # dependents first (grants name assets)
-                if key not in (None, SERIAL) and changed:
+                if key == WHOLE:
+                    await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1", ms)
+                elif key not in (VERSIONED, SERIAL) and changed:
                     await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1 AND {key} = ANY($2::uuid[])",
                                       ms, changed)
             for table, key in HOME_TABLES:
                 if key == SERIAL:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND id > $2",
                                                  [ms, progress.marks[table]], await _columns(dst, table))
-                elif key is None:
+                elif key == WHOLE:
+                    progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms])
+                elif key == VERSIONED:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND version > $2",
                                                  [ms, progress.version])
                 elif changed:
@@ -142,14 +152,40 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
     return behind
 
 
-_SUMMARY = """SELECT (SELECT version FROM metastores WHERE id = $1) AS version,
-                     (SELECT count(*) FROM assets WHERE metastore_id = $1) AS assets,
-                     (SELECT coalesce(sum(written_at), 0) FROM assets WHERE metastore_id = $1) AS written,
-                     (SELECT count(*) FROM grants WHERE metastore_id = $1) AS grants,
-                     (SELECT count(*) FROM delta_commits WHERE metastore_id = $1) AS delta_commits,
-                     (SELECT count(*) FROM change_log WHERE metastore_id = $1) AS change_log,
-                     (SELECT count(*) FROM lineage WHERE metastore_id = $1) AS lineage,
-                     (SELECT count(*) FROM column_lineage WHERE metastore_id = $1) AS column_lineage"""
+def _digest_sql(table: str, key: str) -> str:
+    """A table's rows of a metastore as (count, sum of a hash of each row's JSON): equal on two
+    servers when they hold the same rows (a serial table's ids left out: they differ)."""
+    row = "(to_jsonb(t) - 'id')" if key == SERIAL else "to_jsonb(t)"
+    return (f"SELECT count(*) AS n, coalesce(sum(hashtextextended({row}::text, 0)), 0) AS h "
+            f"FROM {table} t WHERE metastore_id = $1")
+
+
+async def _digests(conn, ms: uuid.UUID) -> dict[str, tuple]:
+    out = {table: tuple(await conn.fetchrow(_digest_sql(table, key), ms)) for table, key in HOME_TABLES}
+    meta = await conn.fetchrow("SELECT version, name, info::text AS info FROM metastores WHERE id = $1", ms)
+    out["metastores"] = tuple(meta) if meta else None
+    return out
+
+
+async def _check(src, dst, ms: uuid.UUID) -> list[str]:
+    """Under the fence: the copy against its source, table by table; a table that differs (rows
+    changed by no versioned write, e.g. the history's purge) is copied again whole. Returns the
+    tables copied again; MoveError if the copy still differs."""
+    theirs, ours = await _digests(src, ms), await _digests(dst, ms)
+    again = [t for t, key in HOME_TABLES if theirs[t] != ours[t]]
+    if again:
+        async with src.transaction(isolation="repeatable_read", readonly=True), dst.transaction():
+            for table in reversed(again):
+                await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1", ms)
+            for table in again:
+                key = dict(HOME_TABLES)[table]
+                await _copy(src, dst, table, "metastore_id = $1", [ms],
+                            await _columns(dst, table) if key == SERIAL else "*")
+        theirs, ours = await _digests(src, ms), await _digests(dst, ms)
+    differ = [t for t in theirs if theirs[t] != ours[t]]
+    if differ:
+        raise MoveError(f"The copy does not match its source ({', '.join(differ)}); the move was given up.")
+    return again
 
 
 async def move_metastore(store: Store, metastore_id: str, target: str, *,
@@ -195,10 +231,7 @@ async def _move(store: Store, src, dst, ms: uuid.UUID, source: str, target: str,
         fenced = True
         marks["fenced"] = time.monotonic()
         await _catch_up(src, dst, ms, progress)
-        theirs, ours = await src.fetchrow(_SUMMARY, ms), await dst.fetchrow(_SUMMARY, ms)
-        if dict(theirs) != dict(ours):
-            raise MoveError(f"The copy does not match its source ({dict(ours)} against {dict(theirs)}); "
-                            "the move was given up.")
+        copied_again = await _check(src, dst, ms)
         marks["checked"] = time.monotonic()
         await dst.execute("UPDATE metastores SET fenced = false WHERE id = $1", ms)
         status = await store.pool.execute(
@@ -220,7 +253,7 @@ async def _move(store: Store, src, dst, ms: uuid.UUID, source: str, target: str,
         return round((b - a) * 1000, 1)
 
     return {"version": progress.version, "rows_copied": copied_rows, "rows_caught_up": progress.rows - copied_rows,
-            "catch_up_rounds": done_rounds,
+            "catch_up_rounds": done_rounds, "copied_again_under_fence": copied_again,
             "copy_ms": ms_between(t0, marks["copied"]),
             "catch_up_ms": ms_between(marks["copied"], marks["caught_up"]),
             "fence_ms": ms_between(marks["caught_up"], marks["fenced"]),

@@ -90,6 +90,9 @@ async def test_metastores_spread_moved_under_writes_and_one_database_down(two_db
 
     for t in (moving, other, still):
         assert (await t.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+    # History (docs/versions.md) moves too: a dropped schema's last state.
+    assert (await moving.call("POST", "/schemas", {"name": "gone", "catalog_name": "main"}))[0] == 200
+    assert (await moving.call("DELETE", "/schemas/main.gone"))[0] == 200
 
     # A writer on the metastore that moves (and one on another), each write acknowledged or not.
     acknowledged: dict[str, list[str]] = {moving.metastore_id: [], other.metastore_id: []}
@@ -147,6 +150,9 @@ async def test_metastores_spread_moved_under_writes_and_one_database_down(two_db
         assert versions == list(range(1, current + 1))
         assert current >= len(acknowledged[moving.metastore_id]) + 1
         assert await conns[0].fetchval("SELECT count(*) FROM change_log WHERE metastore_id = $1", ms) == 0
+        assert await conns[1].fetchval("SELECT count(*) FROM asset_history WHERE metastore_id = $1 AND dropped "
+                                       "AND full_name = 'main.gone'", ms) == 1
+        assert await conns[0].fetchval("SELECT count(*) FROM asset_history WHERE metastore_id = $1", ms) == 0
         assert await conns[0].fetchval("SELECT count(*) FROM metastores WHERE id = $1", ms) == 0
     finally:
         for c in conns:
