@@ -44,7 +44,7 @@ from ..store import history
 from ..store.db import WriteTx
 from ..web.kit import encode_json, json_body, ok
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
-from . import assets, service
+from . import assets
 from .service import CatalogService
 
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
@@ -353,7 +353,7 @@ class IcebergCatalog:
             props = info.get("properties") or {}
             bare = {**info, "properties": {k: v for k, v in props.items() if k not in POINTER_KEYS}}
             row = self._row(caller, schema, name, table_id, bare, now, state)
-            asset = await service.create_table(self.catalogs, tx, state, row, schema)     # the table rules
+            asset = await self.catalogs.tables.on_create(tx, state, row, schema, {})     # the table rules (tables.py)
             pointer = {k: v for k, v in props.items() if k in POINTER_KEYS}
             asset = dataclasses.replace(asset, info={**asset.info, "properties": {**_props(asset), **pointer}})
             if expect_path is not None and asset.storage_path != expect_path:
