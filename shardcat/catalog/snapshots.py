@@ -31,7 +31,7 @@ from ..store.db import WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from .assets import _managed_root, create_container
+from .assets import _managed_root
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked
 
 PINNABLE = ("catalog", "schema")
@@ -251,8 +251,11 @@ class SnapshotService:
                     info["comment"] = comment
                 new = Asset(id=new_id, metastore_id=state.id, type=a.type, namespace=a.namespace,
                             parent_id=parent_id, name=name, full_name=full, storage_path=None, info=info)
-                if a.type in PINNABLE:
-                    new = await create_container(None, tx, state, new, None)
+                if a.type in PINNABLE and info.get("storage_root"):
+                    # its own managed storage under the same root, as a create makes it (containers.py)
+                    location = join_url(info["storage_root"], "__unitystorage", f"{a.type}s", new_id)
+                    new = dataclasses.replace(new, info={**info, "storage_location": location},
+                                              storage_path=location)
                 elif a.storage_path and a.type in ("table", "volume"):
                     holder = made[parent_id]
                     location = join_url(await _managed_root(tx, state, holder), f"{a.type}s", new_id)
