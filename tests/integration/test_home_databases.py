@@ -5,6 +5,7 @@ continuous, and one server stopped taking down only its own metastores until it 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 import time
@@ -21,6 +22,7 @@ from shardcat.cluster.server import ServeConfig, start
 from shardcat.entities.asset import Asset
 from shardcat.store.databases import DatabaseConfigError
 from shardcat.store.db import Store, VersionConflict
+from shardcat.store import history, homes
 from shardcat.store.homes import move_metastore
 
 from tests.conftest import PREFIX
@@ -287,3 +289,39 @@ async def test_a_second_process_follows_a_move(two_dbs):
                 await tx.put(asset("stale"))
     finally:
         await shard.close()
+
+
+async def test_writes_without_a_version_are_caught_up(two_dbs):
+    """Rows changed by no versioned write (a purge request on a dropped asset's history, a snapshot)
+    between the copy and the fence reach the copy: the pass that sees `side_writes` moved copies
+    those tables again, and the copy then matches its source."""
+    running, urls, _ = two_dbs
+    store = running.store
+    ms = str(uuid.uuid4())
+    await store.create_metastore(ms, f"side-{ms[:8]}", {"owner": "admin"}, home="db1")
+    table = Asset(id=str(uuid.uuid4()), metastore_id=ms, type="catalog", namespace="catalog", parent_id=ms,
+                  name="dropped", full_name="dropped", storage_path=None, info={"owner": "admin"})
+    async with store.write(ms, 0) as tx:
+        await tx.put(table)
+    async with store.write(ms, 1) as tx:
+        await tx.delete([table])
+    src, dst = await asyncpg.connect(urls[1]), await asyncpg.connect(urls[0])
+    try:
+        for conn in (src, dst):
+            await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        progress = await homes._bulk_copy(src, dst, uuid.UUID(ms))
+        await history.request_storage_purge(store, ms, table.id, 2)
+        await history.add_snapshot(store, ms, "before", "catalog", table.id, "dropped", 1, None, "admin")
+        assert await homes._catch_up(src, dst, uuid.UUID(ms), progress) == 0     # no version moved
+        assert progress.side_copies == 1
+        assert (await dst.fetchval("SELECT info FROM asset_history WHERE id = $1", uuid.UUID(table.id))
+                ).get("purge_requested") is True
+        assert await dst.fetchval("SELECT count(*) FROM version_snapshots WHERE metastore_id = $1", uuid.UUID(ms)) == 1
+        await homes._check(src, dst, uuid.UUID(ms))
+        await dst.execute("DELETE FROM version_snapshots WHERE metastore_id = $1", uuid.UUID(ms))
+        with pytest.raises(homes.MoveError, match="version_snapshots"):
+            await homes._check(src, dst, uuid.UUID(ms))
+    finally:
+        await dst.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(ms))
+        await src.close()
+        await dst.close()
