@@ -94,6 +94,16 @@ async def test_the_issues_example_and_only_what_the_caller_may_see(server, ws):
                            'privilege = "USE SCHEMA"])]') == [f"{c}.sales"]
     assert await names(reader, f'/catalog/schema[exists(grant[principal = "{reader.name}"])]') == [f"{c}.sales"]
 
+    # one who holds SELECT on a table but may not use its catalog: the catalog is listed (it holds
+    # something granted to it), but it may not read it, so its grants are not there for a filter
+    peeker = await user(server, ws)
+    await grant(ws, "table", f"{c}.sales.people", peeker.name, "SELECT")
+    assert await names(peeker, f'/catalog[name = "{c}"]') == [c]
+    assert await names(ws, f'/catalog[name = "{c}" and exists(grant)]') == [c]
+    assert await names(peeker, f'/catalog[name = "{c}" and exists(grant)]') == []
+    assert await names(peeker, f'/catalog[name = "{c}" and not exists(grant[principal = "{reader.name}"])]') == [c]
+    assert await names(peeker, f'/catalog[name = "{c}"]/*') == []          # nor may it walk into it
+
 
 async def test_pages_pin_the_version_while_the_metastore_moves_on(server, ws):
     c, _ = await _world(server, ws)
