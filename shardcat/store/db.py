@@ -8,6 +8,7 @@ what changed. If the condition fails another writer got there first: `VersionCon
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import uuid
@@ -117,12 +118,13 @@ def _tag_match(term: int, key: int, value: int) -> str:
             f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column})))")
 
 
-def search_query(patterns: int, tags: int = 0) -> str:
+def search_query(patterns: int, tags: int = 0, source: str = "assets") -> str:
     """Store.search's SQL for this many LIKE patterns ($10 on) and tag conditions (two parameters
     each: three parameters, after the patterns). One condition per pattern on the
     indexed text: the planner combines them in the trigram index, which it cannot do for one
     condition over an array of patterns. A pattern holding no whitespace matches name and comment
-    joined by a space just where it matches one of them."""
+    joined by a space just where it matches one of them. `source`: the assets searched (a past
+    version's, store/history.py)."""
     conditions = [f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns)]
     conditions += [_tag_match(10 + patterns + 3 * i, 11 + patterns + 3 * i, 12 + patterns + 3 * i)
                    for i in range(tags)]
@@ -132,7 +134,7 @@ def search_query(patterns: int, tags: int = 0) -> str:
                    SELECT * FROM (
                        SELECT a.*, CASE WHEN lower(a.name) = $3 THEN 0 WHEN lower(a.name) LIKE $4 THEN 1
                                         WHEN lower(a.name) LIKE $5 THEN 2 ELSE 3 END AS rank
-                       FROM assets a
+                       FROM {source} a
                        WHERE a.metastore_id = $1 AND a.type = ANY($2::text[]) AND {matches}) s
                    WHERE (s.rank, s.full_name, s.id) > ($6, $7, $8::uuid)
                    ORDER BY s.rank, s.full_name, s.id LIMIT $9) r ON true
@@ -591,11 +593,22 @@ async def _begin_write(conn, metastore_id: str, expected_version: int) -> "Write
     return WriteTx(conn, metastore_id, new_version)
 
 
-_LOG_WRITE = "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)"
+_LOG_WRITE = """INSERT INTO change_log (metastore_id, version, changed, parents, at, details, principal)
+                VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6, $7)"""
+
+# A deleted asset's grants, as the history keeps them (for undrop).
+_HELD_GRANTS = """(SELECT jsonb_agg(jsonb_build_object('principal', g.principal, 'privilege', g.privilege,
+                                                   'granted_by', g.granted_by, 'granted_at', g.granted_at))
+                   FROM grants g WHERE g.securable_id = gone.id)"""
+
+# Who is writing (a caller's name): set per request by catalog/versions.py, read by `Shard.write`
+# into `WriteTx.principal`, kept in the change log for an asset's history.
+WRITER: contextvars.ContextVar[str | None] = contextvars.ContextVar("shardcat_writer", default=None)
 
 
 def _log_row(tx: "WriteTx") -> tuple:
-    return uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details()
+    return (uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
+            tx.principal)
 
 
 async def _log_write(conn, tx: "WriteTx") -> None:
@@ -621,6 +634,7 @@ class WriteBatch:
                                 else "SAVEPOINT group_write")
         self._savepoint = True
         tx = WriteTx(self.conn, self.metastore_id, self.version + 1)
+        tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
         except BaseException:
@@ -645,6 +659,8 @@ class WriteTx:
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
+        self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
+        self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
@@ -691,8 +707,13 @@ class WriteTx:
         """Insert or replace an asset; returns it stamped with this write's version."""
         asset = dataclasses.replace(asset, written_at=self.version)
         try:
+            # The state this replaces (written by an earlier write) goes to the history in the same
+            # statement: one round trip, as before (migration 0012, docs/versions.md).
             inserted = await self.conn.fetchval(
-                f"""INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                f"""WITH old AS (SELECT * FROM assets WHERE id = $1 AND written_at < $10),
+                    kept AS (INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at)
+                             SELECT {_ASSET_COLUMNS}, $10 FROM old ON CONFLICT DO NOTHING)
+                    INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                     ON CONFLICT (id) DO UPDATE SET type = $3, namespace = $4, parent_id = $5, name = $6,
                         full_name = $7, storage_path = $8, info = $9, written_at = $10
                     RETURNING (xmax = 0)""",
@@ -713,9 +734,21 @@ class WriteTx:
         return asset
 
     async def delete(self, assets: list[Asset]) -> None:
-        await self.conn.execute("DELETE FROM assets WHERE id = ANY($1::uuid[])", [a.id for a in assets])
-        await self.conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
-                                [a.id for a in assets if a.type == "table"])   # a dropped table's commits go with it
+        """Delete assets; their last states (and grants) stay in the history, marked dropped, for
+        reads at earlier versions and undrop until the retention window passes. A dropped table's
+        Delta commits stay too (undrop needs them); the history's purge deletes them."""
+        ids = [a.id for a in assets]
+        if any(a.written_at == self.version for a in assets):
+            # Changed earlier in this same write: the state kept is the one before it (its grants
+            # read before the delete takes them).
+            await self.conn.execute(
+                f"""UPDATE asset_history h SET dropped = true, grants = {_HELD_GRANTS.replace('gone.', 'h.')}
+                    WHERE id = ANY($1::uuid[]) AND replaced_at = $2""", ids, self.version)
+        await self.conn.execute(
+            f"""WITH gone AS (DELETE FROM assets WHERE id = ANY($1::uuid[]) RETURNING *)
+                INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at, dropped, grants)
+                SELECT {_ASSET_COLUMNS}, $2, true, {_HELD_GRANTS} FROM gone WHERE written_at < $2
+                ON CONFLICT DO NOTHING""", ids, self.version)
         for a in assets:
             self.touch(a.id, "DELETE", a.type, a.full_name)
             self.parents.add(a.parent_id)
