@@ -38,6 +38,7 @@ from ..catalog.resolve import ResolveService
 from ..catalog.queries import query_routes
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
+from ..catalog.snapshots import snapshot_routes
 from ..catalog.versions import start_purging, version_routes, versions_middleware
 from ..catalog.transactions import transaction_routes
 from ..catalog.policies import policy_routes
@@ -315,6 +316,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *search_routes(shard, PREFIX), *query_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX), *version_routes(shard, PREFIX),
+                *snapshot_routes(shard, PREFIX),
                 *transaction_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
