@@ -276,6 +276,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(ACCOUNT, "PUT", "/workspaces/{workspace_id}/metastore", "assignMetastore"),
     E(ACCOUNT, "PATCH", "/workspaces/{workspace_id}/metastore", "updateMetastoreAssignment"),
     E(ACCOUNT, "DELETE", "/workspaces/{workspace_id}/metastore", "unassignMetastore"),
+    E(ACCOUNT, "GET", "/shardcat/databases", "listDatabases"),
+    E(ACCOUNT, "POST", "/shardcat/metastores/{metastore}/move", "moveMetastore", securable="METASTORE"),
     E(ACCOUNT, "GET", "/user-info/me", "listMe"),
     E(ACCOUNT, "GET", "/user-info/my-groups", "listMyGroups"),
     E(ACCOUNT, "GET", "/scim2/Me", "listMe", prefix=CONTROL),
