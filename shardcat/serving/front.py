@@ -30,6 +30,7 @@ from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 # path segment -> (type, the item's path parameter, the list's parent query parameters)
@@ -110,6 +111,8 @@ class ShardFront:
             return None
         type_name, key, parents = read
         params = _query(query)
+        if AS_OF_VERSION in params or AS_OF_TIMESTAMP in params:     # a read at a past version: the app's
+            return None
         if name:
             if params or ("GET", f"/{segment}/{{{key}}}") not in _FAST:
                 return None
