@@ -221,6 +221,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getStagingTableCredentials"),
     E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getTemporaryPathCredentials"),
     E(SHARD, "GET", "/shardcat/search", "search"),
+    E(SHARD, "POST", "/shardcat/query", "queryPaths", read_only=True),
     E(SHARD, "POST", "/entity-tag-assignments", "createEntityTagAssignment"),
     E(SHARD, "GET", "/entity-tag-assignments/{entity_type}/{entity_name}/tags", "listEntityTagAssignments"),
     E(SHARD, "GET", "/entity-tag-assignments/{entity_type}/{entity_name}/tags/{tag_key}", "getEntityTagAssignment"),
