@@ -325,3 +325,23 @@ async def test_writes_without_a_version_are_caught_up(two_dbs):
         await dst.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(ms))
         await src.close()
         await dst.close()
+
+
+async def test_cli_lists_databases_and_moves_a_metastore(two_dbs):
+    """`shardcat databases` and `shardcat move-metastore NAME --to DB` against the two-server catalog."""
+    from tests.integration.test_cli_client import _invoke
+
+    running, _, _ = two_dbs
+    flags = ["--server", running.url, "--token", running.admin_token_path.read_text().strip()]
+    ms = str(uuid.uuid4())
+    await running.store.create_metastore(ms, "cli-moved", {"owner": "admin"}, home="db0")
+    code, out, err = await asyncio.to_thread(_invoke, ["databases", "--json", *flags])
+    assert code == 0, err
+    assert [d["name"] for d in json.loads(out)["databases"]] == ["db0", "db1"]
+    code, out, err = await asyncio.to_thread(_invoke, ["move-metastore", "cli-moved", "--to", "db1", *flags])
+    assert code == 0, err
+    steps = dict(line.split(None, 1) for line in out.strip().splitlines()[2:])
+    assert steps["from"].strip() == "db0" and steps["to"].strip() == "db1" and float(steps["total_ms"]) > 0
+    assert (await homes_of(running))[ms] == "db1"
+    code, _, err = await asyncio.to_thread(_invoke, ["move-metastore", "cli-moved", "--to", "db1", *flags])
+    assert code == 1 and "FAILED_PRECONDITION" in err
