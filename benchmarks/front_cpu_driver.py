@@ -147,6 +147,9 @@ async def main(args) -> None:
                 if answered < 300:
                     raise RuntimeError(f"{op}: the answer is too short to be a 200 ({answered} B)")
             stats = running.front.front.stats
+            if args.breakdown:
+                await breakdown(running, http1, sets, args)
+                return
             for round_ in range(args.rounds):
                 for op in ops:
                     connection, sink = connections[op]
@@ -174,6 +177,85 @@ async def main(args) -> None:
             await running.stop()
 
 
+async def breakdown(running, http1, sets: dict[str, list[bytes]], args) -> None:
+    """CPU µs per call of the fast path's parts, each timed alone in a loop (the same calls at every
+    commit; what each contains differs): the HTTP server with a constant answer, the front's
+    answer without HTTP, and inside it the caller, the authorizer, the catalog's answer and the
+    audit row."""
+    front = running.front.front
+    module = sys.modules[type(front).__module__]
+    captured = {}
+
+    async def capture(request):
+        captured["request"] = request
+        return await front.answer(request)
+
+    server = running.front.server
+    answer, server.answer = server.answer, capture
+    requests = {}
+    for op in ("getTable", "listTables"):
+        sink = Sink()
+        connection = http1._Connection(server)
+        connection.connection_made(sink)
+        await drive(connection, sink, sets[op][:1], 1, random.Random(0))
+        requests[op] = captured["request"]
+    server.answer = answer
+    get = requests["getTable"]
+    caller = await front._caller(get)
+    name = get.raw_path.rsplit("/", 1)[1]
+    from shardcat.governance import audit
+    from shardcat.governance.authorize import authorizer as authorize
+    route = module.PREFIX + "/tables/{full_name}"
+
+    async def constant(request):
+        return constant_answer
+
+    async def timed(label: str, make_call, n: int) -> None:
+        for _ in range(n // 5):
+            await make_call()
+        profile = cProfile.Profile() if args.profile and label.startswith(args.profile) else None
+        started = time.process_time()
+        if profile:
+            profile.enable()
+        for _ in range(n):
+            await make_call()
+        if profile:
+            profile.disable()
+            pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile_lines)
+        print(json.dumps({"part": label, "cpu_us": (time.process_time() - started) / n * 1e6}), flush=True)
+
+    async def wire_constant():
+        sink.waiter = asyncio.get_running_loop().create_future()
+        connection.data_received(sets["getTable"][0])
+        await sink.waiter
+
+    if hasattr(audit, "FrontRoute"):        # routes' audit facts worked out once (since the CPU work)
+        facts = audit.FrontRoute("GET", route)
+
+        async def row():
+            audit.answered_row(facts, {"full_name": name}, caller, audit.new_request_id(), 0)
+    else:
+        async def row():
+            audit.answered_row("GET", route, {"full_name": name}, caller, audit.new_request_id(), 0)
+
+    body = await module.found_json(front.catalogs, caller, "table", name)
+    constant_answer = type(await front.answer(get))(200, {"Content-Type": "application/json"}, body)
+    plain = http1.Server(constant)
+    sink = Sink()
+    connection = http1._Connection(plain)
+    connection.connection_made(sink)
+    n = args.n
+    for _ in range(args.rounds):
+        await timed("http server, constant answer", wire_constant, n)
+        await timed("front.answer getTable (no HTTP)", lambda: front.answer(get), n)
+        await timed("front.answer listTables (no HTTP)", lambda: front.answer(requests["listTables"]), n // 2)
+        await timed("caller", lambda: front._caller(get), n)
+        await timed("authorizer", lambda: authorize(front.shard, caller), n)
+        await timed("found_json getTable", lambda: module.found_json(front.catalogs, caller, "table", name), n)
+        await timed("audit row", row, n)
+    plain.close()
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", required=True, help="PostgreSQL URL of an empty database")
@@ -184,6 +266,7 @@ def parse_args(argv):
     p.add_argument("--ops", default="getTable,listTables")
     p.add_argument("--profile", default=None, help="an operation to profile (cProfile, on stderr)")
     p.add_argument("--profile-lines", type=int, default=45)
+    p.add_argument("--breakdown", action="store_true", help="time the fast path's parts alone instead")
     p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     return p.parse_args(argv)
 
