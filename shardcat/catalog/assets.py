@@ -134,9 +134,10 @@ class AssetService:
 
     async def find(self, caller: Caller, type_name: str, full_name: str) -> Asset:
         """The asset, if the caller may read it."""
-        asset = await self._get(caller, TYPES[type_name], full_name)
+        t = TYPES[type_name]
+        asset = await self._get(caller, t, full_name)
         (await authorizer(self.shard, caller)).require_or_missing(type_name, "read", asset,
-                                                                  missing(TYPES[type_name], full_name))
+                                                                  lambda: missing(t, full_name))
         return asset
 
     async def list(self, caller: Caller, type_name: str, parent_full: str | None,
@@ -163,7 +164,7 @@ class AssetService:
         parent = None
         if _parent_of(t) is not None:
             parent = await self._get(caller, _parent_of(t), parent_full)
-            authz.require_or_missing(parent.type, "read", parent, missing(_parent_of(t), parent_full))
+            authz.require_or_missing(parent.type, "read", parent, lambda: missing(_parent_of(t), parent_full))
         visible = authz.visible_under(type_name, parent)   # None: all of them
         keep = None if visible is None else (lambda a: authz.index.find(a.id) in visible)
         page = await self.shard.children_where(ms, parent.id if parent else ms, t.namespace, keep, after=after,
