@@ -35,8 +35,12 @@ from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
+from ..catalog.queries import query_routes
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
+from ..catalog.snapshots import snapshot_routes
+from ..catalog.versions import start_purging, version_routes, versions_middleware
+from ..catalog.transactions import transaction_routes
 from ..catalog.policies import policy_routes
 from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
@@ -281,11 +285,14 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     audit_log = AuditLog(shard.store)
     app = web.Application(
         middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
-                     text_input, _metastore_session(shard)],
+                     text_input, _metastore_session(shard), versions_middleware(shard)],
         client_max_size=max_body_bytes)
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(audit_log.stop)
+    purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
+    app.on_startup.append(purge_start)
+    app.on_cleanup.append(purge_stop)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
     resolver = ResolveService(shard)
     app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
@@ -306,9 +313,11 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
                 *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *query_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
-                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX),
+                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX), *version_routes(shard, PREFIX),
+                *snapshot_routes(shard, PREFIX),
+                *transaction_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

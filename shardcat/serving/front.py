@@ -30,6 +30,7 @@ from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 _UNDER = PREFIX + "/"
@@ -133,6 +134,8 @@ class ShardFront:
             if route is None or slash:
                 return None
             params = _query(query) if query else {}
+            if AS_OF_VERSION in params or AS_OF_TIMESTAMP in params:     # a read at a past version: the app's
+                return None
             parents = route.parents
             if parents and not all(params.get(p) for p in parents):
                 return None
