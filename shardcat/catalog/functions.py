@@ -20,8 +20,9 @@ from ..entities.dependencies import check_dependency_list
 from ..entities.manifest import KINDS
 from ..errors import invalid
 from ..store.db import WriteTx
-from .assets import AssetService
-from ..shards.shard import MetastoreState
+from ..entities.types import FUNCTION
+from .crud import TypeService
+from ..shards.shard import MetastoreState, Shard
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)
@@ -38,7 +39,8 @@ _PARAM_FIELDS = {
 _PARAM_REQUIRED = ("name", "type_text", "type_json", "type_name", "position")
 
 
-async def create_function(catalogs: AssetService, caller: Caller, body: dict) -> dict:
+async def create_function(catalogs, caller: Caller, body: dict) -> dict:
+    """POST /functions: the fields inside `function_info`, created through `catalogs` (service.py)."""
     info = body.get("function_info")
     if info is None:
         raise invalid("Missing required field 'function_info': POST /functions takes {\"function_info\": {...}}.")
@@ -101,7 +103,15 @@ def check_dependencies(deps: dict) -> dict:
     return check_dependency_list(deps, "routine_dependencies")
 
 
-async def create_function_rule(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+class Functions(TypeService):
+    def __init__(self, shard: Shard):
+        super().__init__(shard, FUNCTION)
+
+    async def on_create(self, tx, state, asset, schema, flags):
+        return await create_function_rule(tx, state, asset, schema)
+
+
+async def create_function_rule(tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     info = dict(asset.info)
     _one_of(info["routine_body"], ROUTINE_BODIES, "routine_body")
     _one_of(info["parameter_style"], PARAMETER_STYLES, "parameter_style")
