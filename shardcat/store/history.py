@@ -179,6 +179,7 @@ async def dropped(store, metastore_id: str, types: list[str], *, since: int, ass
             WHERE a.metastore_id = $1 AND a.dropped AND a.replaced_at >= $3 AND a.type = ANY($2::text[])
               AND ($4::uuid IS NULL OR a.id = $4::uuid)
               AND NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)
+              AND NOT EXISTS (SELECT 1 FROM asset_history l WHERE l.id = a.id AND l.written_at > a.written_at)
             ORDER BY a.replaced_at DESC, a.full_name LIMIT $5""",
         uuid.UUID(metastore_id), types, since, uuid.UUID(asset_id) if asset_id else None, limit)
     return [{"asset": _asset(r), "dropped_at_version": r["replaced_at"], "grants": r["grants"] or [],
