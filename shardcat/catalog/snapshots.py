@@ -305,7 +305,7 @@ class SnapshotService:
         if not table.storage_path or (table.info.get("data_source_format") or "DELTA") != "DELTA":
             raise invalid(f"Table '{full_name}' is not a Delta table with storage.")
         keep = set()
-        for clone_id in (await history.clone_references(self.store, [table.id])).get(table.id, []):
+        for clone_id in (await history.clone_references(self.store, caller.metastore(), [table.id])).get(table.id, []):
             clone = await self.shard.lookup_id(caller.metastore(), clone_id, caller.min_version)
             if clone is not None and clone.storage_path:
                 keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)

