@@ -139,17 +139,18 @@ class ShardApi:
 
         async def delete(request):
             caller = request["caller"]
-            dropped = None
+            dependents = None
             if type_name == "table":      # what depends on it, by lineage, is answered once it is gone
                 dropped = await catalogs.shard.lookup(caller.metastore(), "table",
                                                       full_name_key(request.match_info[key], 3, "table"),
                                                       caller.min_version)
+                # Read before the drop, not after: nothing may fail once it is done. Read after, it
+                # failed NOT_OWNER when the metastore moved meanwhile, and the router sent the drop,
+                # done, to the new owner, which answered 404 (issue 33).
+                if dropped is not None:
+                    dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
             await catalogs.delete(caller, type_name, request.match_info[key], flag(request, "force"))
-            if dropped is not None:
-                dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
-                if dependents:
-                    return ok({"dependents": dependents})
-            return ok()
+            return ok({"dependents": dependents}) if dependents else ok()
 
         item = f"{base}/{{{key}}}"
         return [web.post(base, create), web.get(base, list_), web.get(item, get),
@@ -246,6 +247,15 @@ def _metastore_session(shard: Shard):
             # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
+        except CatalogError as e:
+            written = WRITTEN_VERSION.get()
+            if e.code != "NOT_OWNER" or written is None:
+                raise
+            # NOT_OWNER tells the router that nothing was done here, and it sends the request to the
+            # owner: never so for a write this request applied (the metastore moved after it).
+            raise CatalogError("TEMPORARILY_UNAVAILABLE",
+                               f"The write was applied at metastore version {written}, but the metastore moved "
+                               "to another shard before its answer was made; read it back there.") from None
         # A write's answer names the version it made (a later write of its group may be applied too).
         version = WRITTEN_VERSION.get()
         if version is None:

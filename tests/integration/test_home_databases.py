@@ -5,6 +5,7 @@ continuous, and one server stopped taking down only its own metastores until it 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 import time
@@ -18,7 +19,11 @@ from shardcat.auth import hash_token, new_token
 from shardcat.cluster.embedded_db import (start_embedded_postgres, start_stopped_embedded_postgres,
                                           stop_embedded_postgres)
 from shardcat.cluster.server import ServeConfig, start
+from shardcat.entities.asset import Asset
 from shardcat.store.databases import DatabaseConfigError
+from shardcat.store.db import Store, VersionConflict
+from shardcat.store import history, homes
+from shardcat.store.homes import move_metastore
 
 from tests.conftest import PREFIX
 
@@ -216,3 +221,107 @@ async def test_databases_keep_their_names(two_dbs, tmp_path):
     _, urls, _ = two_dbs
     with pytest.raises(DatabaseConfigError, match="named 'db0'"):
         await start(ServeConfig(port=0, data_dir=tmp_path, db=[f"db1={urls[0]}", f"db0={urls[1]}"]))
+
+
+async def test_a_second_process_follows_a_move(two_dbs):
+    """Another process's `Store` (a shard's) that knew the old home: a write it holds open when the
+    move fences waits for nothing and is carried over; its writes after the switch go to the new
+    home with the next version (none acknowledged by the old one), its reads follow."""
+    running, urls, _ = two_dbs
+    mover = running.store
+    shard = await Store.open({"db0": urls[0], "db1": urls[1]})
+    try:
+        ms = str(uuid.uuid4())
+        await mover.create_metastore(ms, f"follow-{ms[:8]}", {"owner": "admin"}, home="db1")
+        assert await shard.metastore_version(ms) == 0 and await shard.home_name(ms) == "db1"
+
+        def asset(name: str) -> Asset:
+            return Asset(id=str(uuid.uuid4()), metastore_id=ms, type="catalog", namespace="catalog",
+                         parent_id=ms, name=name, full_name=name, storage_path=None, info={"owner": "admin"})
+
+        # A write in flight in db1 (holding the metastore's row) while the move runs: the fence waits
+        # for its commit, and the copy has it.
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_write():
+            async with shard.write(ms, 0) as tx:
+                await tx.put(asset("in_flight"))
+                held.set()
+                await release.wait()
+            return tx.version
+
+        writing = asyncio.create_task(slow_write())
+        await held.wait()
+        moving = asyncio.create_task(move_metastore(mover, ms, "db0"))
+        await asyncio.sleep(0.3)
+        assert not moving.done()            # fenced behind the write in flight
+        release.set()
+        assert await writing == 1
+        timeline = await moving
+        assert timeline["version"] == 1 and timeline["from"] == "db1" and timeline["to"] == "db0"
+
+        # The shard still thinks db1: its next write finds the metastore gone there, asks the
+        # directory, and commits in db0 at version 2.
+        assert shard._homes[ms] == "db1"
+        async with shard.write(ms, 1) as tx:
+            await tx.put(asset("after_move"))
+        assert tx.version == 2 and shard._homes[ms] == "db0"
+        version, found = await shard.get_asset(ms, "catalog", "in_flight")
+        assert version == 2 and found is not None
+        # A reader that knew db1 follows too.
+        reader = await Store.open({"db0": urls[0], "db1": urls[1]})
+        try:
+            reader._homes[ms] = "db1"
+            assert (await reader.get_asset(ms, "catalog", "after_move"))[1] is not None
+        finally:
+            await reader.close()
+        conns = [await asyncpg.connect(u) for u in urls]
+        try:
+            assert [r["version"] for r in await conns[0].fetch(
+                "SELECT version FROM change_log WHERE metastore_id = $1 ORDER BY version", uuid.UUID(ms))] == [1, 2]
+            assert await conns[1].fetchval("SELECT count(*) FROM assets WHERE metastore_id = $1", uuid.UUID(ms)) == 0
+        finally:
+            for c in conns:
+                await c.close()
+        # A stale expected version is still a conflict in the new home (invariant 2 holds there).
+        with pytest.raises(VersionConflict):
+            async with shard.write(ms, 1) as tx:
+                await tx.put(asset("stale"))
+    finally:
+        await shard.close()
+
+
+async def test_writes_without_a_version_are_caught_up(two_dbs):
+    """Rows changed by no versioned write (a purge request on a dropped asset's history, a snapshot)
+    between the copy and the fence reach the copy: the pass that sees `side_writes` moved copies
+    those tables again, and the copy then matches its source."""
+    running, urls, _ = two_dbs
+    store = running.store
+    ms = str(uuid.uuid4())
+    await store.create_metastore(ms, f"side-{ms[:8]}", {"owner": "admin"}, home="db1")
+    table = Asset(id=str(uuid.uuid4()), metastore_id=ms, type="catalog", namespace="catalog", parent_id=ms,
+                  name="dropped", full_name="dropped", storage_path=None, info={"owner": "admin"})
+    async with store.write(ms, 0) as tx:
+        await tx.put(table)
+    async with store.write(ms, 1) as tx:
+        await tx.delete([table])
+    src, dst = await asyncpg.connect(urls[1]), await asyncpg.connect(urls[0])
+    try:
+        for conn in (src, dst):
+            await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        progress = await homes._bulk_copy(src, dst, uuid.UUID(ms))
+        await history.request_storage_purge(store, ms, table.id, 2)
+        await history.add_snapshot(store, ms, "before", "catalog", table.id, "dropped", 1, None, "admin")
+        assert await homes._catch_up(src, dst, uuid.UUID(ms), progress) == 0     # no version moved
+        assert progress.side_copies == 1
+        assert (await dst.fetchval("SELECT info FROM asset_history WHERE id = $1", uuid.UUID(table.id))
+                ).get("purge_requested") is True
+        assert await dst.fetchval("SELECT count(*) FROM version_snapshots WHERE metastore_id = $1", uuid.UUID(ms)) == 1
+        await homes._check(src, dst, uuid.UUID(ms))
+        await dst.execute("DELETE FROM version_snapshots WHERE metastore_id = $1", uuid.UUID(ms))
+        with pytest.raises(homes.MoveError, match="version_snapshots"):
+            await homes._check(src, dst, uuid.UUID(ms))
+    finally:
+        await dst.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(ms))
+        await src.close()
+        await dst.close()
