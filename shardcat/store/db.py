@@ -1039,6 +1039,28 @@ class WriteTx:
         self.written[asset.id] = asset
         return asset
 
+    async def insert_new(self, assets: list[Asset]) -> list[Asset]:
+        """Insert many assets that do not exist yet (new ids: a clone's), in one statement; a name
+        taken raises KeyError. Returns them stamped with this write's version."""
+        stamped = [dataclasses.replace(a, written_at=self.version) for a in assets]
+        try:
+            await self.conn.execute(
+                f"""INSERT INTO assets ({_ASSET_COLUMNS})
+                    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
+                [uuid.UUID(a.id) for a in stamped], [uuid.UUID(a.metastore_id) for a in stamped],
+                [a.type for a in stamped], [a.namespace for a in stamped], [uuid.UUID(a.parent_id) for a in stamped],
+                [a.name for a in stamped], [a.full_name for a in stamped], [a.storage_path for a in stamped],
+                [a.info for a in stamped], [a.written_at for a in stamped])
+        except asyncpg.UniqueViolationError as e:
+            raise KeyError(str(e)) from None
+        for a in stamped:
+            self.created.add(a.id)
+            self.touch(a.id, "CREATE", a.type, a.full_name)
+            self.parents.add(a.parent_id)
+            self.written[a.id] = a
+        return stamped
+
     async def delete(self, assets: list[Asset]) -> None:
         """Delete assets; their last states (and grants) stay in the history, marked dropped, for
         reads at earlier versions and undrop until the retention window passes. A dropped table's
