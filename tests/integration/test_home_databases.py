@@ -376,3 +376,14 @@ async def test_an_abandoned_move_is_undone_at_start(two_dbs):
     async with store.write(ms, 0) as tx:
         pass
     assert tx.version == 1
+    # A fence whose mover is gone (no lock held) is lifted by the next writer that meets it, after
+    # a second, without waiting for a restart.
+    src = await asyncpg.connect(urls[0])
+    try:
+        await src.execute("UPDATE metastores SET fenced = true WHERE id = $1", uuid.UUID(ms))
+    finally:
+        await src.close()
+    started = time.monotonic()
+    async with store.write(ms, 1) as tx:
+        pass
+    assert tx.version == 2 and 1.0 <= time.monotonic() - started < 5.0
