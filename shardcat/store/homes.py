@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..entities.values import now_ms
-from .db import MetastoreGone, Store
+from .db import MetastoreGone, Store, is_db_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -284,8 +284,14 @@ async def _recover(store: Store, metastore_id: str | None = None) -> dict[str, i
         uuid.UUID(metastore_id) if metastore_id else None)}
     counts = {"deleted": 0, "unfenced": 0}
     for name, pool in store.databases.items():
-        rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
-                                uuid.UUID(metastore_id) if metastore_id else None)
+        try:
+            rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
+                                    uuid.UUID(metastore_id) if metastore_id else None)
+        except Exception as e:
+            if not is_db_unavailable(e):
+                raise
+            log.warning("database %s does not answer (%s): what moves left there is cleaned up later", name, e)
+            continue
         for row in rows:
             ms = str(row["id"])
             home = homes.get(ms)
