@@ -586,7 +586,8 @@ class IcebergCatalog:
         if purge and asset.storage_path:
             # Data and metadata go too (local storage; cloud storage is kept), once the table can no
             # longer be undropped: when its history is purged (catalog/versions.py, docs/versions.md).
-            await history.request_storage_purge(self.shard.store, asset.id, WRITTEN_VERSION.get())
+            await history.request_storage_purge(self.shard.store, asset.metastore_id, asset.id,
+                                                WRITTEN_VERSION.get())
 
     async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
         source, destination = body.get("source"), body.get("destination")

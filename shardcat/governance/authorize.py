@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyroaring import BitMap
@@ -231,17 +232,19 @@ class Authz:
         return kind in ("catalog", "schema") and n in ix.above(ix.with_any_grant(self.principals) |
                                                                ix.owned_by(self.principals))
 
-    def require_or_missing(self, kind: str, op: str, asset: Asset | None, missing: CatalogError | None, *,
+    def require_or_missing(self, kind: str, op: str, asset: Asset | None,
+                           missing: CatalogError | Callable[[], CatalogError] | None, *,
                            parent: Asset | None = None) -> None:
         """`require`, except that a refusal on an asset (for a create: the container) the caller
         may not see raises `missing`: the very error a missing name gives, so refusals tell no
-        one what exists."""
+        one what exists. `missing` may be a function making it (the reads' hot path: made only
+        when refused)."""
         decision = self.decide(kind, op, asset, parent=parent)
         if decision.allowed:
             return
         target = parent if op == "create" else asset
         if missing is not None and target is not None and not self.sees(target.type, target):
-            raise missing
+            raise missing() if callable(missing) else missing
         raise denied(decision.reason)
 
     def require_view_owner_change(self, view: Asset, new_owner: str) -> None:
@@ -295,6 +298,22 @@ class Authz:
             return _PastVisible(self, kind, self._n(parent))
         return self._visible_n(kind, self._n(parent))
 
+    def visible_under_id(self, kind: str, parent_id: str | None) -> BitMap | None:
+        """`visible_under` by the parent's id, adding nothing to the index: a parent the index does
+        not know (dropped since an older snapshot) shows no children. None: everything (admins)."""
+        if self.admin:
+            return None
+        n = 0 if parent_id is None or parent_id == self.index.root_id else self.index.find(parent_id)
+        return BitMap() if n is None or (n and n not in self.index.kind) else self._visible_n(kind, n)
+
+    def may_read_known(self, asset: Asset) -> bool:
+        """Whether the caller may read an asset the index knows (what reading its grants needs);
+        False for one it does not know, without adding it."""
+        if self.admin:
+            return True
+        n = self.index.find(asset.id)
+        return n is not None and n in self.index.kind and self.decide(asset.type, "read", asset).allowed
+
     def _visible_n(self, kind: str, parent_n: int) -> BitMap:
         ix, principals = self.index, self.principals
         if self._uses(ix.chain(parent_n)) is not None:
@@ -341,7 +360,9 @@ async def authorizer(shard, caller: Caller) -> Authz:
     """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index.
     A read at a past version (store/history.py `READ_AT`) is decided by today's grants and owners
     over the assets as they were then: a copy of today's index that the assets dropped since join."""
-    policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
+    policies = abac.current_policies(shard, caller.metastore(), caller.min_version)
+    if policies is None:
+        policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
     if caller.is_account_admin:
         authz = Authz(caller, None)
     else:

@@ -58,7 +58,7 @@ async def version_bounds(store, metastore_id: str, version: int | None, timestam
     (None: it is current), the version below which the history is purged, and whether a snapshot
     pins the asked version."""
     ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+    async with (await store.home(metastore_id)).acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         current = await _metastore_version(conn, metastore_id)
         if timestamp is not None:
             version = await conn.fetchval(
@@ -77,26 +77,39 @@ async def version_bounds(store, metastore_id: str, version: int | None, timestam
 
 # ---- reads at a version ----------------------------------------------------------------------
 
+def _latest(where: str, v: str) -> str:
+    """The one state matching `where` current at `v`: the live row if written by then, else the
+    latest history row begun by then if it had not ended (states of one id, or of one name, never
+    overlap), each through its index in a few pages however long the history."""
+    return f"""(SELECT {_COLS} FROM assets a WHERE {where} AND a.written_at <= {v}
+                UNION ALL
+                SELECT {_COLS} FROM (SELECT {_COLS}, a.replaced_at FROM asset_history a
+                                     WHERE {where} AND a.written_at <= {v}
+                                     ORDER BY a.written_at DESC LIMIT 1) a WHERE a.replaced_at > {v})"""
+
+
 async def assets_at(store, metastore_id: str, version: int, names: list[tuple[str, str]],
                     ids: list[str]) -> list[Asset]:
     """Assets by (namespace, full name) and by id as they were at `version`."""
-    rows = await store.pool.fetch(
-        f"""SELECT * FROM {at_version("a.metastore_id = $1 AND a.id = ANY($4::uuid[])", "$5")} a
+    rows = await (await store.home(metastore_id)).fetch(
+        f"""SELECT a.* FROM unnest($4::uuid[]) AS k(id)
+            CROSS JOIN LATERAL {_latest("a.id = k.id AND a.metastore_id = $1", "$5")} a
             UNION ALL
             SELECT a.* FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
-            CROSS JOIN LATERAL {at_version(
+            CROSS JOIN LATERAL {_latest(
                 "a.metastore_id = $1 AND a.namespace = k.namespace AND a.full_name = k.full_name", "$5")} a""",
         uuid.UUID(metastore_id), [n for n, _ in names], [f for _, f in names], ids, version)
     return list({r["id"]: _asset(r) for r in rows}.values())
 
 
-async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[Asset]) -> list[Asset]:
+async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[Asset], known=None) -> list[Asset]:
     """`assets` (found at `past.version`), noted in `past.seen` with their ancestors as they were
-    then (a statement per level not seen yet)."""
+    then (a statement per level not seen yet), except ancestors `known(id)` says today's privilege
+    index holds (with their own ancestors: authorization needs no more of them)."""
     past.seen.update((a.id, a) for a in assets)
     missing = {a.parent_id for a in assets}
     for _ in range(5):
-        missing = {i for i in missing if i != metastore_id and i not in past.seen}
+        missing = {i for i in missing if i != metastore_id and i not in past.seen and not (known and known(i))}
         if not missing:
             break
         found = await assets_at(store, metastore_id, past.version, [], sorted(missing))
@@ -107,7 +120,7 @@ async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[
 
 async def children_at(store, metastore_id: str, version: int, parent_id: str, namespace: str, *, after: str,
                       limit: int) -> list[Asset]:
-    rows = await store.pool.fetch(
+    rows = await (await store.home(metastore_id)).fetch(
         f"""SELECT * FROM {at_version("a.parent_id = $2 AND a.namespace = $3 AND a.name > $4", "$6")} a
             WHERE a.metastore_id = $1 ORDER BY a.name LIMIT $5""",
         uuid.UUID(metastore_id), uuid.UUID(parent_id), namespace, after, limit, version)
@@ -122,7 +135,7 @@ async def search_at(store, metastore_id: str, version: int, types: list[str], pa
     exact, prefix, inside = name_ranks
     v = f"${10 + len(patterns) + 3 * len(tags)}"
     sql = search_query(len(patterns), len(tags), source=at_version("a.metastore_id = $1", v))
-    async with store.pool.acquire() as conn, conn.transaction(readonly=True):
+    async with (await store.home(metastore_id)).acquire() as conn, conn.transaction(readonly=True):
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         rows = await conn.fetch(
             sql, uuid.UUID(metastore_id), types, exact, prefix, inside, after[0], after[1], uuid.UUID(after[2]),
@@ -140,7 +153,7 @@ async def asset_states(store, metastore_id: str, namespace: str, full_name: str 
     version range it was current, whether the write that ended it dropped it, and who wrote it
     and when (the change log)."""
     where = "a.metastore_id = $1 AND " + ("a.id = $3::uuid" if asset_id else "a.namespace = $2 AND a.full_name = $3")
-    rows = await store.pool.fetch(
+    rows = await (await store.home(metastore_id)).fetch(
         f"""SELECT s.*, c.principal, c.at, e.principal AS ended_by, e.at AS ended_at FROM (
                 SELECT {_COLS}, NULL::bigint AS replaced_at, false AS dropped FROM assets a WHERE {where}
                 UNION ALL
@@ -160,12 +173,13 @@ async def dropped(store, metastore_id: str, types: list[str], *, since: int, ass
                   limit: int = 1000) -> list[dict]:
     """Assets deleted by a write at or after version `since` that do not exist now, newest drop
     first: their last state, the drop's version, who dropped them and when."""
-    rows = await store.pool.fetch(
+    rows = await (await store.home(metastore_id)).fetch(
         f"""SELECT {_COLS}, a.replaced_at, a.grants, c.principal, c.at FROM asset_history a
             LEFT JOIN change_log c ON c.metastore_id = a.metastore_id AND c.version = a.replaced_at
             WHERE a.metastore_id = $1 AND a.dropped AND a.replaced_at >= $3 AND a.type = ANY($2::text[])
               AND ($4::uuid IS NULL OR a.id = $4::uuid)
               AND NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)
+              AND NOT EXISTS (SELECT 1 FROM asset_history l WHERE l.id = a.id AND l.written_at > a.written_at)
             ORDER BY a.replaced_at DESC, a.full_name LIMIT $5""",
         uuid.UUID(metastore_id), types, since, uuid.UUID(asset_id) if asset_id else None, limit)
     return [{"asset": _asset(r), "dropped_at_version": r["replaced_at"], "grants": r["grants"] or [],
@@ -196,9 +210,9 @@ async def restore_grants(tx, asset: Asset, grants: list[dict]) -> None:
               g["granted_at"]) for g in grants])
 
 
-async def clone_references(store, source_ids: list[str]) -> dict[str, list[str]]:
-    """Live clones referencing each of these source tables' files: source id -> clone ids."""
-    rows = await store.pool.fetch(
+async def clone_references(store, metastore_id: str, source_ids: list[str]) -> dict[str, list[str]]:
+    """Live clones referencing each of these source tables' files (of one metastore): source id -> clone ids."""
+    rows = await (await store.home(metastore_id)).fetch(
         """SELECT c.source_id, c.clone_id FROM table_clones c
            WHERE c.source_id = ANY($1::uuid[])
              AND (EXISTS (SELECT 1 FROM assets a WHERE a.id = c.clone_id)
@@ -223,7 +237,7 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
     `older_than_ms`, except those a snapshot pins; record the horizon. Returns (rows deleted, the
     dropped assets among them whose storage may now go: their last states)."""
     ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.unversioned(metastore_id) as conn:
         below = await conn.fetchval(
             "SELECT coalesce(max(version), 0) + 1 FROM change_log WHERE metastore_id = $1 AND at < $2",
             ms, older_than_ms)
@@ -252,8 +266,10 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
 
 
 async def metastores_with_history(store) -> list[str]:
-    rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM asset_history")
-    return [str(r["metastore_id"]) for r in rows]
+    """In every home database (docs/cluster.md "Home databases")."""
+    rows = [r for pool in store.databases.values()
+            for r in await pool.fetch("SELECT DISTINCT metastore_id FROM asset_history")]
+    return sorted({str(r["metastore_id"]) for r in rows})
 
 
 # ---- snapshots -------------------------------------------------------------------------------
@@ -267,30 +283,32 @@ def _snapshot(r) -> dict:
 async def add_snapshot(store, metastore_id: str, name: str, securable_type: str, securable_id: str, full_name: str,
                        version: int, comment: str | None, created_by: str) -> dict | None:
     """None: a snapshot of that name exists."""
-    row = await store.pool.fetchrow(
-        """INSERT INTO version_snapshots VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-           ON CONFLICT DO NOTHING RETURNING *""",
-        uuid.UUID(metastore_id), name, securable_type, uuid.UUID(securable_id), full_name, version, comment,
-        created_by, now_ms())
+    async with store.unversioned(metastore_id) as conn:
+        row = await conn.fetchrow(
+            """INSERT INTO version_snapshots VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT DO NOTHING RETURNING *""",
+            uuid.UUID(metastore_id), name, securable_type, uuid.UUID(securable_id), full_name, version, comment,
+            created_by, now_ms())
     return _snapshot(row) if row else None
 
 
 async def get_snapshot(store, metastore_id: str, name: str) -> dict | None:
-    row = await store.pool.fetchrow("SELECT * FROM version_snapshots WHERE metastore_id = $1 AND name = $2",
+    row = await (await store.home(metastore_id)).fetchrow("SELECT * FROM version_snapshots WHERE metastore_id = $1 AND name = $2",
                                     uuid.UUID(metastore_id), name)
     return _snapshot(row) if row else None
 
 
 async def list_snapshots(store, metastore_id: str, after: str, limit: int) -> list[dict]:
-    rows = await store.pool.fetch(
+    rows = await (await store.home(metastore_id)).fetch(
         "SELECT * FROM version_snapshots WHERE metastore_id = $1 AND name > $2 ORDER BY name LIMIT $3",
         uuid.UUID(metastore_id), after, limit)
     return [_snapshot(r) for r in rows]
 
 
 async def delete_snapshot(store, metastore_id: str, name: str) -> bool:
-    status = await store.pool.execute("DELETE FROM version_snapshots WHERE metastore_id = $1 AND name = $2",
-                                      uuid.UUID(metastore_id), name)
+    async with store.unversioned(metastore_id) as conn:
+        status = await conn.execute("DELETE FROM version_snapshots WHERE metastore_id = $1 AND name = $2",
+                                    uuid.UUID(metastore_id), name)
     return status.endswith(" 1")
 
 
@@ -298,12 +316,12 @@ async def subtree_at(store, metastore_id: str, version: int, root_id: str) -> li
     """The asset `root_id` and everything below it as they were at `version`, parents first (a
     level per statement: catalogs hold schemas hold tables, volumes, functions, models, versions)."""
     ms = uuid.UUID(metastore_id)
-    found = await store.pool.fetch(f"SELECT * FROM {at_version('a.metastore_id = $1 AND a.id = $2', '$3')} a",
+    found = await (await store.home(metastore_id)).fetch(f"SELECT * FROM {at_version('a.metastore_id = $1 AND a.id = $2', '$3')} a",
                                    ms, uuid.UUID(root_id), version)
     out, level = [], found
     while level:
         out += [_asset(r) for r in level]
-        level = await store.pool.fetch(
+        level = await (await store.home(metastore_id)).fetch(
             f"""SELECT * FROM {at_version('a.metastore_id = $1 AND a.parent_id = ANY($2::uuid[])', '$3')} a
                 ORDER BY a.full_name""", ms, [r["id"] for r in level], version)
     return out
@@ -320,7 +338,7 @@ async def metastore_record(tx) -> tuple[str, dict]:
 async def first_version_since(store, metastore_id: str, since_ms: int) -> int:
     """The first version written at or after `since_ms` (the version after the current one if none)."""
     ms = uuid.UUID(metastore_id)
-    return await store.pool.fetchval(
+    return await (await store.home(metastore_id)).fetchval(
         """SELECT coalesce((SELECT min(version) FROM change_log WHERE metastore_id = $1 AND at >= $2),
                           (SELECT version + 1 FROM metastores WHERE id = $1))""", ms, since_ms)
 
@@ -329,7 +347,7 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
     """Forget a dropped asset and what the same drop deleted below it: every kept state of them,
     their Delta commits and clone references. Returns their last states (the storage to delete)."""
     ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.unversioned(metastore_id) as conn:
         rows = await conn.fetch(
             f"""WITH RECURSIVE below AS (
                     SELECT h.* FROM asset_history h WHERE h.metastore_id = $1 AND h.id = $2 AND h.dropped
@@ -347,9 +365,10 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
     return [_asset(r) for r in rows]
 
 
-async def request_storage_purge(store, asset_id: str, drop_version: int) -> None:
+async def request_storage_purge(store, metastore_id: str, asset_id: str, drop_version: int) -> None:
     """Mark a dropped asset's storage for deletion when its history is purged (Iceberg's
     purgeRequested: deferred to the end of the retention window, or an explicit purge)."""
-    await store.pool.execute(
-        """UPDATE asset_history SET info = info || '{"purge_requested": true}'::jsonb
-           WHERE id = $1 AND dropped AND replaced_at = $2""", uuid.UUID(asset_id), drop_version)
+    async with store.unversioned(metastore_id) as conn:
+        await conn.execute(
+            """UPDATE asset_history SET info = info || '{"purge_requested": true}'::jsonb
+               WHERE id = $1 AND dropped AND replaced_at = $2""", uuid.UUID(asset_id), drop_version)

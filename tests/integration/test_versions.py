@@ -188,6 +188,11 @@ async def test_undrop_within_the_window_and_not_past_it(server, ws):
     assert not still & {schema_id, names["main.s.a"]["id"], names["main.s.b"]["id"]}
     status, _ = await ws.call("POST", f"/shardcat/dropped/{schema_id}/undrop")
     assert status == 404
+    # dropped again: listed once, as of its latest drop, and undropped again
+    await ok(ws, "DELETE", "/tables/main.s.a")
+    again = [d for d in (await ok(ws, "GET", "/shardcat/dropped"))["dropped"] if d["id"] == names["main.s.a"]["id"]]
+    assert len(again) == 1 and again[0]["dropped_at_version"] == await version(server, ws)
+    await ok(ws, "POST", f"/shardcat/dropped/{names['main.s.a']['id']}/undrop")
     # past the window: refused, and the background purge forgets it
     await ok(ws, "DELETE", "/tables/main.s.b")
     b_id = names["main.s.b"]["id"]
@@ -226,3 +231,153 @@ async def test_purge_deletes_history_and_managed_storage(server, ws):
         status, _ = await other.call(method, path)
         assert status == 404
     assert (await ok(other, "GET", "/shardcat/dropped"))["dropped"] == []
+
+
+# ---- snapshots, restore, clone ------------------------------------------------------------------
+
+def _local(url: str) -> str:
+    return url.removeprefix("file://")
+
+
+def _write(url: str, ids: list[int], mode: str = "append") -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    write_deltalake(_local(url), pa.table({"id": pa.array(ids, pa.int64())}), mode=mode)
+
+
+def _read(url: str) -> list[int]:
+    """The rows through delta-rs's own scan (DataFusion), which reads a shallow clone's absolute paths."""
+    from deltalake import DeltaTable, QueryBuilder
+    rows = QueryBuilder().register("t", DeltaTable(_local(url))).execute("SELECT id FROM t").read_all()
+    return sorted(rows.to_pydict()["id"]) if hasattr(rows, "to_pydict") else sorted(
+        __import__("pyarrow").table(rows)["id"].to_pylist())
+
+
+def _files(url: str) -> set[str]:
+    out = set()
+    for root, _, names in os.walk(_local(url)):
+        out |= {os.path.join(root, n) for n in names if n.endswith(".parquet")}
+    return out
+
+
+async def test_snapshot_restore_round_trip(server, ws):
+    await world(ws)
+    snap = await ok(ws, "POST", "/shardcat/snapshots", json={"name": "before", "securable_type": "SCHEMA",
+                                                              "full_name": "main.s", "comment": "pinned"})
+    assert snap["version"] == await version(server, ws) and snap["full_name"] == "main.s"
+    status, _ = await ws.call("POST", "/shardcat/snapshots", json={"name": "before", "securable_type": "SCHEMA",
+                                                                   "full_name": "main.s"})
+    assert status == 409
+    await ok(ws, "PATCH", "/tables/main.s.a", json={"comment": "changed"})
+    await ok(ws, "DELETE", "/tables/main.s.b")
+    await table(ws, "new")
+    await ok(ws, "PATCH", "/schemas/main.s", json={"comment": "schema changed"})
+    before = await version(server, ws)
+    out = await ok(ws, "POST", "/shardcat/snapshots/before/restore")
+    assert out["put_back"] == 3 and out["deleted"] == 1 and out["restored_to_version"] == snap["version"]
+    assert await version(server, ws) == before + 1          # one write
+    listed = await ok(ws, "GET", "/tables", params={"catalog_name": "main", "schema_name": "s"})
+    assert [(t["name"], t.get("comment")) for t in listed["tables"]] == [("a", "first comment"), ("b", None)]
+    assert "comment" not in await ok(ws, "GET", "/schemas/main.s")
+    # the snapshot outlives the retention window: its version is readable and restorable after purging
+    await ok(ws, "PATCH", "/shardcat/versions/settings", json={"retention_seconds": 1})
+    await asyncio.sleep(1.2)
+    await ok(ws, "PATCH", "/tables/main.s.a", json={"comment": "again"})
+    await purge_round(server.runner.app[SERVING].shard)
+    pinned = await ok(ws, "GET", "/tables/main.s.a", params=at(snap["version"]))
+    assert pinned["comment"] == "first comment"
+    status, _ = await ws.call("GET", "/tables/main.s.a", params=at(snap["version"] + 1))
+    assert status == 400
+    assert [s["name"] for s in (await ok(ws, "GET", "/shardcat/snapshots"))["snapshots"]] == ["before"]
+    # someone who may not read the schema sees no snapshot and cannot restore it
+    other = await user(server, ws)
+    assert (await ok(other, "GET", "/shardcat/snapshots"))["snapshots"] == []
+    status, _ = await other.call("POST", "/shardcat/snapshots/before/restore")
+    assert status == 404
+    await ok(ws, "DELETE", "/shardcat/snapshots/before")
+    status, _ = await ws.call("GET", "/shardcat/snapshots/before")
+    assert status == 404
+
+
+async def test_clone_is_its_own_and_shares_the_sources_files(server, ws):
+    await world(ws)
+    await ok(ws, "POST", "/tables", json={"name": "v", "catalog_name": "main", "schema_name": "s",
+                                          "table_type": "VIEW", "view_definition": "SELECT 1", "columns": COLS})
+    src = await ok(ws, "GET", "/tables/main.s.a")
+    _write(src["storage_location"], [1, 2, 3])
+    originals = _files(src["storage_location"])
+    await grant(ws, "schema", "main.s", "someone", "SELECT")
+    v1 = await version(server, ws)
+    await ok(ws, "PATCH", "/tables/main.s.a", json={"comment": "after the clone's version"})
+    out = await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "main",
+                                                          "name": "dev", "as_of_version": v1})
+    assert out["cloned"] == 5 and out["shallow_clones"] == 1 and out["source_version"] == v1, out
+    clone = await ok(ws, "GET", "/tables/dev.s.a")
+    assert clone["comment"] == "first comment" and clone["table_id"] != src["table_id"]
+    assert clone["storage_location"] != src["storage_location"] and clone["table_type"] == "MANAGED"
+    assert clone["storage_location"].startswith(ws.storage_root) and clone["table_id"] in clone["storage_location"]
+    assert clone["owner"] == "admin"
+    assert (await ok(ws, "GET", "/tables/dev.s.v"))["view_definition"] == "SELECT 1"
+    assert (await ok(ws, "GET", "/permissions/schema/dev.s"))["privilege_assignments"] == []   # no grants copied
+    assert _read(clone["storage_location"]) == [1, 2, 3]
+    # the clone's writes do not touch the source
+    _write(clone["storage_location"], [4])
+    assert _read(clone["storage_location"]) == [1, 2, 3, 4] and _read(src["storage_location"]) == [1, 2, 3]
+    assert _files(src["storage_location"]) == originals
+    await ok(ws, "PATCH", "/tables/dev.s.a", json={"comment": "the clone's"})
+    assert (await ok(ws, "GET", "/tables/main.s.a"))["comment"] == "after the clone's version"
+    # the source's vacuum keeps what the clone references, and deletes what nobody does
+    _write(src["storage_location"], [9], mode="overwrite")
+    _write(src["storage_location"], [10], mode="overwrite")
+    out = await ok(ws, "POST", "/shardcat/vacuum", json={"table": "main.s.a", "retention_hours": 0})
+    assert len(out["kept_for_clones"]) == len(originals) and len(out["deleted"]) == 1, out
+    assert _read(src["storage_location"]) == [10] and _read(clone["storage_location"]) == [1, 2, 3, 4]
+    # so does the source's purge once dropped
+    await ok(ws, "DELETE", "/tables/main.s.a")
+    purged = await ok(ws, "DELETE", f"/shardcat/dropped/{src['table_id']}")
+    assert purged["storage_kept_for_clones"] == [src["storage_location"]] and purged["storage_deleted"] == []
+    assert _read(clone["storage_location"]) == [1, 2, 3, 4]
+    status, _ = await ws.call("POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "main",
+                                                                "name": "dev"})
+    assert status == 409
+
+
+async def test_clone_takes_only_what_the_caller_may_read(server, ws):
+    await world(ws)
+    dev = await user(server, ws)
+    await ok(ws, "POST", "/catalogs", json={"name": "sandbox"})
+    await grant(ws, "catalog", "sandbox", dev.name, "USE_CATALOG", "CREATE_SCHEMA")
+    status, _ = await dev.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "main.s",
+                                                                 "name": "sandbox.s"})
+    assert status == 404                              # may not read the source: as if missing
+    await grant(ws, "catalog", "main", dev.name, "USE_CATALOG")
+    await grant(ws, "schema", "main.s", dev.name, "USE_SCHEMA")
+    await grant(ws, "table", "main.s.a", dev.name, "SELECT")
+    out = await ok(dev, "POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "main.s",
+                                                          "name": "sandbox.s"})
+    assert out["cloned"] == 2 and out["skipped"] == []
+    listed = await ok(dev, "GET", "/tables", params={"catalog_name": "sandbox", "schema_name": "s"})
+    assert [(t["name"], t["owner"]) for t in listed["tables"]] == [("a", dev.name)]
+    status, _ = await dev.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "main.s",
+                                                                 "name": "main.copy"})
+    assert status in (403, 404)                       # no CREATE SCHEMA in main
+
+
+async def test_a_clones_managed_storage_is_its_own(server, ws, tmp_path):
+    root = (tmp_path / "rooted").as_uri()
+    cat = await ok(ws, "POST", "/catalogs", json={"name": "rooted", "storage_root": root})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "rooted"})
+    await table(ws, "t", catalog="rooted")
+    await ok(ws, "POST", "/volumes", json={"catalog_name": "rooted", "schema_name": "s", "name": "v",
+                                           "volume_type": "MANAGED"})
+    out = await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "rooted",
+                                                          "name": "rooted_dev"})
+    assert out["cloned"] == 4
+    dev = await ok(ws, "GET", "/catalogs/rooted_dev")
+    assert dev["storage_root"] == cat["storage_root"] and dev["storage_location"] != cat["storage_location"]
+    for path in ("/tables/rooted_dev.s.t", "/volumes/rooted_dev.s.v"):
+        assert (await ok(ws, "GET", path))["storage_location"].startswith(dev["storage_location"] + "/"), path
+    # one asset per path: nothing of the clone overlaps the source
+    status, _ = await ws.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "rooted.s",
+                                                                "name": "rooted_dev.s2", "as_of_version": 0})
+    assert status == 404                      # at version 0 there was no such schema
