@@ -65,6 +65,7 @@ class Request:
     body: bytes
     keep_alive: bool
     peer: str | None = None         # the client's address
+    operation: str | None = None    # the endpoint registry's operation name, where a front's fast path knew it
 
     @property
     def path(self) -> str:
