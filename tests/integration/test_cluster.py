@@ -99,6 +99,35 @@ async def test_search_changes_and_lineage_through_the_router(cluster, cws):
     assert status == 200 and [e["source"]["full_name"] for e in lineage["edges"]] == ["c.s.orders"]
 
 
+async def test_transactions_through_the_router(cluster, cws):
+    """A multi-asset transaction reaches the owner shard through the router: one version for all of it;
+    disjoint ones sent at once all commit, two writing the same table: one 409 naming it."""
+    def table(name: str) -> dict:
+        return {"op": "create", "type": "table", "body": {
+            "name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]}}
+
+    status, done = await cws.call("POST", "/shardcat/transactions", json={"operations": [
+        {"op": "create", "type": "catalog", "body": {"name": "c"}},
+        {"op": "create", "type": "schema", "body": {"name": "s", "catalog_name": "c"}},
+        *[table(f"t{i}") for i in range(4)]]})
+    assert status == 200, done
+    read_at = done["version"]
+
+    def comment(name: str, text: str) -> dict:
+        return {"read_at": read_at, "operations": [
+            {"op": "update", "type": "table", "name": f"c.s.{name}", "body": {"comment": text}}]}
+
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment(f"t{i}", "mine"))
+                                     for i in range(4)])
+    assert [s for s, _ in answers] == [200] * 4, answers
+    read_at = max(b["version"] for _, b in answers)
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment("t0", text))
+                                     for text in ("x", "y")])
+    assert sorted(s for s, _ in answers) == [200, 409], answers
+    assert "Conflict on table 'c.s.t0'" in next(b for s, b in answers if s == 409)["message"]
+
+
 async def test_killed_shard_metastores_are_served_again(cluster, cws):
     for i in range(5):
         assert (await cws.call("POST", "/catalogs", json={"name": f"k{i}"}))[0] == 200

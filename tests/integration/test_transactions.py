@@ -275,3 +275,112 @@ async def test_bad_requests_are_400_and_write_nothing(ws, server, body, says):
     assert status == 400 and answer["error_code"] == "INVALID_PARAMETER_VALUE", answer
     assert says in answer["message"], answer
     assert await version(server, ws) == before
+
+
+async def test_a_transaction_behind_another_owner_is_rebased_per_asset(pg_url, tmp_path):
+    """Two shards own the metastore (docs/design.md invariant 5): the second one's transaction runs
+    against a version it knows, meets the first one's writes as a VersionConflict, catches up and runs
+    again. Written assets disjoint: it commits, one version after them; a write of the same asset
+    after its read_at: 409 naming it; with the per-metastore check: 409 either way."""
+    import uuid
+
+    from shardcat.auth import Caller
+    from shardcat.catalog.service import CatalogService
+    from shardcat.catalog.transactions import TransactionService
+    from shardcat.errors import CatalogError
+    from shardcat.shards.shard import Shard
+    from shardcat.store.db import Store
+
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    try:
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"rebase-{ms[:8]}", {"storage_root": f"file://{tmp_path}/{ms}"})
+        caller = Caller("admin", 1, True, 1, ms)
+        first, second = Shard(store, "first"), Shard(store, "second")
+        await TransactionService(first).apply(caller, {"operations": [
+            create("catalog", {"name": "main"}), create("schema", {"name": "s", "catalog_name": "main"}),
+            create("table", table("a")), create("table", table("b"))]})
+        read_at = (await second.state(ms)).version          # the second shard knows this version
+        conflicts = second.stats["write_conflicts"]
+        await CatalogService(first).update(caller, "table", "main.s.a", {"comment": "first shard"})
+        await CatalogService(first).create(caller, "table", table("c"))
+        assert second.version_of(ms) == read_at               # it has not seen them
+        done = await TransactionService(second).apply(caller, {
+            "read_at": read_at, "read_versions": {"main.s.b": read_at},
+            "operations": [update("table", "main.s.b", {"comment": "second shard"}), create("table", table("d"))]})
+        assert second.stats["write_conflicts"] == conflicts + 1      # it met the other owner's writes, then rebased
+        assert done["version"] == read_at + 3
+        got = await CatalogService(second).get(caller, "table", "main.s.b")
+        assert got["comment"] == "second shard"
+        for body, says in (
+                ({"read_at": read_at, "operations": [update("table", "main.s.a", {"comment": "lost?"})]},
+                 "Conflict on table 'main.s.a'"),
+                ({"read_versions": {"main.s.a": read_at}, "operations": [update("table", "main.s.b", {})]},
+                 "Conflict on 'main.s.a'"),
+                ({"read_at": read_at + 2, "isolation": "metastore", "operations": [update("table", "main.s.b", {})]},
+                 "Conflict on the metastore")):
+            try:
+                await TransactionService(second).apply(caller, body)
+                raise AssertionError(f"committed: {body}")
+            except CatalogError as e:
+                assert e.code == "RESOURCE_CONFLICT" and says in e.message, e.message
+        assert (await CatalogService(first).get(caller, "table", "main.s.a"))["comment"] == "first shard"
+    finally:
+        await store.close()
+
+
+async def test_transactions_in_one_group_commit_conflict_per_asset(pg_url, tmp_path):
+    """Transactions queued behind a write in flight commit together in one group (shards/group_commit.py);
+    a later one of the group that writes an asset an earlier one of the group wrote (after its
+    read_at) is refused alone, though that write is not in the change log until the group commits;
+    the disjoint ones of the group commit."""
+    import uuid
+
+    from shardcat.auth import Caller
+    from shardcat.catalog.transactions import TransactionService
+    from shardcat.errors import CatalogError
+    from shardcat.shards.shard import Shard
+    from shardcat.store.db import Store
+
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    try:
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"group-{ms[:8]}", {"storage_root": f"file://{tmp_path}/{ms}"})
+        caller = Caller("admin", 1, True, 1, ms)
+        shard = Shard(store, "g")
+        service = TransactionService(shard)
+        await service.apply(caller, {"operations": [
+            create("catalog", {"name": "main"}), create("schema", {"name": "s", "catalog_name": "main"}),
+            *[create("table", table(n)) for n in "abc"]]})
+        read_at = shard.version_of(ms)
+        release, started = asyncio.Event(), asyncio.Event()
+
+        async def hold(tx, state):
+            started.set()
+            await release.wait()
+
+        held = asyncio.create_task(shard.write(ms, hold))
+        await started.wait()
+        groups = shard.stats["groups"]
+
+        async def outcome(name: str, comment: str):
+            try:
+                return (await service.apply(caller, {"read_at": read_at, "operations": [
+                    update("table", f"main.s.{name}", {"comment": comment})]}))["version"]
+            except CatalogError as e:
+                return e.message
+
+        queued = [asyncio.create_task(outcome(n, c)) for n, c in (("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"))]
+        await asyncio.sleep(0)              # all four queue behind the held write
+        assert len(shard.states[ms].pending) == 4
+        release.set()
+        await held
+        first, second, third, fourth = await asyncio.gather(*queued)
+        assert shard.stats["groups"] == groups + 1             # the four in one group
+        assert (first, second, fourth) == (read_at + 2, read_at + 3, read_at + 4), (first, second, third, fourth)
+        assert isinstance(third, str) and "Conflict on table 'main.s.a'" in third, third
+        assert f"at version {read_at + 2}" in third, third
+    finally:
+        await store.close()
