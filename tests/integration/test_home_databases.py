@@ -376,3 +376,76 @@ async def test_an_abandoned_move_is_undone_at_start(two_dbs):
     async with store.write(ms, 0) as tx:
         pass
     assert tx.version == 1
+    # A fence whose mover is gone (no lock held) is lifted by the next writer that meets it, after
+    # a second, without waiting for a restart.
+    src = await asyncpg.connect(urls[0])
+    try:
+        await src.execute("UPDATE metastores SET fenced = true WHERE id = $1", uuid.UUID(ms))
+    finally:
+        await src.close()
+    started = time.monotonic()
+    async with store.write(ms, 1) as tx:
+        pass
+    assert tx.version == 2 and 1.0 <= time.monotonic() - started < 5.0
+
+
+async def test_through_the_router_to_shard_actors(two_dbs, http, tmp_path):
+    """The same on shard actors (Ray) behind the router: each actor opens every home database; a
+    metastore on db1 moved to db0 under a writer, by the router's process, is followed by the
+    actor that serves it (its home relearned when db1 no longer has it); none of the writes fails
+    or is lost; db1 stopped answers 503 for its metastores only, through the router."""
+    _, urls, dirs = two_dbs
+    running = await start(ServeConfig(port=0, data_dir=tmp_path / "ray-catalog", shards=2,
+                                      db=[f"db0={urls[0]}", f"db1={urls[1]}"]))
+    try:
+        admin = {"Authorization": f"Bearer {running.admin_token_path.read_text().strip()}"}
+
+        async def move(t: Tenant, to: str) -> None:
+            if (await homes_of(running))[t.metastore_id] != to:
+                async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{t.metastore_id}/move",
+                                     headers=admin, json={"database": to}) as r:
+                    assert r.status == 200, await r.text()
+
+        moving = await new_tenant(running, http, admin, tmp_path, "ray-moving")
+        other = await new_tenant(running, http, admin, tmp_path, "ray-other")
+        await move(moving, "db1")
+        await move(other, "db1")
+        for t in (moving, other):
+            assert (await t.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+        acknowledged, failed, stop = [], [], asyncio.Event()
+
+        async def writer():
+            i = 0
+            while not stop.is_set():
+                status, body = await moving.call("POST", "/schemas", {"name": f"r{i}", "catalog_name": "main"})
+                if status == 200:
+                    acknowledged.append(f"r{i}")
+                else:
+                    failed.append((status, body))
+                i += 1
+
+        task = asyncio.create_task(writer())
+        await asyncio.sleep(0.5)
+        await move(moving, "db0")
+        written_before = len(acknowledged)
+        await asyncio.sleep(0.5)
+        stop.set()
+        await task
+        assert not failed, failed[:3]
+        assert 0 < written_before < len(acknowledged)
+        status, body = await moving.call("GET", "/schemas?catalog_name=main&max_results=1000")
+        assert status == 200 and {s["name"] for s in body["schemas"]} == set(acknowledged)
+        # db1 down: its metastore answers 503 through the router; the moved one does not.
+        await asyncio.to_thread(stop_embedded_postgres, dirs[1])
+        try:
+            status, body = await other.call("POST", "/schemas", {"name": "while_down", "catalog_name": "main"})
+            assert status == 503 and body["error_code"] == "TEMPORARILY_UNAVAILABLE", (status, body)
+            assert (await moving.call("POST", "/schemas", {"name": "while_down", "catalog_name": "main"}))[0] == 200
+        finally:
+            await asyncio.to_thread(start_stopped_embedded_postgres, dirs[1])
+        deadline = time.monotonic() + 20
+        while (status := (await other.call("GET", "/catalogs/main"))[0]) != 200 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert status == 200
+    finally:
+        await running.stop()
