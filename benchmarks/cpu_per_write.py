@@ -7,7 +7,8 @@ The shard's Python is serial (one event loop per shard), so its CPU per write bo
 writes per second whatever the machine's other load: 1e6 / (µs per write). This measures it the
 way bench_writes' in-process rows run (one `Store`, a `Shard` with group commit on, writers in
 a closed loop on their own names or their own Delta table) but for a fixed number of writes, and
-reports CPU seconds, not time: this process's (the shard, asyncpg, the writers' loop) and
+runs on asyncio's loop as those rows do (`--loop uvloop`: as `shardcat serve` and its shard actors
+run), and reports CPU seconds, not time: this process's (the shard, asyncpg, the writers' loop) and
 PostgreSQL's (its whole process tree), per write. On a shared machine the figures still compare
 (a busy neighbour slows the run, it does not add to this process's CPU).
 """
@@ -22,6 +23,8 @@ import pstats
 import tempfile
 import time
 from pathlib import Path
+
+import uvloop
 
 from shardcat.store.db import Store
 
@@ -110,7 +113,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N functions")
     parser.add_argument("--sort", default="tottime", help="cProfile sort key (tottime, cumulative)")
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="asyncio",
+                        help="the event loop: asyncio's, as bench_writes' in-process rows run, or uvloop, as "
+                             "`shardcat serve` and its shard actors do")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        uvloop.run(main_async(args))
+    else:
+        asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
