@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_move                  # 2,000 tables, 3 moves, ~1 min
     python -m benchmarks.bench_move --tables 20000   # a bigger metastore
+    python -m benchmarks.bench_move --shards 2       # through the router to shard actors on Ray
 
 Two embedded PostgreSQL servers, one in-process catalog over both (`--db db0=... --db db1=...`),
 one metastore of N tables on db1. Four writers create tables in it in a closed loop through the
@@ -29,11 +30,12 @@ from shardcat.web.wire import PREFIX
 WRITERS = 4
 
 
-async def run(tables: int, moves: int) -> list[dict]:
+async def run(tables: int, moves: int, shards: int = 0) -> list[dict]:
     root = Path(tempfile.mkdtemp(prefix="bench-move-"))
     dirs = [root / f"pg{i}" for i in range(2)]
     urls = [await asyncio.to_thread(start_embedded_postgres, d) for d in dirs]
-    running = await start(ServeConfig(port=0, data_dir=root / "catalog", db=[f"db0={urls[0]}", f"db1={urls[1]}"]))
+    running = await start(ServeConfig(port=0, data_dir=root / "catalog", db=[f"db0={urls[0]}", f"db1={urls[1]}"],
+                                      shards=shards))
     token = running.admin_token_path.read_text().strip()
     headers = {"Authorization": f"Bearer {token}"}
     api = running.url + PREFIX
@@ -127,8 +129,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", type=int, default=2000)
     parser.add_argument("--moves", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=0,
+                        help="N shard actors on Ray behind the router (default 0: one in-process shard)")
     args = parser.parse_args()
-    rows = asyncio.run(run(args.tables, args.moves))
+    rows = asyncio.run(run(args.tables, args.moves, args.shards))
     print(table_md(rows))
 
 

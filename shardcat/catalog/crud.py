@@ -112,7 +112,7 @@ class TypeService:
         asset = await self.shard.lookup(caller.metastore(), self.t.namespace, self.key(name), caller.min_version)
         if asset is None or (self.shows is not None and not self.shows(asset)):
             raise self.missing(name)
-        (await authorizer(self.shard, caller)).require_or_missing(self.t.name, op, asset, self.missing(name))
+        (await authorizer(self.shard, caller)).require_or_missing(self.t.name, op, asset, lambda: self.missing(name))
         return asset
 
     async def find_in_tx(self, tx: WriteTx, name: str, key: str | None = None) -> Asset:
@@ -155,10 +155,9 @@ class TypeService:
             parent_type = self.parent_type
             key = full_name_key(parent_full, parent_type.name_parts, parent_type.name)
             parent = await self.shard.lookup(ms, parent_type.namespace, key, caller.min_version)
-            gone = missing(parent_type, parent_full)
             if parent is None:
-                raise gone
-            authz.require_or_missing(parent.type, "read", parent, gone)
+                raise missing(parent_type, parent_full)
+            authz.require_or_missing(parent.type, "read", parent, lambda: missing(parent_type, parent_full))
         visible = authz.visible_under(self.t.name, parent)   # None: all of them
         shows = self.shows
         if visible is None:

@@ -5,10 +5,19 @@ The snapshot is the metastore at one version: the listings the query walks are r
 version from the shard's multi-version cache, or from PostgreSQL when the cache cannot answer
 (a listing read at a later version is the same listing when no change since touched its
 parent: the change log says). The grants it tests are the privilege index's at that version,
-copied when the snapshot is made. A shard holds a few snapshots (`HELD`, for `HOLD_SECONDS`)
-with the listings read so far, so that the next pages (their token names the version) read
-the same state however the metastore moved on; a token whose snapshot is gone is a 400
+copied when the snapshot is made. A shard holds a few snapshots (`HELD`, `HELD_ASSETS` in all,
+for `HOLD_SECONDS`) with the listings read so far, so that the next pages (their token names the
+version) read the same state however the metastore moved on. A listing changed since, or a token whose
+snapshot is no longer held, is read from the metastore's history (store/history.py,
+docs/versions.md) while the retention window holds the version (a snapshot made again has
+today's grants: the history keeps no past grants); past the window a token is a 400
 FAILED_PRECONDITION: run the query again.
+
+A run stops where it needs a listing the snapshot and the cache lack (`Unread`): the service reads
+it (with the same listing of the next few siblings) and goes on from there. A request reads at most
+`MAX_LOADED` assets from PostgreSQL: past it the page ends early, with a token (a cold query over a
+large metastore takes a few requests, each of bounded length). What the query reads is not put in
+the shard's cache: one query over 100,000 tables must not push out the hot set.
 
 What the caller may see is decided by today's grants (governance/authorize.py, the rule of the
 list endpoints): a node it may not list does not exist for the query, at any level and inside
@@ -21,6 +30,7 @@ whose filter alone visits more is a 400.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import time
 from collections import OrderedDict
@@ -30,19 +40,24 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..cache.metastore_cache import MISS
-from ..entities.pathquery import OverBudget, Plan, describe, parse, run, valid_cursor
+from ..entities.pathquery import OverBudget, Page, Plan, Unread, describe, parse, run, valid_cursor
 from ..errors import CatalogError, invalid
 from ..governance.authorize import Authz, authorizer
 from ..governance.index import privilege_index
-from ..shards.shard import MAX_CACHED_LISTING, RECONCILE_GAP, Shard
+from ..shards.shard import RECONCILE_GAP, Shard
+from ..store import history
 from ..web.kit import json_body, ok
 from ..web.paging import decode_token, encode_token, page_size
+from .versions import version_asked
 
 MAX_NODES = 100_000      # nodes one request may visit
 HELD = 8                 # snapshots a shard holds for the next pages of queries
+HELD_ASSETS = 250_000    # ... holding at most this many listed assets in all (the newest is kept whole)
 HOLD_SECONDS = 600.0
 LOAD_PARALLEL = 8        # listings read from PostgreSQL at once
-MAX_PASSES = 16          # runs of one page, each after reading the listings the last one lacked
+PREFETCH = 16            # a listing missed, the same listings of that many next siblings are read with it
+MAX_LOADED = 20_000      # assets one request reads from PostgreSQL (past it, the page ends early)
+MAX_ROUNDS = 2_000       # reads of listings in one request
 _TOKEN_KEY = "query_page"
 
 
@@ -59,16 +74,16 @@ class QuerySnapshot:
     listings: dict = field(default_factory=dict)    # (parent id, namespace) -> assets sorted by name
     touched: set = field(default_factory=set)       # parents changed in (version, touched_to]
     touched_to: int = -1
+    size: int = 0                                   # assets in its listings
     made: float = 0.0
 
 
 class _CallerTree:
-    """The caller's view of a snapshot (entities/pathquery.py's Tree); listings it lacks are noted
-    in `missing` and read as empty for this run."""
+    """The caller's view of a snapshot (entities/pathquery.py's Tree); a listing neither the snapshot
+    nor the shard's cache has at the snapshot's version raises `Unread`."""
 
     def __init__(self, snap: QuerySnapshot, cache, authz: Authz, kinds: dict[str, str]):
         self.snap, self.cache, self.authz, self.kinds = snap, cache, authz, kinds
-        self.missing: set[tuple[str, str]] = set()
         self._seen: dict[tuple[str, str], list] = {}
 
     def children(self, parent, namespace: str) -> list:
@@ -77,13 +92,10 @@ class _CallerTree:
         if seen is not None:
             return seen
         listed = self.snap.listings.get(key)
-        if listed is None and self.cache is not None:
-            hit = self.cache.children(key[0], namespace, self.snap.version)
-            if hit is not MISS:
-                listed = self.snap.listings[key] = sorted(hit, key=lambda a: a.name)
         if listed is None:
-            self.missing.add(key)
-            return []
+            listed = _from_cache(self.snap, self.cache, key)
+        if listed is None:
+            raise Unread(parent, namespace)
         visible = self.authz.visible_under_id(namespace, None if parent is None else parent.id)
         if visible is not None:
             find = self.authz.index.find
@@ -96,6 +108,18 @@ class _CallerTree:
 
     def owner_kind(self, principal: str | None) -> str | None:
         return None if principal is None else self.kinds.get(principal, "user")
+
+
+def _from_cache(snap: QuerySnapshot, cache, key: tuple[str, str]) -> list | None:
+    """A listing at the snapshot's version from the shard's cache (kept in the snapshot), or None."""
+    if cache is None:
+        return None
+    hit = cache.children(key[0], key[1], snap.version)
+    if hit is MISS:
+        return None
+    listed = snap.listings[key] = sorted(hit, key=lambda a: a.name)
+    snap.size += len(listed)
+    return listed
 
 
 def _digest(plan: Plan) -> str:
@@ -137,6 +161,18 @@ class QueryService:
             self._held.move_to_end((metastore_id, version))
         return snap
 
+    def _hold(self, snap: QuerySnapshot) -> QuerySnapshot:
+        self._held[(snap.metastore_id, snap.version)] = snap
+        self._trim()
+        return snap
+
+    def _trim(self) -> None:
+        """Drop the least recently used snapshots past HELD of them or HELD_ASSETS assets in all (a
+        token of one dropped reads the history instead); the newest stays whatever its size."""
+        while len(self._held) > HELD or (len(self._held) > 1 and
+                                         sum(s.size for s in self._held.values()) > HELD_ASSETS):
+            self._held.popitem(last=False)
+
     async def _snapshot(self, metastore_id: str, min_version: int) -> QuerySnapshot:
         """A snapshot at the shard's version of the metastore (a held one if there is)."""
         for _ in range(3):
@@ -150,10 +186,7 @@ class QueryService:
                     return held
                 snap = QuerySnapshot(metastore_id, state.version, made=self.clock(),
                                      grants={index.key(n): g for n, g in index.grants.items()})
-            self._held[(metastore_id, snap.version)] = snap
-            while len(self._held) > HELD:
-                self._held.popitem(last=False)
-            return snap
+            return self._hold(snap)
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the query again.")
 
     async def _unchanged_since(self, snap: QuerySnapshot, parent_id: str, version: int) -> bool:
@@ -173,8 +206,11 @@ class QueryService:
                 return False        # too much changed to tell cheaply
         return parent_id not in snap.touched
 
-    async def _load(self, snap: QuerySnapshot, missing: set[tuple[str, str]]) -> None:
-        """Read the listings a run lacked from PostgreSQL, as they were at the snapshot's version."""
+    async def _load(self, caller: Caller, snap: QuerySnapshot, missing: list[tuple[str, str]]) -> int:
+        """Read the listings a run lacked from PostgreSQL, as they were at the snapshot's version:
+        the present listing when nothing under its parent changed since, else the history's. Not
+        put in the shard's cache: one query over a large metastore must not push out its hot set.
+        Returns how many assets it read."""
         store, ms = self.shard.store, snap.metastore_id
         limit = asyncio.Semaphore(LOAD_PARALLEL)
 
@@ -185,14 +221,53 @@ class QueryService:
             if version != snap.version:
                 await self.shard.observed(ms, version)
                 if not await self._unchanged_since(snap, parent_id, version):
-                    raise _Moved(key)
+                    async with limit:
+                        listed = await self._listing_at(caller, snap, parent_id, namespace)
+                    version = None
             snap.listings[key] = sorted(listed, key=lambda a: a.name)
-            state = self.shard.states.get(ms)
-            cache = state.cache if state is not None else None
-            if cache is not None and len(listed) <= MAX_CACHED_LISTING:
-                cache.fill_children(parent_id, namespace, listed, version)    # ignored unless current
+            snap.size += len(listed)
+            return len(listed)
 
-        await asyncio.gather(*(one(k) for k in sorted(missing)))
+        return sum(await asyncio.gather(*(one(k) for k in missing)))
+
+    def _to_read(self, snap: QuerySnapshot, cache, unread: Unread) -> list[tuple[str, str]]:
+        """The listing a run missed, and the same listing of its parent's next siblings (the next
+        nodes the walk goes to) that neither the snapshot nor the cache has."""
+        parent, namespace = unread.parent, unread.namespace
+        keys = [(parent.id if parent is not None else snap.metastore_id, namespace)]
+        siblings = snap.listings.get((parent.parent_id, parent.namespace)) if parent is not None else None
+        if siblings:
+            at = bisect.bisect_right(siblings, parent.name, key=lambda a: a.name)
+            for sibling in siblings[at:]:
+                if len(keys) >= PREFETCH:
+                    break
+                key = (sibling.id, namespace)
+                if key not in snap.listings and _from_cache(snap, cache, key) is None:
+                    keys.append(key)
+        return keys
+
+    async def _listing_at(self, caller: Caller, snap: QuerySnapshot, parent_id: str, namespace: str) -> list:
+        """A listing as it was at the snapshot's version, from the metastore's history (docs/versions.md),
+        while the retention window holds that version."""
+        try:
+            await version_asked(self.shard, caller, snap.version, None)
+            return await history.children_at(self.shard.store, snap.metastore_id, snap.version, parent_id,
+                                             namespace, after="", limit=None)
+        except (CatalogError, AttributeError):      # past the window (or a store without history)
+            raise _Moved((parent_id, namespace)) from None
+
+    async def _again(self, caller: Caller, version: int) -> QuerySnapshot:
+        """A token's snapshot that is no longer held, made again from the history while the retention
+        window holds its version (its grants are today's: the history keeps no past grants)."""
+        ms = caller.metastore()
+        try:
+            await version_asked(self.shard, caller, version, None)
+        except CatalogError:
+            raise _expired(version) from None
+        index = await privilege_index(self.shard, ms, caller.min_version)
+        snap = QuerySnapshot(ms, version, made=self.clock(),
+                             grants={index.key(n): g for n, g in index.grants.items()})
+        return self._hold(snap)
 
     async def _principal_kinds(self) -> dict[str, str]:
         """Group and service principal names -> their kind (every other owner is a user)."""
@@ -217,15 +292,13 @@ class QueryService:
         if authz.index is None:         # an account admin: the index all the same (its grants are data here)
             authz.index = await privilege_index(self.shard, ms, caller.min_version)
         kinds = await self._principal_kinds() if "owner_kind" in plan.uses else {}
-        for attempt in range(3):
+        for _ in range(3):
             if version is None:
                 snap = await self._snapshot(ms, caller.min_version)
             else:
-                snap = self._get_held(ms, version)
-                if snap is None:
-                    raise _expired(version)
+                snap = self._get_held(ms, version) or await self._again(caller, version)
             try:
-                page = await self._run(snap, plan, authz, kinds, after, limit, budget)
+                page = await self._run(caller, snap, plan, authz, kinds, after, limit, budget)
                 break
             except _Moved:
                 self._held.pop((ms, snap.version), None)
@@ -233,6 +306,7 @@ class QueryService:
                     raise _expired(snap.version) from None
         else:
             raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the query again.")
+        self._trim()
         out = {"results": [describe(n) for n in page.results], "version": snap.version,
                "nodes_visited": page.visited}
         if page.after is not None:
@@ -241,27 +315,36 @@ class QueryService:
             out["work_bound_reached"] = page.stopped == "work_bound"
         return out
 
-    async def _run(self, snap: QuerySnapshot, plan: Plan, authz: Authz, kinds: dict, after, limit: int, budget: int):
-        for _ in range(MAX_PASSES):
+    async def _run(self, caller: Caller, snap: QuerySnapshot, plan: Plan, authz: Authz, kinds: dict, after,
+                   limit: int, budget: int) -> Page:
+        """One page: runs of the plan, each going on where the last stopped for a listing it had to
+        read first; past MAX_LOADED assets read, the page ends early (once it got somewhere)."""
+        results, visited, loaded, cursor = [], 0, 0, after
+        for _ in range(MAX_ROUNDS):
             state = self.shard.states.get(snap.metastore_id)
-            tree = _CallerTree(snap, state.cache if state is not None else None, authz, kinds)
+            cache = state.cache if state is not None else None
+            tree = _CallerTree(snap, cache, authz, kinds)
             try:
-                page = run(plan, tree, after=after, limit=limit, budget=budget, hard=MAX_NODES)
+                page = run(plan, tree, after=cursor, limit=limit - len(results), budget=max(1, budget - visited),
+                           hard=MAX_NODES)
             except OverBudget:
-                if not tree.missing:
-                    raise invalid(f"The query visits more than {MAX_NODES:,} nodes to decide a single node of its "
-                                  "path (its filter's exists(...) reaches too far): narrow the path above it or "
-                                  "the filter.") from None
-                page = None
-            if not tree.missing:
-                return page
-            await self._load(snap, tree.missing)
+                raise invalid(f"The query visits more than {MAX_NODES:,} nodes to decide a single node of its "
+                              "path (its filter's exists(...) reaches too far): narrow the path above it or "
+                              "the filter.") from None
+            results += page.results
+            visited += page.visited
+            cursor = page.after
+            if page.stopped != "unread":
+                return Page(results, cursor, visited, page.stopped)
+            if loaded >= MAX_LOADED and cursor != after:
+                return Page(results, cursor, visited, "work_bound")
+            loaded += await self._load(caller, snap, self._to_read(snap, cache, page.unread))
         raise CatalogError("RESOURCE_CONFLICT", "The query's snapshot could not be read in time; try it again.")
 
 
 def _expired(version: int) -> CatalogError:
-    return CatalogError("FAILED_PRECONDITION", f"The page token's snapshot (metastore version {version}) is no longer "
-                                               "held: run the query again without a page_token.")
+    return CatalogError("FAILED_PRECONDITION", f"The page token's metastore version {version} is older than the "
+                                               "retention window: run the query again without a page_token.")
 
 
 def query_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:

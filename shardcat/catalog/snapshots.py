@@ -31,7 +31,6 @@ from ..store.db import WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from .assets import _managed_root
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked
 
 PINNABLE = ("catalog", "schema")
@@ -257,8 +256,7 @@ class SnapshotService:
                     new = dataclasses.replace(new, info={**info, "storage_location": location},
                                               storage_path=location)
                 elif a.storage_path and a.type in ("table", "volume"):
-                    holder = made[parent_id]
-                    location = join_url(await _managed_root(tx, state, holder), f"{a.type}s", new_id)
+                    location = join_url(_managed_root(made[parent_id], made, parent, state), f"{a.type}s", new_id)
                     info = {**new.info, "storage_location": location}
                     if a.type == "table":
                         info["table_type"] = "MANAGED"
@@ -268,16 +266,19 @@ class SnapshotService:
                         shallow.append((a, location, new_id))
                         refs.append((new_id, a.id, a.storage_path))
                     new = dataclasses.replace(new, info=info, storage_path=location)
-                made[new_id] = await tx.put(new)
+                made[new_id] = new
+            try:
+                await tx.insert_new(list(made.values()))      # one statement, however large the clone
+            except KeyError:
+                raise already_exists(f"{kind.capitalize()} '{'.'.join(parts)}' already exists.") from None
             if refs:
                 await history.add_clone_references(tx, refs)
             # The shallow clones' logs, before the write commits: a failure leaves no table without its log.
-            cloned = 0
-            for source, location, new_id in shallow:
-                done = await asyncio.to_thread(delta_clone.shallow_clone, source.storage_path, location, new_id,
-                                               until_ms=until, source_name=source.full_name)
-                cloned += done is not None
-            return len(made), cloned
+            def logs() -> int:
+                return sum(delta_clone.shallow_clone(source.storage_path, location, new_id, until_ms=until,
+                                                     source_name=source.full_name) is not None
+                           for source, location, new_id in shallow)
+            return len(made), await asyncio.to_thread(logs)
 
         count, cloned = await self.shard.write(ms, write)
         return {"securable_type": kind.upper(), "full_name": ".".join(parts), "source": source_name,
@@ -304,13 +305,25 @@ class SnapshotService:
         if not table.storage_path or (table.info.get("data_source_format") or "DELTA") != "DELTA":
             raise invalid(f"Table '{full_name}' is not a Delta table with storage.")
         keep = set()
-        for clone_id in (await history.clone_references(self.store, [table.id])).get(table.id, []):
+        for clone_id in (await history.clone_references(self.store, caller.metastore(), [table.id])).get(table.id, []):
             clone = await self.shard.lookup_id(caller.metastore(), clone_id, caller.min_version)
             if clone is not None and clone.storage_path:
                 keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)
         out = await asyncio.to_thread(delta_clone.vacuum, table.storage_path, keep,
                                       older_than_ms=now_ms() - int(hours * 3600_000), dry_run=bool(body.get("dry_run")))
         return {"table": key, **out}
+
+
+def _managed_root(schema: Asset, made: dict[str, Asset], catalog: Asset | None, state: MetastoreState) -> str:
+    """Where a cloned schema's managed tables and volumes go, as assets.py `_managed_root` decides
+    it for a create, from the clone's own new assets (not written yet)."""
+    holder = made.get(schema.parent_id) or catalog
+    for container in (schema, holder):
+        if container is not None and container.info.get("storage_location"):
+            return container.info["storage_location"]
+    if state.storage_root is None:
+        raise CatalogError("FAILED_PRECONDITION", "No managed storage root is set on the schema, catalog or metastore.")
+    return state.storage_root
 
 
 def _clonable(tree: list[Asset], authz) -> tuple[list[Asset], list[dict]]:

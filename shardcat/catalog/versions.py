@@ -71,8 +71,8 @@ def _int_param(query, name: str) -> int | None:
         value = int(raw)
     except ValueError:
         raise invalid(f"Query parameter '{name}' must be an integer, got '{raw:.40}'.") from None
-    if value < 0:
-        raise invalid(f"Query parameter '{name}' must not be negative.")
+    if not 0 <= value < 1 << 62:
+        raise invalid(f"Query parameter '{name}' must be a non-negative integer below 2^62.")
     return value
 
 
@@ -80,6 +80,9 @@ async def version_asked(shard: Shard, caller: Caller, version: int | None, times
     """The metastore version a read asks for, if the retention window still holds it; else a clear 400."""
     if version is not None and timestamp is not None:
         raise invalid(f"Give either '{AS_OF_VERSION}' or '{AS_OF_TIMESTAMP}', not both.")
+    for name, value in ((AS_OF_VERSION, version), (AS_OF_TIMESTAMP, timestamp)):
+        if value is not None and not 0 <= value < 1 << 62:
+            raise invalid(f"'{name}' must be a non-negative integer below 2^62.")
     ms = caller.metastore()
     meta = await shard.store.get_metastore(ms)
     if meta is None:

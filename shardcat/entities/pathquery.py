@@ -257,6 +257,7 @@ class Step:
     kinds: tuple[str, ...]
     test: Callable | None            # (node, tree, run) -> bool; None: every node
     source: str = ""
+    name_eq: str | None = None       # the filter holds only for nodes of this name: look them up, no scan
 
 
 @dataclass
@@ -365,7 +366,8 @@ class _Parser:
                                           f"but found {self._describe(self.tok)}")
             self.i += 1
             self.depth -= 1
-        return Step(kinds, test, self.text[start - 1:self.tok.at - 1].strip())
+        name_eq = getattr(test, "name_eq", None) if "column" not in kinds else None
+        return Step(kinds, test, self.text[start - 1:self.tok.at - 1].strip(), name_eq)
 
     def expr(self, kinds):
         left = self.conj(kinds)
@@ -380,7 +382,10 @@ class _Parser:
         while self.at("keyword", "and"):
             self.i += 1
             right = self.unary(kinds)
+            name_eq = getattr(left, "name_eq", None) or getattr(right, "name_eq", None)
             left = (lambda a, b: lambda n, t, r: a(n, t, r) and b(n, t, r))(left, right)
+            if name_eq is not None:     # `name = "x" and ...` holds only for nodes named x
+                left.name_eq = name_eq
         return left
 
     def unary(self, kinds):
@@ -461,7 +466,11 @@ class _Parser:
             right, right_lit, right_field, _ = self.operand(kinds)
             left, right = self._times(left, left_lit, left_field, right, right_lit, right_field, right_tok, start)
             op = _OPS["!=" if t.value == "<>" else t.value]
-            return lambda n, tr, r: op(left(n, tr), right(n, tr))
+            test = lambda n, tr, r: op(left(n, tr), right(n, tr))     # noqa: E731
+            if t.value == "=" and {left_field, right_field} & {"name"} and \
+                    isinstance(right_lit if left_field == "name" else left_lit, str):
+                test.name_eq = right_lit if left_field == "name" else left_lit
+            return test
         if t.kind == "keyword" and t.value == "like":
             self.i += 1
             pat = self.take("string", what="a pattern in quotes after like (% any text, _ one character)")
@@ -510,11 +519,11 @@ _NOT_LITERAL = object()
 def _parse_time(text: str, at: int) -> int:
     try:
         when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        return int(when.timestamp() * 1000)
+    except (ValueError, OverflowError):
         raise _error(at, f"'{text[:40]}' is not a date or time; write 2026-11-27 or 2026-11-27T10:00:00Z") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def _like(pattern: str) -> re.Pattern:
@@ -569,6 +578,15 @@ class OverBudget(Exception):
     """The run visited as many nodes as it may (the hard bound) before finishing."""
 
 
+class Unread(Exception):
+    """Raised by a Tree that has not read a listing yet: the run ends its page before the node that
+    needed it (its results so far hold), so that the caller can read it and go on from there."""
+
+    def __init__(self, parent, namespace: str):
+        super().__init__(namespace)
+        self.parent, self.namespace = parent, namespace
+
+
 class _Stop(Exception):
     def __init__(self, why: str):
         self.why = why
@@ -577,9 +595,11 @@ class _Stop(Exception):
 @dataclass
 class Page:
     results: list            # nodes: assets and Columns
-    after: list | None       # the cursor the next page starts after (None: the query is done)
+    after: list | None       # the cursor the next page starts after (None: the query is done, or,
+                             # stopped "unread" before any progress, the cursor it started from)
     visited: int             # nodes visited
-    stopped: str | None      # "max_results", "work_bound" or None (done)
+    stopped: str | None      # "max_results", "work_bound", "unread" (see `unread`) or None (done)
+    unread: Unread | None = None
 
 
 def entries(node, kind: str, tree: Tree) -> list:
@@ -622,6 +642,19 @@ def children(node, kinds: tuple[str, ...], tree: Tree) -> list:
     return sorted((a for listed in out for a in listed), key=_key)
 
 
+def named(kids: list, step: Step) -> list:
+    """The children a step's filter may hold for: those of its `name_eq` when it has one (assets
+    come sorted by name: two bisections instead of a scan, as TreeCat's planner bounds its scans)."""
+    if step.name_eq is None or not kids:
+        return kids
+    lo = bisect.bisect_left(kids, step.name_eq, key=_name)
+    return kids[lo:bisect.bisect_right(kids, step.name_eq, lo=lo, key=_name)]
+
+
+def _name(node) -> str:
+    return node.name
+
+
 def _key(node) -> tuple:
     if isinstance(node, Column):
         return ("", node.index)
@@ -645,7 +678,7 @@ class _Run:
     def exists(self, node, path: list[Step], i: int) -> bool:
         step = path[i]
         kinds = step.kinds
-        kids = entries(node, kinds[0], self.tree) if kinds[0] in PSEUDO else children(node, kinds, self.tree)
+        kids = entries(node, kinds[0], self.tree) if kinds[0] in PSEUDO else named(children(node, kinds, self.tree), step)
         last = i == len(path) - 1
         for kid in kids:
             self.visit()
@@ -655,7 +688,7 @@ class _Run:
 
     def walk(self, depth: int, parent, path: tuple, cursor: tuple | None) -> None:
         step = self.plan.steps[depth]
-        kids = children(parent, step.kinds, self.tree)
+        kids = named(children(parent, step.kinds, self.tree), step)
         start = bisect.bisect_left(kids, cursor[0], key=_key) if cursor else 0
         final = depth == len(self.plan.steps) - 1
         for node in kids[start:] if start else kids:
@@ -685,11 +718,14 @@ def run(plan: Plan, tree: Tree, *, after: list | None = None, limit: int = 1000,
     """Run `plan` over `tree` from just after the cursor `after` (None: from the start): at most
     `limit` results. Past `budget` visited nodes the page ends at the last node done (at least one
     is always done: a page makes progress); past `hard` (default: `budget`) it ends even inside a
-    node, and if no node was done yet, `OverBudget`."""
+    node, and if no node was done yet, `OverBudget`. A listing the tree has not read (`Unread`)
+    ends the page before the node that needed it, stopped "unread"."""
     r = _Run(plan, tree, limit=limit, budget=budget, hard=max(hard or budget, budget))
     cursor = tuple(tuple(k) for k in after) if after else None
     try:
         r.walk(0, None, (), cursor)
+    except Unread as unread:
+        return Page(r.results, [list(k) for k in r.last] if r.progress else after, r.visited, "unread", unread)
     except _Stop as stop:
         if stop.why == "hard" and not r.progress:
             raise OverBudget(r.visited) from None

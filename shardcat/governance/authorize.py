@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyroaring import BitMap
@@ -231,17 +232,19 @@ class Authz:
         return kind in ("catalog", "schema") and n in ix.above(ix.with_any_grant(self.principals) |
                                                                ix.owned_by(self.principals))
 
-    def require_or_missing(self, kind: str, op: str, asset: Asset | None, missing: CatalogError | None, *,
+    def require_or_missing(self, kind: str, op: str, asset: Asset | None,
+                           missing: CatalogError | Callable[[], CatalogError] | None, *,
                            parent: Asset | None = None) -> None:
         """`require`, except that a refusal on an asset (for a create: the container) the caller
         may not see raises `missing`: the very error a missing name gives, so refusals tell no
-        one what exists."""
+        one what exists. `missing` may be a function making it (the reads' hot path: made only
+        when refused)."""
         decision = self.decide(kind, op, asset, parent=parent)
         if decision.allowed:
             return
         target = parent if op == "create" else asset
         if missing is not None and target is not None and not self.sees(target.type, target):
-            raise missing
+            raise missing() if callable(missing) else missing
         raise denied(decision.reason)
 
     def require_view_owner_change(self, view: Asset, new_owner: str) -> None:
@@ -357,7 +360,9 @@ async def authorizer(shard, caller: Caller) -> Authz:
     """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index.
     A read at a past version (store/history.py `READ_AT`) is decided by today's grants and owners
     over the assets as they were then: a copy of today's index that the assets dropped since join."""
-    policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
+    policies = abac.current_policies(shard, caller.metastore(), caller.min_version)
+    if policies is None:
+        policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
     if caller.is_account_admin:
         authz = Authz(caller, None)
     else:

@@ -42,7 +42,7 @@ from ..catalog.snapshots import snapshot_routes
 from ..catalog.versions import start_purging, version_routes, versions_middleware
 from ..catalog.transactions import transaction_routes
 from ..catalog.policies import policy_routes
-from ..catalog.assets import presented_json
+from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
@@ -85,7 +85,7 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
     # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
     # buffer, copying it again each time, and then copy the result).
     authz = await authorizer(catalogs.shard, caller) if caller.trusted_engine and type_name == "table" else None
-    items = [presented_json(a, caller, authz) for a in page]
+    items = presented_page(page, caller, authz)
     items[0] = head + items[0]
     items[-1] = items[-1] + tail
     return b",".join(items)

@@ -108,6 +108,13 @@ class MetastoreState:
             self.path_of[asset.id] = asset.storage_path
 
 
+def _known(state: MetastoreState):
+    """Whether today's privilege index (if loaded) holds an id: a read at a past version fetches
+    no ancestor it holds (store/history.py `with_ancestors`)."""
+    index = state.privileges
+    return index.__contains__ if index is not None else None
+
+
 def _written_by(writer: str | None, body):
     """`body`, its transaction naming `writer` (the caller, for the history): a group's transactions
     are made in its committer's task, not in each writer's."""
@@ -266,7 +273,7 @@ class Shard:
         state = await self.state(metastore_id, min_version)
         if (past := READ_AT.get()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [(namespace, full_name)], [])
-            await history.with_ancestors(self.store, metastore_id, past, found)
+            await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
             return found[0] if found else None
         if state.cache is not None:
             hit = state.cache.get_by_name(namespace, full_name, state.version)
@@ -284,7 +291,7 @@ class Shard:
         state = await self.state(metastore_id, min_version)
         if (past := READ_AT.get()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [], [asset_id])
-            await history.with_ancestors(self.store, metastore_id, past, found)
+            await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
             return found[0] if found else None
         if state.cache is not None:
             hit = state.cache.get(asset_id, state.version)
@@ -344,7 +351,7 @@ class Shard:
         owners = {p: state.trie.owner(p) for p in paths}
         ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
         assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(
-            self.store, metastore_id, past.version, names, ids))
+            self.store, metastore_id, past.version, names, ids), _known(state))
         found = {(a.namespace, a.full_name): a for a in assets}
         by_id = {a.id: a for a in assets}
         return Snapshot(past.version, {k: found.get(k) for k in names},
@@ -356,7 +363,8 @@ class Shard:
         state = await self.state(metastore_id, min_version)
         if (past := READ_AT.get()) is not None:
             return await history.with_ancestors(self.store, metastore_id, past, await history.children_at(
-                self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit))
+                self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit),
+                _known(state))
         if state.cache is not None:
             listed = state.cache.children(parent_id, namespace, state.version)
             if listed is MISS:

@@ -55,6 +55,12 @@ class MetastoreMoving(Exception):
 # fails with 503 (a move blocks writes for well under a second: docs/cluster.md "Home databases").
 MOVE_WAIT_SECONDS = 10.0
 MOVE_POLL_SECONDS = 0.02
+ABANDONED_AFTER = 1.0       # a fence this old is checked for a mover that is gone (its lock free)
+MOVE_LOCK_CLASS = 7239002   # session advisory lock (class, metastore) held by the process moving a metastore
+
+
+def move_lock_key(metastore_id: str) -> int:
+    return uuid.UUID(metastore_id).int & 0x7FFFFFFF
 
 
 class DatabaseUnavailable(Exception):
@@ -309,7 +315,8 @@ class Store:
         """After `error` (MetastoreGone or MetastoreMoving) in the home this process knew: whether
         the metastore has another home now (then it is remembered and the caller tries again there).
         A fenced metastore is waited for (until `deadline`, at most MOVE_WAIT_SECONDS) and True
-        once the directory switched or the fence is gone (an abandoned move: store/homes.py)."""
+        once the directory switched or the fence is gone (a move given up lifts it); a fence left
+        by a mover that died (its lock free) is lifted here after ABANDONED_AFTER seconds."""
         if self.single:
             return False
         known = self._homes.pop(metastore_id, None)
@@ -317,6 +324,7 @@ class Store:
             return await self._directory_home(metastore_id) is not None
         if isinstance(error, MetastoreMoving):
             deadline = deadline or time.monotonic() + MOVE_WAIT_SECONDS
+            looked = time.monotonic()
             while time.monotonic() < deadline:
                 await asyncio.sleep(MOVE_POLL_SECONDS)
                 home = await self._directory_home(metastore_id)
@@ -327,9 +335,29 @@ class Store:
                     "SELECT fenced FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
                 if not fenced:          # lifted, or the rows are gone: try again and see
                     return True
+                if time.monotonic() - looked > ABANDONED_AFTER:
+                    looked = time.monotonic()
+                    if await self._lift_abandoned_fence(metastore_id, known):
+                        return True
             raise DatabaseUnavailable(f"metastore {metastore_id} is moving between databases; try again")
         home = await self._directory_home(metastore_id)
         return home is not None and home != known
+
+    async def _lift_abandoned_fence(self, metastore_id: str, known: str) -> bool:
+        """A fence whose mover holds no lock any more (it died between fence and switch): lifted,
+        with the lock held, if the directory still names the fenced home. True: try again."""
+        key = move_lock_key(metastore_id)
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
+                return False        # a mover is at work
+            try:
+                if await self._directory_home(metastore_id) == known:
+                    await self.databases[known].execute("UPDATE metastores SET fenced = false WHERE id = $1",
+                                                        uuid.UUID(metastore_id))
+                    log.warning("metastore %s: lifted the fence of a move whose process is gone", metastore_id)
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
 
     def forget_home(self, metastore_id: str) -> None:
         self._homes.pop(metastore_id, None)
@@ -721,7 +749,7 @@ class Store:
                           principal: str) -> None:
         """One reported write: `target` was written from `sources`."""
         at = now_ms()
-        async with self.unversioned(metastore_id) as conn:
+        async with self.unversioned(metastore_id, counted=False) as conn:
             await conn.executemany(
                 """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
                                         job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
@@ -733,7 +761,7 @@ class Store:
                                  job: str | None, principal: str) -> None:
         """One reported write's column lineage: (source, source column, target, target column) each."""
         at = now_ms()
-        async with self.unversioned(metastore_id) as conn:
+        async with self.unversioned(metastore_id, counted=False) as conn:
             await conn.executemany(
                 """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
                                                target_id, target_name, target_column, job, principal, at)
@@ -813,17 +841,19 @@ class Store:
                 raise moved
 
     @asynccontextmanager
-    async def unversioned(self, metastore_id: str):
+    async def unversioned(self, metastore_id: str, *, counted: bool = True):
         """A transaction in the metastore's home for rows a metastore write does not version
-        (lineage, snapshots, the history's purge), as `async with store.unversioned(ms) as conn:`.
+        (snapshots, the history's purge; lineage), as `async with store.unversioned(ms) as conn:`.
         It holds the metastore's row against a move's fence until it commits and, like `write`,
-        leaves a home that holds the metastore no longer, or fenced, for the new one first."""
+        leaves a home that holds the metastore no longer, or fenced, for the new one first.
+        `counted` (all but append-only rows, which a move follows by id): it counts itself in the
+        metastore's `side_writes`, which tells a move to copy the tables such writes change again."""
         deadline = time.monotonic() + MOVE_WAIT_SECONDS
         while True:
             moved = None
             async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
                 try:
-                    await _not_fenced(conn, metastore_id)
+                    await _not_fenced(conn, metastore_id, counted)
                 except (MetastoreGone, MetastoreMoving) as e:
                     moved = e
                 else:
@@ -869,10 +899,15 @@ class Store:
                 raise moved
 
 
-async def _not_fenced(conn, metastore_id: str) -> None:
-    """In a transaction adding rows a metastore write does not version (lineage): hold the metastore's
-    row against a fence until commit (a move's fence takes it FOR UPDATE), and refuse one fenced."""
-    fenced = await conn.fetchval("SELECT fenced FROM metastores WHERE id = $1 FOR KEY SHARE", uuid.UUID(metastore_id))
+async def _not_fenced(conn, metastore_id: str, counted: bool = False) -> None:
+    """In a transaction writing rows a metastore write does not version: hold the metastore's row
+    against a fence until commit (a move's fence takes it FOR UPDATE), and refuse one fenced;
+    `counted`: add one to its `side_writes` (Store.unversioned)."""
+    ms = uuid.UUID(metastore_id)
+    if counted and await conn.fetchval(
+            "UPDATE metastores SET side_writes = side_writes + 1 WHERE id = $1 AND NOT fenced RETURNING 1", ms):
+        return
+    fenced = await conn.fetchval("SELECT fenced FROM metastores WHERE id = $1 FOR KEY SHARE", ms)
     if fenced is None:
         raise MetastoreGone(metastore_id)
     if fenced:
@@ -1090,6 +1125,28 @@ class WriteTx:
         self.parents.add(asset.parent_id)
         self.written[asset.id] = asset
         return asset
+
+    async def insert_new(self, assets: list[Asset]) -> list[Asset]:
+        """Insert many assets that do not exist yet (new ids: a clone's), in one statement; a name
+        taken raises KeyError. Returns them stamped with this write's version."""
+        stamped = [dataclasses.replace(a, written_at=self.version) for a in assets]
+        try:
+            await self.conn.execute(
+                f"""INSERT INTO assets ({_ASSET_COLUMNS})
+                    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
+                [uuid.UUID(a.id) for a in stamped], [uuid.UUID(a.metastore_id) for a in stamped],
+                [a.type for a in stamped], [a.namespace for a in stamped], [uuid.UUID(a.parent_id) for a in stamped],
+                [a.name for a in stamped], [a.full_name for a in stamped], [a.storage_path for a in stamped],
+                [a.info for a in stamped], [a.written_at for a in stamped])
+        except asyncpg.UniqueViolationError as e:
+            raise KeyError(str(e)) from None
+        for a in stamped:
+            self.created.add(a.id)
+            self.touch(a.id, "CREATE", a.type, a.full_name)
+            self.parents.add(a.parent_id)
+            self.written[a.id] = a
+        return stamped
 
     async def delete(self, assets: list[Asset]) -> None:
         """Delete assets; their last states (and grants) stay in the history, marked dropped, for

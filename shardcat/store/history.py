@@ -77,26 +77,39 @@ async def version_bounds(store, metastore_id: str, version: int | None, timestam
 
 # ---- reads at a version ----------------------------------------------------------------------
 
+def _latest(where: str, v: str) -> str:
+    """The one state matching `where` current at `v`: the live row if written by then, else the
+    latest history row begun by then if it had not ended (states of one id, or of one name, never
+    overlap), each through its index in a few pages however long the history."""
+    return f"""(SELECT {_COLS} FROM assets a WHERE {where} AND a.written_at <= {v}
+                UNION ALL
+                SELECT {_COLS} FROM (SELECT {_COLS}, a.replaced_at FROM asset_history a
+                                     WHERE {where} AND a.written_at <= {v}
+                                     ORDER BY a.written_at DESC LIMIT 1) a WHERE a.replaced_at > {v})"""
+
+
 async def assets_at(store, metastore_id: str, version: int, names: list[tuple[str, str]],
                     ids: list[str]) -> list[Asset]:
     """Assets by (namespace, full name) and by id as they were at `version`."""
     rows = await (await store.home(metastore_id)).fetch(
-        f"""SELECT * FROM {at_version("a.metastore_id = $1 AND a.id = ANY($4::uuid[])", "$5")} a
+        f"""SELECT a.* FROM unnest($4::uuid[]) AS k(id)
+            CROSS JOIN LATERAL {_latest("a.id = k.id AND a.metastore_id = $1", "$5")} a
             UNION ALL
             SELECT a.* FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
-            CROSS JOIN LATERAL {at_version(
+            CROSS JOIN LATERAL {_latest(
                 "a.metastore_id = $1 AND a.namespace = k.namespace AND a.full_name = k.full_name", "$5")} a""",
         uuid.UUID(metastore_id), [n for n, _ in names], [f for _, f in names], ids, version)
     return list({r["id"]: _asset(r) for r in rows}.values())
 
 
-async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[Asset]) -> list[Asset]:
+async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[Asset], known=None) -> list[Asset]:
     """`assets` (found at `past.version`), noted in `past.seen` with their ancestors as they were
-    then (a statement per level not seen yet)."""
+    then (a statement per level not seen yet), except ancestors `known(id)` says today's privilege
+    index holds (with their own ancestors: authorization needs no more of them)."""
     past.seen.update((a.id, a) for a in assets)
     missing = {a.parent_id for a in assets}
     for _ in range(5):
-        missing = {i for i in missing if i != metastore_id and i not in past.seen}
+        missing = {i for i in missing if i != metastore_id and i not in past.seen and not (known and known(i))}
         if not missing:
             break
         found = await assets_at(store, metastore_id, past.version, [], sorted(missing))
@@ -166,6 +179,7 @@ async def dropped(store, metastore_id: str, types: list[str], *, since: int, ass
             WHERE a.metastore_id = $1 AND a.dropped AND a.replaced_at >= $3 AND a.type = ANY($2::text[])
               AND ($4::uuid IS NULL OR a.id = $4::uuid)
               AND NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)
+              AND NOT EXISTS (SELECT 1 FROM asset_history l WHERE l.id = a.id AND l.written_at > a.written_at)
             ORDER BY a.replaced_at DESC, a.full_name LIMIT $5""",
         uuid.UUID(metastore_id), types, since, uuid.UUID(asset_id) if asset_id else None, limit)
     return [{"asset": _asset(r), "dropped_at_version": r["replaced_at"], "grants": r["grants"] or [],

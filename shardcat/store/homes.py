@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..entities.values import now_ms
-from .db import MetastoreGone, Store
+from .db import MOVE_LOCK_CLASS, MetastoreGone, Store, is_db_unavailable, move_lock_key
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 SERIAL = "serial"       # rows with an id of the database's own (lineage): new ids in the target, caught up by id
 VERSIONED = "version"   # the change log itself: caught up by version
 WHOLE = "whole"         # few rows changed by no versioned write too (snapshots): copied whole at each pass
+# Tables that writes without a version change too (Store.unversioned: the history's purge, a purge
+# request): copied again whole by a pass that finds the metastore's `side_writes` moved.
+SIDE_TABLES = ("delta_commits", "asset_history")
 HOME_TABLES: tuple[tuple[str, str], ...] = (
     ("assets", "id"),
     ("grants", "securable_id"),
@@ -48,7 +51,6 @@ HOME_TABLES: tuple[tuple[str, str], ...] = (
 BATCH_ROWS = 2000           # rows per insert into the target
 CATCH_UP_ROUNDS = 5         # catch-up passes while serving, at most, before the fence
 CATCH_UP_CLOSE = 20         # versions behind the source: close enough to fence
-_LOCK_CLASS = 7239002       # advisory lock (class, metastore) held by the process moving a metastore
 
 
 class MoveError(Exception):
@@ -59,11 +61,9 @@ class MoveError(Exception):
 class _Progress:
     version: int = 0                       # the source's version the target holds
     marks: dict[str, int] | None = None    # serial table -> highest source id copied
+    side: int = 0                          # the source's side_writes as copied
     rows: int = 0
-
-
-def _lock_key(metastore_id: str) -> int:
-    return uuid.UUID(metastore_id).int & 0x7FFFFFFF
+    side_copies: int = 0                   # passes that copied SIDE_TABLES again
 
 
 async def _columns(conn, table: str) -> str:
@@ -105,7 +105,7 @@ async def _bulk_copy(src, dst, ms: uuid.UUID) -> _Progress:
             raise MetastoreGone(str(ms))
         if meta["fenced"]:
             raise MoveError("the metastore is fenced in its home: another move is under way")
-        progress = _Progress(meta["version"], await _marks(src, ms))
+        progress = _Progress(meta["version"], await _marks(src, ms), meta["side_writes"])
         async with dst.transaction():
             await dst.execute("INSERT INTO metastores (id, name, version, info, fenced) VALUES ($1, $2, $3, $4, true)",
                               ms, meta["name"], meta["version"], meta["info"])
@@ -119,17 +119,21 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
     """Copy what changed in the source since `progress.version` (the change log names it) and
     the serial rows added since; returns how many versions that was."""
     async with src.transaction(isolation="repeatable_read", readonly=True):
-        meta = await src.fetchrow("SELECT version, name, info FROM metastores WHERE id = $1", ms)
+        meta = await src.fetchrow("SELECT version, name, info, side_writes FROM metastores WHERE id = $1", ms)
         if meta is None:
             raise MetastoreGone(str(ms))
         behind = meta["version"] - progress.version
+        whole = {t for t, key in HOME_TABLES if key == WHOLE}
+        if meta["side_writes"] != progress.side:
+            whole |= set(SIDE_TABLES)
+            progress.side_copies += 1
         changed = await src.fetchval(
             """SELECT coalesce(array_agg(DISTINCT c), '{}') FROM change_log, unnest(changed) AS c
                WHERE metastore_id = $1 AND version > $2""", ms, progress.version)
         marks = await _marks(src, ms)
         async with dst.transaction():
             for table, key in reversed(HOME_TABLES):     # dependents first (grants name assets)
-                if key == WHOLE:
+                if table in whole:
                     await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1", ms)
                 elif key not in (VERSIONED, SERIAL) and changed:
                     await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1 AND {key} = ANY($2::uuid[])",
@@ -138,7 +142,7 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
                 if key == SERIAL:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND id > $2",
                                                  [ms, progress.marks[table]], await _columns(dst, table))
-                elif key == WHOLE:
+                elif table in whole:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms])
                 elif key == VERSIONED:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND version > $2",
@@ -148,44 +152,32 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
                                                  [ms, changed])
             await dst.execute("UPDATE metastores SET version = $2, name = $3, info = $4 WHERE id = $1",
                               ms, meta["version"], meta["name"], meta["info"])
-    progress.version, progress.marks = meta["version"], marks
+    progress.version, progress.marks, progress.side = meta["version"], marks, meta["side_writes"]
     return behind
 
 
-def _digest_sql(table: str, key: str) -> str:
-    """A table's rows of a metastore as (count, sum of a hash of each row's JSON): equal on two
-    servers when they hold the same rows (a serial table's ids left out: they differ)."""
-    row = "(to_jsonb(t) - 'id')" if key == SERIAL else "to_jsonb(t)"
-    return (f"SELECT count(*) AS n, coalesce(sum(hashtextextended({row}::text, 0)), 0) AS h "
-            f"FROM {table} t WHERE metastore_id = $1")
+_CHECKS = {"assets": ", coalesce(sum(written_at), 0)", "asset_history": ", coalesce(sum(written_at), 0)",
+           "change_log": ", coalesce(max(version), 0)"}
 
 
-async def _digests(conn, ms: uuid.UUID) -> dict[str, tuple]:
-    out = {table: tuple(await conn.fetchrow(_digest_sql(table, key), ms)) for table, key in HOME_TABLES}
+async def _summary(conn, ms: uuid.UUID) -> dict[str, tuple]:
+    """What the check compares: per table the metastore's row count (and for assets and their
+    history the sum of the versions they were written at, for the change log its last version),
+    and the metastore's own row. Aggregates over indexes: cheap enough to run under the fence."""
+    out = {table: tuple(await conn.fetchrow(f"SELECT count(*) {_CHECKS.get(table, '')} FROM {table} "
+                                            "WHERE metastore_id = $1", ms))
+           for table, _ in HOME_TABLES}
     meta = await conn.fetchrow("SELECT version, name, info::text AS info FROM metastores WHERE id = $1", ms)
     out["metastores"] = tuple(meta) if meta else None
     return out
 
 
-async def _check(src, dst, ms: uuid.UUID) -> list[str]:
-    """Under the fence: the copy against its source, table by table; a table that differs (rows
-    changed by no versioned write, e.g. the history's purge) is copied again whole. Returns the
-    tables copied again; MoveError if the copy still differs."""
-    theirs, ours = await _digests(src, ms), await _digests(dst, ms)
-    again = [t for t, key in HOME_TABLES if theirs[t] != ours[t]]
-    if again:
-        async with src.transaction(isolation="repeatable_read", readonly=True), dst.transaction():
-            for table in reversed(again):
-                await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1", ms)
-            for table in again:
-                key = dict(HOME_TABLES)[table]
-                await _copy(src, dst, table, "metastore_id = $1", [ms],
-                            await _columns(dst, table) if key == SERIAL else "*")
-        theirs, ours = await _digests(src, ms), await _digests(dst, ms)
+async def _check(src, dst, ms: uuid.UUID) -> None:
+    """Under the fence: the copy against its source; MoveError if they differ."""
+    theirs, ours = await _summary(src, ms), await _summary(dst, ms)
     differ = [t for t in theirs if theirs[t] != ours[t]]
     if differ:
         raise MoveError(f"The copy does not match its source ({', '.join(differ)}); the move was given up.")
-    return again
 
 
 async def move_metastore(store: Store, metastore_id: str, target: str, *,
@@ -200,14 +192,15 @@ async def move_metastore(store: Store, metastore_id: str, target: str, *,
     ms = uuid.UUID(metastore_id)
     timeline: dict = {"metastore_id": metastore_id, "from": source, "to": target}
     async with store.pool.acquire() as lock:
-        if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id)):
+        key = move_lock_key(metastore_id)
+        if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
             raise MoveError("The metastore is being moved already.")
         try:
             await _recover(store, metastore_id)
             async with store.databases[source].acquire() as src, store.databases[target].acquire() as dst:
                 timeline.update(await _move(store, src, dst, ms, source, target, rounds))
         finally:
-            await lock.execute("SELECT pg_advisory_unlock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id))
+            await lock.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
     return timeline
 
 
@@ -231,7 +224,7 @@ async def _move(store: Store, src, dst, ms: uuid.UUID, source: str, target: str,
         fenced = True
         marks["fenced"] = time.monotonic()
         await _catch_up(src, dst, ms, progress)
-        copied_again = await _check(src, dst, ms)
+        await _check(src, dst, ms)
         marks["checked"] = time.monotonic()
         await dst.execute("UPDATE metastores SET fenced = false WHERE id = $1", ms)
         status = await store.pool.execute(
@@ -253,7 +246,7 @@ async def _move(store: Store, src, dst, ms: uuid.UUID, source: str, target: str,
         return round((b - a) * 1000, 1)
 
     return {"version": progress.version, "rows_copied": copied_rows, "rows_caught_up": progress.rows - copied_rows,
-            "catch_up_rounds": done_rounds, "copied_again_under_fence": copied_again,
+            "catch_up_rounds": done_rounds, "side_copies": progress.side_copies,
             "copy_ms": ms_between(t0, marks["copied"]),
             "catch_up_ms": ms_between(marks["copied"], marks["caught_up"]),
             "fence_ms": ms_between(marks["caught_up"], marks["fenced"]),
@@ -287,8 +280,14 @@ async def _recover(store: Store, metastore_id: str | None = None) -> dict[str, i
         uuid.UUID(metastore_id) if metastore_id else None)}
     counts = {"deleted": 0, "unfenced": 0}
     for name, pool in store.databases.items():
-        rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
-                                uuid.UUID(metastore_id) if metastore_id else None)
+        try:
+            rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
+                                    uuid.UUID(metastore_id) if metastore_id else None)
+        except Exception as e:
+            if not is_db_unavailable(e):
+                raise
+            log.warning("database %s does not answer (%s): what moves left there is cleaned up later", name, e)
+            continue
         for row in rows:
             ms = str(row["id"])
             home = homes.get(ms)
@@ -309,8 +308,9 @@ async def _recover(store: Store, metastore_id: str | None = None) -> dict[str, i
 
 async def _lock_free(store: Store, metastore_id: str) -> bool:
     async with store.pool.acquire() as conn:
-        if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id)):
-            await conn.execute("SELECT pg_advisory_unlock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id))
+        key = move_lock_key(metastore_id)
+        if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
+            await conn.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
             return True
     return False
 

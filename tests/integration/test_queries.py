@@ -4,6 +4,8 @@ pages whose token pins the version while the metastore moves on, the bound on wo
 
 from __future__ import annotations
 
+import dataclasses
+
 from governance_users import grant, unique, user
 
 from test_enforcement_matrix import ok
@@ -156,3 +158,32 @@ async def test_bad_queries_and_tokens_are_clear_400s(ws):
     token = (await query(ws, "/catalog", max_results=1))["next_page_token"]
     status, body = await ws.call("POST", QUERY, json={"query": "/catalog/schema", "page_token": token})
     assert status == 400 and "another query" in body["message"]
+
+
+async def test_a_token_outlives_its_held_snapshot_through_the_history(server, ws):
+    """Another owner's write (straight to the store: this shard replays it, and its cache forgets what
+    changed) and eight newer snapshots that push the query's out of the shard: the next pages are
+    read at the token's version, c.sales's tables from the metastore's history, as they were."""
+    c, _ = await _world(server, ws)
+    q = f'/catalog[name = "{c}"]/schema/table'
+    page = await query(ws, q, max_results=1)
+    assert [r["name"] for r in page["results"]] == ["staff"]
+    store, ms = server.store, ws.metastore_id
+    version, logs = await store.get_asset(ms, "table", f"{c}.sales.logs")
+    _, orders = await store.get_asset(ms, "table", f"{c}.sales.orders")
+    async with store.write(ms, version) as tx:
+        await tx.delete([logs])
+        await tx.put(dataclasses.replace(orders, info={**orders.info, "comment": "now commented"}))
+    for i in range(9):       # each a write through this shard (it catches up first), then a new snapshot
+        await ok(ws, "POST", "/catalogs", json={"name": f"{c}_n{i}"})
+        await query(ws, f'/catalog[name = "{c}_n{i}"]')
+    rest, token = [], page["next_page_token"]
+    while token:
+        more = await query(ws, q, max_results=2, page_token=token)
+        assert more["version"] == page["version"]
+        rest += more["results"]
+        token = more.get("next_page_token")
+    assert [r["name"] for r in rest] == ["events", "logs", "orders", "people"]
+    assert "comment" not in rest[2]
+    now = await names(ws, q)
+    assert f"{c}.sales.logs" not in now and len(now) == 4

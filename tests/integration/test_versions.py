@@ -188,6 +188,11 @@ async def test_undrop_within_the_window_and_not_past_it(server, ws):
     assert not still & {schema_id, names["main.s.a"]["id"], names["main.s.b"]["id"]}
     status, _ = await ws.call("POST", f"/shardcat/dropped/{schema_id}/undrop")
     assert status == 404
+    # dropped again: listed once, as of its latest drop, and undropped again
+    await ok(ws, "DELETE", "/tables/main.s.a")
+    again = [d for d in (await ok(ws, "GET", "/shardcat/dropped"))["dropped"] if d["id"] == names["main.s.a"]["id"]]
+    assert len(again) == 1 and again[0]["dropped_at_version"] == await version(server, ws)
+    await ok(ws, "POST", f"/shardcat/dropped/{names['main.s.a']['id']}/undrop")
     # past the window: refused, and the background purge forgets it
     await ok(ws, "DELETE", "/tables/main.s.b")
     b_id = names["main.s.b"]["id"]
@@ -310,6 +315,7 @@ async def test_clone_is_its_own_and_shares_the_sources_files(server, ws):
     clone = await ok(ws, "GET", "/tables/dev.s.a")
     assert clone["comment"] == "first comment" and clone["table_id"] != src["table_id"]
     assert clone["storage_location"] != src["storage_location"] and clone["table_type"] == "MANAGED"
+    assert clone["storage_location"].startswith(ws.storage_root) and clone["table_id"] in clone["storage_location"]
     assert clone["owner"] == "admin"
     assert (await ok(ws, "GET", "/tables/dev.s.v"))["view_definition"] == "SELECT 1"
     assert (await ok(ws, "GET", "/permissions/schema/dev.s"))["privilege_assignments"] == []   # no grants copied
@@ -355,3 +361,23 @@ async def test_clone_takes_only_what_the_caller_may_read(server, ws):
     status, _ = await dev.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "main.s",
                                                                  "name": "main.copy"})
     assert status in (403, 404)                       # no CREATE SCHEMA in main
+
+
+async def test_a_clones_managed_storage_is_its_own(server, ws, tmp_path):
+    root = (tmp_path / "rooted").as_uri()
+    cat = await ok(ws, "POST", "/catalogs", json={"name": "rooted", "storage_root": root})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "rooted"})
+    await table(ws, "t", catalog="rooted")
+    await ok(ws, "POST", "/volumes", json={"catalog_name": "rooted", "schema_name": "s", "name": "v",
+                                           "volume_type": "MANAGED"})
+    out = await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "rooted",
+                                                          "name": "rooted_dev"})
+    assert out["cloned"] == 4
+    dev = await ok(ws, "GET", "/catalogs/rooted_dev")
+    assert dev["storage_root"] == cat["storage_root"] and dev["storage_location"] != cat["storage_location"]
+    for path in ("/tables/rooted_dev.s.t", "/volumes/rooted_dev.s.v"):
+        assert (await ok(ws, "GET", path))["storage_location"].startswith(dev["storage_location"] + "/"), path
+    # one asset per path: nothing of the clone overlaps the source
+    status, _ = await ws.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "rooted.s",
+                                                                "name": "rooted_dev.s2", "as_of_version": 0})
+    assert status == 404                      # at version 0 there was no such schema

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shardcat.entities.asset import Asset
-from shardcat.entities.pathquery import OverBudget, describe, parse, run, valid_cursor
+from shardcat.entities.pathquery import OverBudget, Unread, describe, parse, run, valid_cursor
 from shardcat.errors import CatalogError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "queries.md"
@@ -236,3 +236,50 @@ def test_the_bound_on_work_ends_pages_early_but_never_stalls():
     # a single node whose filter needs more than the hard bound cannot be decided
     with pytest.raises(OverBudget):
         run(parse('/catalog[exists(schema/*/column[name = "nope"])]'), World(), budget=2, hard=3)
+
+
+def test_a_filter_on_one_name_looks_it_up_instead_of_scanning():
+    """`name = "x"` (alone or and-ed) bisects the sorted children, as TreeCat's planner bounds a scan."""
+    plan = parse('/catalog[name = "other" and owner = "bob"]/schema')
+    assert plan.steps[0].name_eq == "other"
+    page = run(plan, World())
+    assert [n.full_name for n in page.results] == ["other.x"] and page.visited == 2
+    assert parse('/catalog[name = "a" or owner = "b"]').steps[0].name_eq is None
+    assert parse('/catalog[not (name = "a")]').steps[0].name_eq is None
+    scanned = run(parse('/catalog[owner = "bob"]/schema'), World())
+    assert scanned.visited == 3
+    # in exists() too, and with several kinds at one level (a model and a table both named orders)
+    assert found('/catalog/schema[exists(*[name = "orders" and kind = "model"])]') == ["main.sales"]
+    assert [describe(n)["kind"] for n in run(parse('/catalog/schema/*[name = "orders"]'), World()).results] == \
+        ["table", "model"]
+
+
+class Lazy(World):
+    """A World whose listings must be read first: the first ask of each raises Unread."""
+
+    def __init__(self):
+        super().__init__()
+        self.read: set = set()
+
+    def children(self, parent, namespace):
+        key = (MS if parent is None else parent.id, namespace)
+        if key not in self.read:
+            raise Unread(parent, namespace)
+        return super().children(parent, namespace)
+
+
+@pytest.mark.parametrize("q", ["/catalog/schema/*/column", '/catalog[exists(schema/table[owner = "bob"])]/schema',
+                               "/catalog/schema[not exists(*)]", '/catalog/schema/table[exists(column[tags["pii"]])]'])
+def test_a_listing_not_read_yet_ends_the_run_where_it_was_needed_and_the_next_goes_on(q):
+    """As the endpoint does: read what the run missed, go on from its cursor; the pieces add up."""
+    world, got, after, rounds = Lazy(), [], None, 0
+    while True:
+        page = run(parse(q), world, after=after)
+        got += [describe(n)["full_name"] for n in page.results]
+        after = page.after
+        if page.stopped != "unread":
+            break
+        rounds += 1
+        world.read.add((MS if page.unread.parent is None else page.unread.parent.id, page.unread.namespace))
+    assert after is None and rounds > 1
+    assert got == found(q)
