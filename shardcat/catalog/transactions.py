@@ -277,6 +277,9 @@ async def _check_reads(tx: WriteTx, reads: dict[str, int], ids: dict[str, str]) 
     for key, version in reads.items():
         if version >= tx.version:
             raise invalid(f"read_versions['{key:.200}'] = {version} is not a version of this metastore yet.")
+        if tx.version - version > MAX_READ_AGE:
+            raise conflict(f"read_versions['{key:.200}'] = {version} is more than {MAX_READ_AGE} versions ago; read "
+                           "it again. Nothing was written.")
     by_version: dict[int, set[str]] = {}
     for key, version in reads.items():
         by_version.setdefault(version, set()).add(ids[key])

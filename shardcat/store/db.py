@@ -53,6 +53,12 @@ class MetastoreMoving(Exception):
 # fails with 503 (a move blocks writes for well under a second: docs/cluster.md "Home databases").
 MOVE_WAIT_SECONDS = 10.0
 MOVE_POLL_SECONDS = 0.02
+ABANDONED_AFTER = 1.0       # a fence this old is checked for a mover that is gone (its lock free)
+MOVE_LOCK_CLASS = 7239002   # session advisory lock (class, metastore) held by the process moving a metastore
+
+
+def move_lock_key(metastore_id: str) -> int:
+    return uuid.UUID(metastore_id).int & 0x7FFFFFFF
 
 
 class DatabaseUnavailable(Exception):
@@ -278,7 +284,8 @@ class Store:
         """After `error` (MetastoreGone or MetastoreMoving) in the home this process knew: whether
         the metastore has another home now (then it is remembered and the caller tries again there).
         A fenced metastore is waited for (until `deadline`, at most MOVE_WAIT_SECONDS) and True
-        once the directory switched or the fence is gone (an abandoned move: store/homes.py)."""
+        once the directory switched or the fence is gone (a move given up lifts it); a fence left
+        by a mover that died (its lock free) is lifted here after ABANDONED_AFTER seconds."""
         if self.single:
             return False
         known = self._homes.pop(metastore_id, None)
@@ -286,6 +293,7 @@ class Store:
             return await self._directory_home(metastore_id) is not None
         if isinstance(error, MetastoreMoving):
             deadline = deadline or time.monotonic() + MOVE_WAIT_SECONDS
+            looked = time.monotonic()
             while time.monotonic() < deadline:
                 await asyncio.sleep(MOVE_POLL_SECONDS)
                 home = await self._directory_home(metastore_id)
@@ -296,9 +304,29 @@ class Store:
                     "SELECT fenced FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
                 if not fenced:          # lifted, or the rows are gone: try again and see
                     return True
+                if time.monotonic() - looked > ABANDONED_AFTER:
+                    looked = time.monotonic()
+                    if await self._lift_abandoned_fence(metastore_id, known):
+                        return True
             raise DatabaseUnavailable(f"metastore {metastore_id} is moving between databases; try again")
         home = await self._directory_home(metastore_id)
         return home is not None and home != known
+
+    async def _lift_abandoned_fence(self, metastore_id: str, known: str) -> bool:
+        """A fence whose mover holds no lock any more (it died between fence and switch): lifted,
+        with the lock held, if the directory still names the fenced home. True: try again."""
+        key = move_lock_key(metastore_id)
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
+                return False        # a mover is at work
+            try:
+                if await self._directory_home(metastore_id) == known:
+                    await self.databases[known].execute("UPDATE metastores SET fenced = false WHERE id = $1",
+                                                        uuid.UUID(metastore_id))
+                    log.warning("metastore %s: lifted the fence of a move whose process is gone", metastore_id)
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
 
     def forget_home(self, metastore_id: str) -> None:
         self._homes.pop(metastore_id, None)

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..entities.values import now_ms
-from .db import MetastoreGone, Store
+from .db import MOVE_LOCK_CLASS, MetastoreGone, Store, is_db_unavailable, move_lock_key
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ HOME_TABLES: tuple[tuple[str, str], ...] = (
 BATCH_ROWS = 2000           # rows per insert into the target
 CATCH_UP_ROUNDS = 5         # catch-up passes while serving, at most, before the fence
 CATCH_UP_CLOSE = 20         # versions behind the source: close enough to fence
-_LOCK_CLASS = 7239002       # advisory lock (class, metastore) held by the process moving a metastore
 
 
 class MoveError(Exception):
@@ -65,10 +64,6 @@ class _Progress:
     side: int = 0                          # the source's side_writes as copied
     rows: int = 0
     side_copies: int = 0                   # passes that copied SIDE_TABLES again
-
-
-def _lock_key(metastore_id: str) -> int:
-    return uuid.UUID(metastore_id).int & 0x7FFFFFFF
 
 
 async def _columns(conn, table: str) -> str:
@@ -197,14 +192,15 @@ async def move_metastore(store: Store, metastore_id: str, target: str, *,
     ms = uuid.UUID(metastore_id)
     timeline: dict = {"metastore_id": metastore_id, "from": source, "to": target}
     async with store.pool.acquire() as lock:
-        if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id)):
+        key = move_lock_key(metastore_id)
+        if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
             raise MoveError("The metastore is being moved already.")
         try:
             await _recover(store, metastore_id)
             async with store.databases[source].acquire() as src, store.databases[target].acquire() as dst:
                 timeline.update(await _move(store, src, dst, ms, source, target, rounds))
         finally:
-            await lock.execute("SELECT pg_advisory_unlock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id))
+            await lock.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
     return timeline
 
 
@@ -284,8 +280,14 @@ async def _recover(store: Store, metastore_id: str | None = None) -> dict[str, i
         uuid.UUID(metastore_id) if metastore_id else None)}
     counts = {"deleted": 0, "unfenced": 0}
     for name, pool in store.databases.items():
-        rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
-                                uuid.UUID(metastore_id) if metastore_id else None)
+        try:
+            rows = await pool.fetch("SELECT id, fenced FROM metastores WHERE $1::uuid IS NULL OR id = $1",
+                                    uuid.UUID(metastore_id) if metastore_id else None)
+        except Exception as e:
+            if not is_db_unavailable(e):
+                raise
+            log.warning("database %s does not answer (%s): what moves left there is cleaned up later", name, e)
+            continue
         for row in rows:
             ms = str(row["id"])
             home = homes.get(ms)
@@ -306,8 +308,9 @@ async def _recover(store: Store, metastore_id: str | None = None) -> dict[str, i
 
 async def _lock_free(store: Store, metastore_id: str) -> bool:
     async with store.pool.acquire() as conn:
-        if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id)):
-            await conn.execute("SELECT pg_advisory_unlock($1, $2)", _LOCK_CLASS, _lock_key(metastore_id))
+        key = move_lock_key(metastore_id)
+        if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
+            await conn.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
             return True
     return False
 

@@ -99,6 +99,35 @@ async def test_search_changes_and_lineage_through_the_router(cluster, cws):
     assert status == 200 and [e["source"]["full_name"] for e in lineage["edges"]] == ["c.s.orders"]
 
 
+async def test_transactions_through_the_router(cluster, cws):
+    """A multi-asset transaction reaches the owner shard through the router: one version for all of it;
+    disjoint ones sent at once all commit, two writing the same table: one 409 naming it."""
+    def table(name: str) -> dict:
+        return {"op": "create", "type": "table", "body": {
+            "name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]}}
+
+    status, done = await cws.call("POST", "/shardcat/transactions", json={"operations": [
+        {"op": "create", "type": "catalog", "body": {"name": "c"}},
+        {"op": "create", "type": "schema", "body": {"name": "s", "catalog_name": "c"}},
+        *[table(f"t{i}") for i in range(4)]]})
+    assert status == 200, done
+    read_at = done["version"]
+
+    def comment(name: str, text: str) -> dict:
+        return {"read_at": read_at, "operations": [
+            {"op": "update", "type": "table", "name": f"c.s.{name}", "body": {"comment": text}}]}
+
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment(f"t{i}", "mine"))
+                                     for i in range(4)])
+    assert [s for s, _ in answers] == [200] * 4, answers
+    read_at = max(b["version"] for _, b in answers)
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment("t0", text))
+                                     for text in ("x", "y")])
+    assert sorted(s for s, _ in answers) == [200, 409], answers
+    assert "Conflict on table 'c.s.t0'" in next(b for s, b in answers if s == 409)["message"]
+
+
 async def test_killed_shard_metastores_are_served_again(cluster, cws):
     for i in range(5):
         assert (await cws.call("POST", "/catalogs", json={"name": f"k{i}"}))[0] == 200
@@ -266,3 +295,25 @@ async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster
     status, got = await client.call("GET", "/catalogs/direct")
     assert status == 200 and got == made
     assert client.shard_url != owner.url
+
+
+async def test_path_queries_through_the_router_page_on_the_owner_shard(cluster, cws):
+    """POST /shardcat/query reaches the owner shard; its page tokens (read-only POSTs) follow it there."""
+    await cws.call("POST", "/catalogs", json={"name": "q"})
+    await cws.call("POST", "/schemas", json={"name": "s", "catalog_name": "q"})
+    for name in ("a", "b", "c"):
+        status, _ = await cws.call("POST", "/tables", json={
+            "name": name, "catalog_name": "q", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]})
+        assert status == 200
+    found, token = [], None
+    for _ in range(5):
+        status, page = await cws.call("POST", "/shardcat/query", json={
+            "query": '/catalog[name = "q"]/schema/table/column[type = "LONG"]', "max_results": 2,
+            **({"page_token": token} if token else {})})
+        assert status == 200, page
+        found += [r["full_name"] for r in page["results"]]
+        token = page.get("next_page_token")
+        if token is None:
+            break
+    assert found == ["q.s.a.id", "q.s.b.id", "q.s.c.id"]

@@ -202,6 +202,12 @@ async def test_metastores_spread_moved_under_writes_and_one_database_down(two_db
         late = await new_tenant(running, http, admin, tmp_path, "while-db1-down")
         assert (await homes_of(running))[late.metastore_id] == "db0"
         assert (await late.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+        # A move to the server that is down: 503, and the metastore stays where it was, writable.
+        async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{other.metastore_id}/move",
+                             headers=admin, json={"database": "db1"}) as r:
+            assert r.status == 503, await r.text()
+        assert (await homes_of(running))[other.metastore_id] == "db0"
+        assert (await other.call("POST", "/schemas", {"name": "after_failed_move", "catalog_name": "main"}))[0] == 200
     finally:
         await asyncio.to_thread(start_stopped_embedded_postgres, dirs[1])
     # Back: its metastores answer again, with what they held.
@@ -325,3 +331,121 @@ async def test_writes_without_a_version_are_caught_up(two_dbs):
         await dst.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(ms))
         await src.close()
         await dst.close()
+
+
+async def test_cli_lists_databases_and_moves_a_metastore(two_dbs):
+    """`shardcat databases` and `shardcat move-metastore NAME --to DB` against the two-server catalog."""
+    from tests.integration.test_cli_client import _invoke
+
+    running, _, _ = two_dbs
+    flags = ["--server", running.url, "--token", running.admin_token_path.read_text().strip()]
+    ms = str(uuid.uuid4())
+    await running.store.create_metastore(ms, "cli-moved", {"owner": "admin"}, home="db0")
+    code, out, err = await asyncio.to_thread(_invoke, ["databases", "--json", *flags])
+    assert code == 0, err
+    assert [d["name"] for d in json.loads(out)["databases"]] == ["db0", "db1"]
+    code, out, err = await asyncio.to_thread(_invoke, ["move-metastore", "cli-moved", "--to", "db1", *flags])
+    assert code == 0, err
+    steps = dict(line.split(None, 1) for line in out.strip().splitlines()[2:])
+    assert steps["from"].strip() == "db0" and steps["to"].strip() == "db1" and float(steps["total_ms"]) > 0
+    assert (await homes_of(running))[ms] == "db1"
+    code, _, err = await asyncio.to_thread(_invoke, ["move-metastore", "cli-moved", "--to", "db1", *flags])
+    assert code == 1 and "FAILED_PRECONDITION" in err
+
+
+async def test_an_abandoned_move_is_undone_at_start(two_dbs):
+    """What a mover that died leaves (its source fenced, a partial copy elsewhere) is cleaned up by
+    `recover_moves`: the home unfenced and writable, the copy deleted."""
+    running, urls, _ = two_dbs
+    store = running.store
+    ms = str(uuid.uuid4())
+    await store.create_metastore(ms, f"abandoned-{ms[:8]}", {"owner": "admin"}, home="db0")
+    src, dst = await asyncpg.connect(urls[0]), await asyncpg.connect(urls[1])
+    try:
+        for conn in (src, dst):
+            await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        await homes._bulk_copy(src, dst, uuid.UUID(ms))
+        await src.execute("UPDATE metastores SET fenced = true WHERE id = $1", uuid.UUID(ms))
+        counts = await homes.recover_moves(store)
+        assert counts["unfenced"] >= 1 and counts["deleted"] >= 1
+        assert await src.fetchval("SELECT fenced FROM metastores WHERE id = $1", uuid.UUID(ms)) is False
+        assert await dst.fetchval("SELECT count(*) FROM metastores WHERE id = $1", uuid.UUID(ms)) == 0
+    finally:
+        await src.close()
+        await dst.close()
+    async with store.write(ms, 0) as tx:
+        pass
+    assert tx.version == 1
+    # A fence whose mover is gone (no lock held) is lifted by the next writer that meets it, after
+    # a second, without waiting for a restart.
+    src = await asyncpg.connect(urls[0])
+    try:
+        await src.execute("UPDATE metastores SET fenced = true WHERE id = $1", uuid.UUID(ms))
+    finally:
+        await src.close()
+    started = time.monotonic()
+    async with store.write(ms, 1) as tx:
+        pass
+    assert tx.version == 2 and 1.0 <= time.monotonic() - started < 5.0
+
+
+async def test_through_the_router_to_shard_actors(two_dbs, http, tmp_path):
+    """The same on shard actors (Ray) behind the router: each actor opens every home database; a
+    metastore on db1 moved to db0 under a writer, by the router's process, is followed by the
+    actor that serves it (its home relearned when db1 no longer has it); none of the writes fails
+    or is lost; db1 stopped answers 503 for its metastores only, through the router."""
+    _, urls, dirs = two_dbs
+    running = await start(ServeConfig(port=0, data_dir=tmp_path / "ray-catalog", shards=2,
+                                      db=[f"db0={urls[0]}", f"db1={urls[1]}"]))
+    try:
+        admin = {"Authorization": f"Bearer {running.admin_token_path.read_text().strip()}"}
+
+        async def move(t: Tenant, to: str) -> None:
+            if (await homes_of(running))[t.metastore_id] != to:
+                async with http.post(f"{running.url}{PREFIX}/shardcat/metastores/{t.metastore_id}/move",
+                                     headers=admin, json={"database": to}) as r:
+                    assert r.status == 200, await r.text()
+
+        moving = await new_tenant(running, http, admin, tmp_path, "ray-moving")
+        other = await new_tenant(running, http, admin, tmp_path, "ray-other")
+        await move(moving, "db1")
+        await move(other, "db1")
+        for t in (moving, other):
+            assert (await t.call("POST", "/catalogs", {"name": "main"}))[0] == 200
+        acknowledged, failed, stop = [], [], asyncio.Event()
+
+        async def writer():
+            i = 0
+            while not stop.is_set():
+                status, body = await moving.call("POST", "/schemas", {"name": f"r{i}", "catalog_name": "main"})
+                if status == 200:
+                    acknowledged.append(f"r{i}")
+                else:
+                    failed.append((status, body))
+                i += 1
+
+        task = asyncio.create_task(writer())
+        await asyncio.sleep(0.5)
+        await move(moving, "db0")
+        written_before = len(acknowledged)
+        await asyncio.sleep(0.5)
+        stop.set()
+        await task
+        assert not failed, failed[:3]
+        assert 0 < written_before < len(acknowledged)
+        status, body = await moving.call("GET", "/schemas?catalog_name=main&max_results=1000")
+        assert status == 200 and {s["name"] for s in body["schemas"]} == set(acknowledged)
+        # db1 down: its metastore answers 503 through the router; the moved one does not.
+        await asyncio.to_thread(stop_embedded_postgres, dirs[1])
+        try:
+            status, body = await other.call("POST", "/schemas", {"name": "while_down", "catalog_name": "main"})
+            assert status == 503 and body["error_code"] == "TEMPORARILY_UNAVAILABLE", (status, body)
+            assert (await moving.call("POST", "/schemas", {"name": "while_down", "catalog_name": "main"}))[0] == 200
+        finally:
+            await asyncio.to_thread(start_stopped_embedded_postgres, dirs[1])
+        deadline = time.monotonic() + 20
+        while (status := (await other.call("GET", "/catalogs/main"))[0]) != 200 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert status == 200
+    finally:
+        await running.stop()

@@ -120,6 +120,32 @@ async def test_alters_drops_and_grants_together(ws, server):
     assert status == 200 and b["table_id"] == body["results"][5]["table_id"]
 
 
+async def test_drops_of_every_kind_together(ws, server):
+    await setup(ws)
+    status, body = await ws.call("POST", TX, json={"operations": [
+        create("catalog", {"name": "other"}), create("schema", {"name": "x", "catalog_name": "other"}),
+        create("table", table("t", schema="x", catalog="other")),
+        create("view", {"name": "v", "catalog_name": "main", "schema_name": "s", "table_type": "VIEW",
+                        "columns": COLS, "view_definition": "SELECT 1"}),
+        create("volume", {"name": "vol", "catalog_name": "main", "schema_name": "s", "volume_type": "MANAGED"})]})
+    assert status == 200, body
+    before = await version(server, ws)
+    # a non-empty schema without force: refused as its endpoint refuses it, nothing dropped
+    drops = [{"op": "delete", "type": "view", "name": "main.s.v"}, {"op": "delete", "type": "volume", "name": "main.s.vol"},
+             {"op": "delete", "type": "schema", "name": "other.x"}]
+    status, body = await ws.call("POST", TX, json={"operations": drops})
+    assert status == 400 and body["error_code"] == "FAILED_PRECONDITION", body
+    assert body["message"].startswith("operations[2] (delete schema 'other.x') failed: Schema 'other.x' is not empty")
+    assert await exists(ws, "/tables/main.s.v") and await version(server, ws) == before
+    drops[2]["force"] = True
+    status, body = await ws.call("POST", TX, json={"operations": [
+        *drops, {"op": "delete", "type": "catalog", "name": "other"}]})
+    assert status == 200, body
+    assert body["version"] == before + 1
+    for path in ("/tables/main.s.v", "/volumes/main.s.vol", "/schemas/other.x", "/tables/other.x.t", "/catalogs/other"):
+        assert not await exists(ws, path), path
+
+
 async def test_delta_and_iceberg_commits_on_several_tables(ws, server):
     await setup(ws)
     # catalog-managed Delta tables (the helpers create them under main.s)
@@ -221,6 +247,23 @@ async def test_a_stale_read_is_a_409_naming_the_asset(ws, server):
     assert status == 409 and "Conflict on 'main.s.a'" in body["message"], body
 
 
+async def test_write_skew_is_refused(ws, server):
+    """Two transactions each read A and B and write one of them (the classic write skew): sent at once,
+    exactly one commits; the other is a 409 naming the asset the first wrote."""
+    await setup(ws)
+    read_at = await version(server, ws)
+    reads = {"main.s.a": read_at, "main.s.b": read_at}
+    answers = await asyncio.gather(*[ws.call("POST", TX, json={
+        "read_versions": reads, "operations": [update("table", f"main.s.{name}", {"comment": "on call"})]})
+        for name in ("a", "b")])
+    assert sorted(s for s, _ in answers) == [200, 409], answers
+    winner = next(n for (s, _), n in zip(answers, "ab") if s == 200)
+    message = next(b["message"] for s, b in answers if s == 409)
+    assert f"Conflict on 'main.s.{winner}'" in message, message
+    comments = [(await ws.call("GET", f"/tables/main.s.{n}"))[1].get("comment") for n in "ab"]
+    assert sorted(comments, key=str) == sorted([None, "on call"], key=str)
+
+
 async def test_raced_writes_of_the_same_asset_one_wins(ws, server):
     await setup(ws)
     read_at = await version(server, ws)
@@ -275,3 +318,112 @@ async def test_bad_requests_are_400_and_write_nothing(ws, server, body, says):
     assert status == 400 and answer["error_code"] == "INVALID_PARAMETER_VALUE", answer
     assert says in answer["message"], answer
     assert await version(server, ws) == before
+
+
+async def test_a_transaction_behind_another_owner_is_rebased_per_asset(pg_url, tmp_path):
+    """Two shards own the metastore (docs/design.md invariant 5): the second one's transaction runs
+    against a version it knows, meets the first one's writes as a VersionConflict, catches up and runs
+    again. Written assets disjoint: it commits, one version after them; a write of the same asset
+    after its read_at: 409 naming it; with the per-metastore check: 409 either way."""
+    import uuid
+
+    from shardcat.auth import Caller
+    from shardcat.catalog.service import CatalogService
+    from shardcat.catalog.transactions import TransactionService
+    from shardcat.errors import CatalogError
+    from shardcat.shards.shard import Shard
+    from shardcat.store.db import Store
+
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    try:
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"rebase-{ms[:8]}", {"storage_root": f"file://{tmp_path}/{ms}"})
+        caller = Caller("admin", 1, True, 1, ms)
+        first, second = Shard(store, "first"), Shard(store, "second")
+        await TransactionService(first).apply(caller, {"operations": [
+            create("catalog", {"name": "main"}), create("schema", {"name": "s", "catalog_name": "main"}),
+            create("table", table("a")), create("table", table("b"))]})
+        read_at = (await second.state(ms)).version          # the second shard knows this version
+        conflicts = second.stats["write_conflicts"]
+        await CatalogService(first).update(caller, "table", "main.s.a", {"comment": "first shard"})
+        await CatalogService(first).create(caller, "table", table("c"))
+        assert second.version_of(ms) == read_at               # it has not seen them
+        done = await TransactionService(second).apply(caller, {
+            "read_at": read_at, "read_versions": {"main.s.b": read_at},
+            "operations": [update("table", "main.s.b", {"comment": "second shard"}), create("table", table("d"))]})
+        assert second.stats["write_conflicts"] == conflicts + 1      # it met the other owner's writes, then rebased
+        assert done["version"] == read_at + 3
+        got = await CatalogService(second).get(caller, "table", "main.s.b")
+        assert got["comment"] == "second shard"
+        for body, says in (
+                ({"read_at": read_at, "operations": [update("table", "main.s.a", {"comment": "lost?"})]},
+                 "Conflict on table 'main.s.a'"),
+                ({"read_versions": {"main.s.a": read_at}, "operations": [update("table", "main.s.b", {})]},
+                 "Conflict on 'main.s.a'"),
+                ({"read_at": read_at + 2, "isolation": "metastore", "operations": [update("table", "main.s.b", {})]},
+                 "Conflict on the metastore")):
+            try:
+                await TransactionService(second).apply(caller, body)
+                raise AssertionError(f"committed: {body}")
+            except CatalogError as e:
+                assert e.code == "RESOURCE_CONFLICT" and says in e.message, e.message
+        assert (await CatalogService(first).get(caller, "table", "main.s.a"))["comment"] == "first shard"
+    finally:
+        await store.close()
+
+
+async def test_transactions_in_one_group_commit_conflict_per_asset(pg_url, tmp_path):
+    """Transactions queued behind a write in flight commit together in one group (shards/group_commit.py);
+    a later one of the group that writes an asset an earlier one of the group wrote (after its
+    read_at) is refused alone, though that write is not in the change log until the group commits;
+    the disjoint ones of the group commit."""
+    import uuid
+
+    from shardcat.auth import Caller
+    from shardcat.catalog.transactions import TransactionService
+    from shardcat.errors import CatalogError
+    from shardcat.shards.shard import Shard
+    from shardcat.store.db import Store
+
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    try:
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"group-{ms[:8]}", {"storage_root": f"file://{tmp_path}/{ms}"})
+        caller = Caller("admin", 1, True, 1, ms)
+        shard = Shard(store, "g")
+        service = TransactionService(shard)
+        await service.apply(caller, {"operations": [
+            create("catalog", {"name": "main"}), create("schema", {"name": "s", "catalog_name": "main"}),
+            *[create("table", table(n)) for n in "abc"]]})
+        read_at = shard.version_of(ms)
+        release, started = asyncio.Event(), asyncio.Event()
+
+        async def hold(tx, state):
+            started.set()
+            await release.wait()
+
+        held = asyncio.create_task(shard.write(ms, hold))
+        await started.wait()
+        groups = shard.stats["groups"]
+
+        async def outcome(name: str, comment: str):
+            try:
+                return (await service.apply(caller, {"read_at": read_at, "operations": [
+                    update("table", f"main.s.{name}", {"comment": comment})]}))["version"]
+            except CatalogError as e:
+                return e.message
+
+        queued = [asyncio.create_task(outcome(n, c)) for n, c in (("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"))]
+        await asyncio.sleep(0)              # all four queue behind the held write
+        assert len(shard.states[ms].pending) == 4
+        release.set()
+        await held
+        first, second, third, fourth = await asyncio.gather(*queued)
+        assert shard.stats["groups"] == groups + 1             # the four in one group
+        assert (first, second, fourth) == (read_at + 2, read_at + 3, read_at + 4), (first, second, third, fourth)
+        assert isinstance(third, str) and "Conflict on table 'main.s.a'" in third, third
+        assert f"at version {read_at + 2}" in third, third
+    finally:
+        await store.close()
