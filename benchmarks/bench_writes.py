@@ -195,8 +195,9 @@ class HttpTarget:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds so far of these processes' trees (a server with its Ray workers, PostgreSQL)."""
-    return sum(h.tree_cpu(pids).values())
+    """CPU seconds so far of these processes' trees (a server with its Ray workers, PostgreSQL), the
+    processes that ended included: PostgreSQL's backends come and go with the pool's connections."""
+    return h.tree_cpu_total(pids)
 
 
 def own_cpu_seconds() -> float:

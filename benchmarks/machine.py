@@ -64,6 +64,23 @@ def tree_cpu(pids: list[int]) -> dict[int, float]:
     return out
 
 
+def tree_cpu_total(pids: list[int]) -> float:
+    """User+system CPU seconds of these processes' trees, the descendants that ended included: each
+    live process's own and its reaped children's (which the kernel adds to the parent when it waits
+    for them). It only grows, so the difference of two readings is the CPU used in between, even
+    when processes ended meanwhile (a PostgreSQL backend whose connection closed): a sum over the
+    live processes alone then drops by what the ended ones had used, and can come out negative."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            for q in (p, *p.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    t = q.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
 

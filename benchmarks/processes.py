@@ -51,14 +51,18 @@ def _die_with_parent() -> None:
 
 
 def spawn(argv: list[str], logfile: Path, ready: str, name: str,
-          start_timeout: float = START_TIMEOUT) -> tuple[Child, re.Match]:
-    """Start `argv` (output to `logfile`); wait, bounded, until its output matches the regex `ready`."""
-    log(f"  $ {shlex.join(argv)}")
+          start_timeout: float = START_TIMEOUT, tree: Path | None = None) -> tuple[Child, re.Match]:
+    """Start `argv` (output to `logfile`); wait, bounded, until its output matches the regex `ready`.
+    `tree`: another checkout whose shardcat it runs (its directory and PYTHONPATH), e.g. an older commit's."""
+    log(f"  $ {shlex.join(argv)}" + (f"  (in {tree})" if tree else ""))
     # RAY_ADDRESS=local: a shardcat with shards starts a Ray of its own (never joins another's,
     # e.g. a test suite's), which dies with it; its shards then listen on loopback.
     env = {**os.environ, "RAY_ADDRESS": "local"}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     with open(logfile, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=tree or ROOT,
                                 env=env, start_new_session=True,
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     child = Child(proc, name, logfile)
@@ -189,13 +193,13 @@ class Server:
 
 
 def start_shardcat(data_dir: Path, db_url: str, *extra: str, name: str = "shardcat", wrapper: tuple[str, ...] = (),
-                   start_timeout: float = START_TIMEOUT) -> Server:
+                   start_timeout: float = START_TIMEOUT, tree: Path | None = None) -> Server:
     """`shardcat serve` as its own process (never in the load generator's event loop); `wrapper`
-    runs it under another program (e.g. valgrind)."""
+    runs it under another program (e.g. valgrind); `tree`: the shardcat of another checkout."""
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [*wrapper, sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir),
             "--db", db_url, "--log-level", "WARNING", *extra]
-    child, match = spawn(argv, data_dir / f"{name}.log", r"admin token in (\S+)", name, start_timeout)
+    child, match = spawn(argv, data_dir / f"{name}.log", r"admin token in (\S+)", name, start_timeout, tree)
     api = re.search(r"shardcat listening on (http://\S+)", data_dir.joinpath(f"{name}.log").read_text()).group(1)
     token = Path(match.group(1)).read_text().strip()
     log(f"  {name} listening on {api} (pid {child.pid})")

@@ -50,6 +50,21 @@ class PrivilegeIndex:
         self.num(root_id)
         self.kind[0] = "metastore"
 
+    def copy(self, cls: type | None = None) -> "PrivilegeIndex":
+        """An independent copy, as `cls` (a subclass) if given: a read at a past version adds the
+        assets dropped since to its own copy (governance/authorize.py)."""
+        cls = cls or PrivilegeIndex
+        out = cls.__new__(cls)
+        out.root_id, out.root_owner = self.root_id, self.root_owner
+        out._num, out._key, out._free = dict(self._num), list(self._key), list(self._free)
+        out.parent, out.kind, out.owner, out.name = dict(self.parent), dict(self.kind), dict(self.owner), dict(self.name)
+        out.children = {k: BitMap(v) for k, v in self.children.items()}
+        out.owned = {k: BitMap(v) for k, v in self.owned.items()}
+        out.grants = dict(self.grants)      # values are replaced, never changed in place
+        out.bits = {k: BitMap(v) for k, v in self.bits.items()}
+        out.any_grant = {k: BitMap(v) for k, v in self.any_grant.items()}
+        return out
+
     # ---- ids -----------------------------------------------------------------
 
     def num(self, sid: str) -> int:

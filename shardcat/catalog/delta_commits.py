@@ -6,7 +6,7 @@ bump and its change-log row, so commits are serialized per metastore, visible to
 that owns the metastore, and survive shard moves and restarts. The rules themselves are in
 shardcat/delta/commits.py. This module also teaches table creation which new managed Delta
 tables are catalog-managed (their own `delta.feature.catalogManaged` property, or their
-schema's or catalog's as the default): `catalog_managed`, which catalog/service.py composes.
+schema's or catalog's as the default): `catalog_managed`, which catalog/tables.py composes.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UN
 
 async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:
     """A new table, as catalog-managed if it is a managed Delta table that asks for it (or whose
-    schema or catalog does): part of table creation (catalog/service.py)."""
+    schema or catalog does): part of table creation (catalog/tables.py)."""
     info = table.info
     if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
         if rules.is_catalog_managed(info.get("properties")):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import shutil
 import uuid
 
 from aiohttp import web
@@ -40,11 +39,12 @@ from ..iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view
 from ..iceberg.tables import props as _props
 from ..entities.values import now_ms
 from ..shards.locations import require_external_location
-from ..shards.shard import MetastoreState, Shard
+from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
+from ..store import history
 from ..store.db import WriteTx
 from ..web.kit import encode_json, json_body, ok
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
-from . import assets, service
+from . import assets
 from .service import CatalogService
 
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
@@ -353,7 +353,7 @@ class IcebergCatalog:
             props = info.get("properties") or {}
             bare = {**info, "properties": {k: v for k, v in props.items() if k not in POINTER_KEYS}}
             row = self._row(caller, schema, name, table_id, bare, now, state)
-            asset = await service.create_table(self.catalogs, tx, state, row, schema)     # the table rules
+            asset = await self.catalogs.tables.on_create(tx, state, row, schema, {})     # the table rules (tables.py)
             pointer = {k: v for k, v in props.items() if k in POINTER_KEYS}
             asset = dataclasses.replace(asset, info={**asset.info, "properties": {**_props(asset), **pointer}})
             if expect_path is not None and asset.storage_path != expect_path:
@@ -583,9 +583,11 @@ class IcebergCatalog:
     async def drop(self, caller: Caller, full_name: str, purge: bool, view: bool = False) -> None:
         asset = await self._table(caller, full_name, view)
         await self.catalogs.delete(caller, "table", full_name)
-        path = _local_path(asset.storage_path) if purge and asset.storage_path else None
-        if path is not None:        # purge: data and metadata go too (local storage; cloud storage is kept)
-            await asyncio.to_thread(shutil.rmtree, path, True)
+        if purge and asset.storage_path:
+            # Data and metadata go too (local storage; cloud storage is kept), once the table can no
+            # longer be undropped: when its history is purged (catalog/versions.py, docs/versions.md).
+            await history.request_storage_purge(self.shard.store, asset.metastore_id, asset.id,
+                                                WRITTEN_VERSION.get())
 
     async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
         source, destination = body.get("source"), body.get("destination")

@@ -15,6 +15,7 @@ from ..entities.names import check_name
 from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import is_metastore_admin
+from ..store import homes
 from ..store.db import Metastore, MetastoreGone, Store, WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
@@ -143,6 +144,29 @@ class AccountService:
         except MetastoreGone:
             raise not_found(f"Metastore '{metastore_id}' does not exist.") from None
 
+    async def databases(self, caller: Caller) -> dict:
+        """The PostgreSQL servers metastores live in (docs/cluster.md "Home databases")."""
+        require_account_admin(caller, "list the databases")
+        return {"databases": await homes.databases(self.store)}
+
+    async def move(self, caller: Caller, metastore: str, body: dict) -> dict:
+        """Move a metastore (by id or name) to another home database, online; the move's timeline."""
+        require_account_admin(caller, "move a metastore between databases")
+        target = body.get("database")
+        if not isinstance(target, str) or not target:
+            raise invalid("Missing required field 'database' (the name of the database to move the metastore to).")
+        metastore_id = await self.store.metastore_named(metastore)
+        if metastore_id is None:
+            raise not_found(f"Metastore '{metastore:.60}' does not exist.")
+        if target not in self.store.databases:
+            raise invalid(f"No database is named '{target:.40}'; the databases are {', '.join(self.store.databases)}.")
+        try:
+            return await homes.move_metastore(self.store, metastore_id, target)
+        except homes.MoveError as e:
+            raise CatalogError("FAILED_PRECONDITION", str(e)) from None
+        except MetastoreGone:
+            raise not_found(f"Metastore '{metastore:.60}' does not exist.") from None
+
     async def unassign(self, caller: Caller, workspace_id: str, metastore_id: str | None) -> None:
         require_account_admin(caller, "remove a workspace's metastore")
         workspace = _workspace_id(workspace_id)
@@ -190,6 +214,11 @@ class MetastoreService:
         fields = METASTORE.check_update(body)
         name = check_name(fields.pop("name"), "metastore") if "name" in fields else m.name
         now = now_ms()
+        if name != m.name:
+            try:        # the account's names are unique in the directory (its home may be another database)
+                await self.store.rename_in_directory(m.id, name)
+            except KeyError:
+                raise already_exists(f"Metastore '{name}' already exists.") from None
 
         async def write(tx: WriteTx, state: MetastoreState):
             current = await self.store.get_metastore(metastore_id)

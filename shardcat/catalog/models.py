@@ -22,14 +22,15 @@ from ..auth import Caller
 from ..entities.urls import join_url
 from ..entities.asset import Asset
 from ..entities.names import check_name, split_full_name
-from ..entities.types import MODEL_VERSION
+from ..entities.types import MODEL_VERSION, REGISTERED_MODEL
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
-from .assets import AssetService, _check_free, _managed_root, render
+from .assets import _check_free, _managed_root, render
+from .crud import TypeService
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from ..shards.shard import MetastoreState
+from ..shards.shard import MetastoreState, Shard
 from ..governance import audit
 from ..governance.vending import vend
 
@@ -78,7 +79,17 @@ def check_alias(alias) -> str:
     return alias
 
 
-async def create_model(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+class RegisteredModels(TypeService):
+    """The models themselves (the generic operations); their versions and aliases are ModelService's."""
+
+    def __init__(self, shard: Shard):
+        super().__init__(shard, REGISTERED_MODEL)
+
+    async def on_create(self, tx, state, asset, schema, flags):
+        return await create_model(tx, state, asset, schema)
+
+
+async def create_model(tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     location = join_url(await _managed_root(tx, state, schema), "models", asset.id)
     _check_free(state, location, "storage_location", inside_managed=True)
     info = {**asset.info, "storage_location": location, "aliases": [], _MAX_VERSION: 0}
@@ -88,7 +99,7 @@ async def create_model(service, tx: WriteTx, state: MetastoreState, asset: Asset
 class ModelService:
     """The /models endpoints, over the generic CRUD for the models themselves."""
 
-    def __init__(self, catalogs: AssetService):
+    def __init__(self, catalogs):
         self.catalogs = catalogs
         self.shard = catalogs.shard
 

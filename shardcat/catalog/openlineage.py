@@ -222,19 +222,20 @@ class OpenLineageService:
 
 
     async def dependents(self, caller: Caller, asset) -> list[dict]:
-        """What lineage says was written from `asset` (a table just dropped): those tables by name,
-        or `{"hidden": true}` for those the caller may not read."""
+        """What lineage says was written from `asset` (a table about to be dropped): those tables by
+        name, or `{"hidden": true}` for those the caller may not read (`asset` itself too: it is going)."""
         down = await self.shard.store.lineage_edges(caller.metastore(), [asset.id], False)
         shown = await self._visible(caller, [e["target_id"] for e in down])
         out = []
         for e in sorted(down, key=lambda e: e["target_name"]):
-            found = shown(e["target_id"])
+            found = shown(e["target_id"]) if e["target_id"] != asset.id else None
             out.append({"full_name": found.full_name, "securable_type": "TABLE"} if found else {"hidden": True})
         return out
 
 
 async def dropped_table_dependents(shard: Shard, caller: Caller, asset) -> list[dict]:
-    """The tables lineage records as written from a dropped table (DELETE /tables answers them)."""
+    """The tables lineage records as written from a table about to be dropped (DELETE /tables answers
+    them once it is gone: read before, so that nothing can fail after the drop is done)."""
     return await OpenLineageService(shard).dependents(caller, asset)
 
 

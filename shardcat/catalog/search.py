@@ -25,6 +25,8 @@ from ..entities.types import TYPES
 from ..entities.text import bad_char
 from ..errors import invalid
 from ..governance.authorize import authorizer
+from ..store import history
+from ..store.history import READ_AT
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
 from ..web.kit import ok
@@ -119,8 +121,16 @@ class SearchService:
             first = _like(words[0])
             ranks = (words[0], first + "%", f"%{first}%")
         ms = caller.metastore()
-        found = await self.shard.read(ms, self.shard.store.search(
-            ms, types, [f"%{_like(w)}%" for w in words], ranks, after, limit + 1, tags))
+        patterns = [f"%{_like(w)}%" for w in words]
+        past = READ_AT.get()
+        if past is not None:        # as the metastore was at a past version (catalog/versions.py)
+            await self.shard.state(ms, caller.min_version)
+            found = await history.search_at(self.shard.store, ms, past.version, types, patterns, ranks, after,
+                                            limit + 1, tags)
+            await history.with_ancestors(self.shard.store, ms, past, [a for _, a in found])
+        else:
+            found = await self.shard.read(ms, self.shard.store.search(ms, types, patterns, ranks, after, limit + 1,
+                                                                      tags))
         page = found[:limit]
         authz = await authorizer(self.shard, caller)
         visible = set()

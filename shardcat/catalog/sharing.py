@@ -35,7 +35,7 @@ from ..governance.authorize import Authz, authorizer, carries_policies, denied
 from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
-from .toplevel import TopLevel, crud_routes
+from .crud import MetastoreLevel, crud_routes
 from ..web.kit import json_body, ok
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
@@ -123,7 +123,7 @@ def _object_fields(obj: dict, into: dict) -> dict:
     return out
 
 
-class Shares(TopLevel):
+class Shares(MetastoreLevel):
     def __init__(self, shard: Shard):
         super().__init__(shard, SHARE, "Share")
 
@@ -133,7 +133,7 @@ class Shares(TopLevel):
         out.setdefault("objects", [])
         return out
 
-    async def on_create(self, tx, state, asset, flags):
+    async def on_create(self, tx, state, asset, parent, flags):
         return dataclasses.replace(asset, info={**asset.info, "objects": [], "permissions": {}})
 
     async def _new_object(self, tx, obj: dict, caller_name: str, now: int, authz: Authz) -> dict:
@@ -293,7 +293,7 @@ def _ip_access_list(value) -> dict:
     return {"allowed_ip_addresses": ips}
 
 
-class Recipients(TopLevel):
+class Recipients(MetastoreLevel):
     def __init__(self, shard: Shard, shares: Shares):
         super().__init__(shard, RECIPIENT, "Recipient")
         self.shares = shares
@@ -321,7 +321,7 @@ class Recipients(TopLevel):
         lifetime = (meta.info if meta else {}).get("delta_sharing_recipient_token_lifetime_in_seconds")
         return lifetime if isinstance(lifetime, int) and lifetime > 0 else DEFAULT_TOKEN_LIFETIME_S
 
-    async def on_create(self, tx, state, asset, flags):
+    async def on_create(self, tx, state, asset, parent, flags):
         info = dict(asset.info)
         kind = info["authentication_type"]
         if kind not in AUTH_TYPES:
@@ -351,7 +351,7 @@ class Recipients(TopLevel):
             info["ip_access_list"] = _ip_access_list(fields["ip_access_list"])
         return dataclasses.replace(new, info=info)
 
-    def created_output(self, asset: Asset, flags: dict) -> dict:
+    def written_output(self, caller: Caller, asset: Asset, flags: dict) -> dict:
         token_id, plain = flags.get("bearer_token", (None, None))
         return _show_tokens(self.output(asset), {token_id: plain} if token_id else {})
 
@@ -426,7 +426,7 @@ def _profile(text: str) -> dict:
     return profile
 
 
-class Providers(TopLevel):
+class Providers(MetastoreLevel):
     def __init__(self, shard: Shard):
         super().__init__(shard, PROVIDER, "Provider")
 
@@ -441,7 +441,7 @@ class Providers(TopLevel):
             out["recipient_profile_str"] = json.dumps(redacted)
         return out
 
-    async def on_create(self, tx, state, asset, flags):
+    async def on_create(self, tx, state, asset, parent, flags):
         info = dict(asset.info)
         kind = info["authentication_type"]
         if kind not in AUTH_TYPES:

@@ -45,7 +45,7 @@ from ..shards.locations import outside_locations
 from ..web.paging import decode_token, encode_token, page_size
 from .assets import render
 from .path_access import authorize_path
-from .toplevel import TopLevel, crud_routes
+from .crud import MetastoreLevel, crud_routes
 from ..web.kit import ok
 
 PURPOSES = ("STORAGE", "SERVICE")
@@ -100,15 +100,14 @@ def _given_kinds(fields: dict) -> list[str]:
     return [k for k in CREDENTIAL_KINDS if k in fields]
 
 
-class Credentials(TopLevel):
+class Credentials(MetastoreLevel):
     """`purpose_only="STORAGE"` serves the 2.1 `/storage-credentials` view of the same objects."""
 
     def __init__(self, shard: Shard, purpose_only: str | None = None, label: str = "Credential"):
         super().__init__(shard, CREDENTIAL, label)
         self.purpose_only = purpose_only
-
-    def visible(self, asset: Asset) -> bool:
-        return self.purpose_only is None or asset.info.get("purpose") == self.purpose_only
+        if purpose_only is not None:
+            self.shows = lambda asset: asset.info.get("purpose") == purpose_only
 
     def output(self, asset: Asset) -> dict:
         out = render(asset)
@@ -117,7 +116,7 @@ class Credentials(TopLevel):
                 out[kind] = {k: v for k, v in out[kind].items() if k not in _KIND_FIELDS[kind][1]}
         return out
 
-    async def on_create(self, tx, state, asset, flags):
+    async def on_create(self, tx, state, asset, parent, flags):
         info = dict(asset.info)
         purpose = info.get("purpose") or "STORAGE"
         if purpose not in PURPOSES:
@@ -175,7 +174,7 @@ class Credentials(TopLevel):
                 f"'{dependents[0].name}'. Delete them first or pass force=true.")
 
 
-class ExternalLocations(TopLevel):
+class ExternalLocations(MetastoreLevel):
     def __init__(self, shard: Shard):
         super().__init__(shard, EXTERNAL_LOCATION, "External location")
 
@@ -199,7 +198,7 @@ class ExternalLocations(TopLevel):
         if hit is not None:
             raise invalid(f"The url '{url}' overlaps external location '{hit[1].full_name}' at '{hit[0]}'.")
 
-    async def on_create(self, tx, state, asset, flags):
+    async def on_create(self, tx, state, asset, parent, flags):
         info = dict(asset.info)
         url = storage_url(info["url"])
         self._check_url_free(state, url)
@@ -433,7 +432,7 @@ def storage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
             if purpose not in PURPOSES:
                 raise invalid(f"Unknown purpose '{purpose:.40}'; expected one of {', '.join(PURPOSES)}.")
             service = Credentials(shard, purpose_only=purpose)
-        return ok(await service.list(request["caller"], request.query.get("max_results"),
+        return ok(await service.list(request["caller"], None, request.query.get("max_results"),
                                      request.query.get("page_token")))
 
     async def files(request):

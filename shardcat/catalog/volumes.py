@@ -1,4 +1,4 @@
-"""Volumes: the storage rule a volume adds to the generic asset operations (assets.py; composed in service.py).
+"""Volumes: the storage rule a volume adds to the generic type service (crud.py).
 
 A MANAGED volume gets its storage from the catalog, under the nearest storage root
 (`<root>/volumes/<volume_id>`), like a managed table; an EXTERNAL volume names its own
@@ -16,12 +16,22 @@ from ..errors import invalid
 from ..store.db import WriteTx
 from ..shards.locations import require_external_location
 from .assets import _check_free, _managed_root, _storage_url
-from ..shards.shard import MetastoreState
+from .crud import TypeService
+from ..entities.types import VOLUME
+from ..shards.shard import MetastoreState, Shard
 
 VOLUME_TYPES = ("MANAGED", "EXTERNAL")
 
 
-async def create_volume(service, tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
+class Volumes(TypeService):
+    def __init__(self, shard: Shard):
+        super().__init__(shard, VOLUME)
+
+    async def on_create(self, tx, state, asset, schema, flags):
+        return await create_volume(tx, state, asset, schema)
+
+
+async def create_volume(tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
     info = dict(asset.info)
     volume_type = info["volume_type"]
     if volume_type not in VOLUME_TYPES:

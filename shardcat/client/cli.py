@@ -1,5 +1,5 @@
-"""`shardcat catalog|schema|table|volume|model create|list|get|delete`, `shardcat search` and
-`shardcat lineage`: the client subcommands.
+"""`shardcat catalog|schema|table|volume|model create|list|get|delete`, `shardcat search`,
+`shardcat lineage`, `shardcat databases` and `shardcat move-metastore`: the client subcommands.
 
 Each object kind is a REST collection described by a `Kind` (its path, list key, name depth,
 list columns and create options); the four actions are the same generic REST calls for all of
@@ -100,6 +100,11 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
     lineage.add_argument("--volume", action="store_true", help="the name is a volume's")
     lineage.add_argument("--direction", choices=("upstream", "downstream", "both"), default="both")
     lineage.add_argument("--depth", type=_positive, default=1, help="hops to follow (default 1, at most 10)")
+    move = commands.add_parser("move-metastore", parents=[common],
+                               help="move a metastore to another home database, online (docs/cluster.md)")
+    move.add_argument("metastore", metavar="NAME", help="the metastore's name or id")
+    move.add_argument("--to", required=True, metavar="DB", dest="database", help="the database's name (db1, ...)")
+    commands.add_parser("databases", parents=[common], help="the PostgreSQL servers and their metastore counts")
 
 
 def _positive(text: str) -> int:
@@ -247,6 +252,15 @@ def lineage(client: Client, args: argparse.Namespace) -> dict:
         "direction": args.direction, "depth": str(args.depth)})
 
 
+def move_metastore(client: Client, args: argparse.Namespace) -> dict:
+    return client.call("POST", f"/shardcat/metastores/{urllib.parse.quote(args.metastore, safe='')}/move",
+                       body={"database": args.database})
+
+
+def list_databases(client: Client, args: argparse.Namespace) -> list[dict]:
+    return client.call("GET", "/shardcat/databases")["databases"]
+
+
 def _lineage_rows(answer: dict) -> list[dict]:
     def name(node: dict) -> str:
         return node.get("full_name", "(hidden)") + (" (dropped)" if node.get("deleted") else "")
@@ -259,6 +273,10 @@ QUERIES = {  # command -> (run, JSON of the result, table rows of the result, ta
     "search": (search, lambda r: {"results": r}, lambda r: r, ("full_name", "securable_type", "match", "comment")),
     "lineage": (lineage, lambda r: r, _lineage_rows,
                 ("direction", "hops", "source", "target", "runs", "last_at", "jobs")),
+    "move-metastore": (move_metastore, lambda r: r, lambda r: [{"step": k, "value": v} for k, v in r.items()],
+                       ("step", "value")),
+    "databases": (list_databases, lambda r: {"databases": r}, lambda r: r,
+                  ("name", "directory", "metastores", "available")),
 }
 
 

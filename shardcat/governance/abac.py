@@ -192,6 +192,15 @@ def parse_all(stored: dict | None) -> list[Policy]:
     return [Policy.of(p) for p in (stored or {}).values()]
 
 
+def current_policies(shard, metastore_id: str, min_version: int = 0) -> list[Policy] | None:
+    """`policies_of` without waiting, when the shard holds them at a version new enough (every
+    cached read after the first); None when `policies_of` must be awaited."""
+    state = shard.states.get(metastore_id)
+    if state is None or state.policies is None or state.version < min_version:
+        return None
+    return state.policies
+
+
 async def policies_of(shard, metastore_id: str, min_version: int = 0) -> list[Policy]:
     """The metastore's policies at the shard's version: cached on the state until its record changes."""
     shard.follow(POLICIES)

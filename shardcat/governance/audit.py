@@ -17,7 +17,6 @@ paging, for account admins (all events) and metastore admins (their metastore's)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 import inspect
@@ -145,6 +144,18 @@ class AuditLog:
             while self.pending:
                 await self._write_batch()
 
+    async def _write_due(self) -> None:
+        """The background task's turn: what is pending, written in COPYs of at least `batch` rows
+        while that many are waiting (the rest waits for the next wake-up or `interval`). Under load,
+        rows keep arriving while a COPY runs; writing them at once, as `flush` does, made a stream
+        of COPYs of a few rows each, and a COPY's own cost (a statement, a round trip, the pool) was
+        paid every few requests instead of every few hundred."""
+        async with self._lock:
+            while self.pending:
+                await self._write_batch()
+                if len(self.pending) < self.batch:
+                    return
+
     async def _run(self) -> None:
         backoff = self.interval
         while True:
@@ -154,7 +165,7 @@ class AuditLog:
                 pass
             self._wake.clear()
             try:
-                await self.flush()
+                await self._write_due()
                 backoff = self.interval
             except asyncio.CancelledError:
                 raise
@@ -458,23 +469,38 @@ def _row(request: web.Request, response: web.StreamResponse, current: dict, rout
                    status, error_code, message)
 
 
-@contextlib.contextmanager
-def answering(audit_log: AuditLog, request_id: str, method: str, route_pattern: str):
+class FrontRoute:
+    """What every row a front records for one route shares (the route, its row label, its action),
+    worked out once when the front starts instead of per request (`answering`, `answered_row`)."""
+
+    __slots__ = ("route", "label", "action")
+
+    def __init__(self, method: str, route_pattern: str):
+        self.route, self.label, self.action = _route_facts(method, route_pattern)
+
+
+class answering:
     """The audit context the middleware gives a request, for one a front answers itself: what
-    `record_all` and `annotate` find while it is worked out."""
-    token = _request.set({"log": audit_log, "request_id": request_id, "route": _route_facts(method, route_pattern)[1]})
-    try:
-        yield
-    finally:
-        _request.reset(token)
+    `record_all` and `annotate` find while it is worked out. (A class, not a generator: this is
+    entered on every request a front answers.)"""
+
+    __slots__ = ("current", "token")
+
+    def __init__(self, audit_log: AuditLog, request_id: str, route: FrontRoute):
+        self.current = {"log": audit_log, "request_id": request_id, "route": route.label}
+
+    def __enter__(self) -> None:
+        self.token = _request.set(self.current)
+
+    def __exit__(self, *exc) -> None:
+        _request.reset(self.token)
 
 
-def answered_row(method: str, route_pattern: str, match: dict, caller, request_id: str, at: int) -> tuple:
+def answered_row(route: FrontRoute, match: dict, caller, request_id: str, at: int) -> tuple:
     """The row the middleware records for a request answered 200 whose route names its securable
     and whose handler names none: for a front answering such a request itself (serving/front.py)."""
-    route, label, action = _route_facts(method, route_pattern)
-    kind, name, ident = _securable_from_route(route, match)
-    return _row_of(at, request_id, caller, action, label, kind, name, ident, 200, None, None)
+    kind, name, ident = _securable_from_route(route.route, match)
+    return _row_of(at, request_id, caller, route.action, route.label, kind, name, ident, 200, None, None)
 
 
 def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, name, ident, status: int,

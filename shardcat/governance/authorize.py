@@ -15,6 +15,8 @@ and schemas above it.
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyroaring import BitMap
@@ -22,6 +24,7 @@ from pyroaring import BitMap
 from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
+from ..store.history import READ_AT
 from ..errors import CatalogError
 from . import abac
 from . import privileges as P
@@ -229,17 +232,19 @@ class Authz:
         return kind in ("catalog", "schema") and n in ix.above(ix.with_any_grant(self.principals) |
                                                                ix.owned_by(self.principals))
 
-    def require_or_missing(self, kind: str, op: str, asset: Asset | None, missing: CatalogError | None, *,
+    def require_or_missing(self, kind: str, op: str, asset: Asset | None,
+                           missing: CatalogError | Callable[[], CatalogError] | None, *,
                            parent: Asset | None = None) -> None:
         """`require`, except that a refusal on an asset (for a create: the container) the caller
         may not see raises `missing`: the very error a missing name gives, so refusals tell no
-        one what exists."""
+        one what exists. `missing` may be a function making it (the reads' hot path: made only
+        when refused)."""
         decision = self.decide(kind, op, asset, parent=parent)
         if decision.allowed:
             return
         target = parent if op == "create" else asset
         if missing is not None and target is not None and not self.sees(target.type, target):
-            raise missing
+            raise missing() if callable(missing) else missing
         raise denied(decision.reason)
 
     def require_view_owner_change(self, view: Asset, new_owner: str) -> None:
@@ -289,7 +294,25 @@ class Authz:
         above. None: everything (admins)."""
         if self.admin:
             return None
+        if isinstance(self.index, PastIndex):
+            return _PastVisible(self, kind, self._n(parent))
         return self._visible_n(kind, self._n(parent))
+
+    def visible_under_id(self, kind: str, parent_id: str | None) -> BitMap | None:
+        """`visible_under` by the parent's id, adding nothing to the index: a parent the index does
+        not know (dropped since an older snapshot) shows no children. None: everything (admins)."""
+        if self.admin:
+            return None
+        n = 0 if parent_id is None or parent_id == self.index.root_id else self.index.find(parent_id)
+        return BitMap() if n is None or (n and n not in self.index.kind) else self._visible_n(kind, n)
+
+    def may_read_known(self, asset: Asset) -> bool:
+        """Whether the caller may read an asset the index knows (what reading its grants needs);
+        False for one it does not know, without adding it."""
+        if self.admin:
+            return True
+        n = self.index.find(asset.id)
+        return n is not None and n in self.index.kind and self.decide(asset.type, "read", asset).allowed
 
     def _visible_n(self, kind: str, parent_n: int) -> BitMap:
         ix, principals = self.index, self.principals
@@ -334,14 +357,72 @@ _VERB = {"read": "read", "update": "update", "owner": "change the owner of", "de
 
 
 async def authorizer(shard, caller: Caller) -> Authz:
-    """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index."""
-    policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
+    """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index.
+    A read at a past version (store/history.py `READ_AT`) is decided by today's grants and owners
+    over the assets as they were then: a copy of today's index that the assets dropped since join."""
+    policies = abac.current_policies(shard, caller.metastore(), caller.min_version)
+    if policies is None:
+        policies = await abac.policies_of(shard, caller.metastore(), caller.min_version)
     if caller.is_account_admin:
         authz = Authz(caller, None)
     else:
-        authz = Authz(caller, await privilege_index(shard, caller.metastore(), caller.min_version))
+        index = await privilege_index(shard, caller.metastore(), caller.min_version)
+        past = READ_AT.get()
+        if past is not None:
+            index = _past_index(index, shard.version_of(caller.metastore()), past.version)
+        authz = Authz(caller, index)
     authz.policies = policies
     return authz
+
+
+class _PastVisible:
+    """`visible_under` at a past version: the assets gone since join the index as the listing
+    finds them (after the set was asked for), so the set is worked out again when it grew."""
+
+    def __init__(self, authz: Authz, kind: str, parent_n: int):
+        self.authz, self.kind, self.parent_n = authz, kind, parent_n
+        self.size, self.bits = -1, BitMap()
+
+    def __contains__(self, n) -> bool:
+        if n is None:
+            return False
+        if n not in self.bits and self.size != len(self.authz.index):
+            self.size = len(self.authz.index)
+            self.bits = self.authz._visible_n(self.kind, self.parent_n)
+        return n in self.bits
+
+
+class PastIndex(PrivilegeIndex):
+    """Today's privilege index, copied, for reads at one past version: an asset the request found
+    then (`PastRead.seen`) that is gone today joins it, below its ancestors, when first asked for."""
+
+    def find(self, sid: str) -> int | None:
+        n = self._num.get(sid)
+        if n is None:
+            past = READ_AT.get()
+            asset = past.seen.get(sid) if past is not None else None
+            if asset is not None:
+                parent = past.seen.get(asset.parent_id)
+                if parent is not None and parent.id not in self._num:
+                    self.find(parent.id)
+                self.put(asset.id, asset.parent_id, asset.type, asset.info.get("owner"), asset.full_name)
+                n = self._num.get(sid)
+        return n
+
+
+# today's index (by identity) -> {(its version, the past version): its copy}: few, reused by the
+# reads at one version until the metastore changes.
+_PAST_INDEXES: "weakref.WeakKeyDictionary[PrivilegeIndex, dict]" = weakref.WeakKeyDictionary()
+
+
+def _past_index(index: PrivilegeIndex, today: int | None, version: int) -> PastIndex:
+    copies = _PAST_INDEXES.setdefault(index, {})
+    found = copies.get((today, version))
+    if found is None:
+        if len(copies) >= 4:
+            copies.clear()
+        found = copies[(today, version)] = index.copy(PastIndex)
+    return found
 
 
 # ---- data access: tables, volumes, model versions, external locations ------------------

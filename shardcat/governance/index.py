@@ -77,7 +77,7 @@ async def on_reconcile(store, state, changed: list[str], assets: list[Asset]) ->
     index = state.privileges
     if index is None or not changed:
         return
-    held = await grants_of(store, changed)
+    held = await grants_of(store, state.id, changed)
     found = {a.id for a in assets}
     for a in assets:
         if a.type != "staging_table":

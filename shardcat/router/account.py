@@ -27,6 +27,9 @@ class AccountApi:
             web.put(ws, self.put_assignment),
             web.patch(ws, self.patch_assignment),
             web.delete(ws, self.delete_assignment),
+            # home databases (docs/cluster.md): list them, move a metastore between them
+            web.get(f"{PREFIX}/shardcat/databases", self.list_databases),
+            web.post(f"{PREFIX}/shardcat/metastores/{{metastore}}/move", self.move_metastore),
             # identity: users, groups, service principals, tokens, user-info (shardcat/governance/principals.py)
             *PrincipalsApi(IdentityService(self.account.store, self.authenticator), self.exchange).routes(),
         ]
@@ -36,6 +39,12 @@ class AccountApi:
 
     async def create_metastore(self, request):
         return ok(await self.account.create(request["caller"], await json_body(request)))
+
+    async def list_databases(self, request):
+        return ok(await self.account.databases(request["caller"]))
+
+    async def move_metastore(self, request):
+        return ok(await self.account.move(request["caller"], request.match_info["metastore"], await json_body(request)))
 
     async def put_assignment(self, request):
         return await self._assign(request, replace=True)

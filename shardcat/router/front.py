@@ -1,21 +1,26 @@
-"""The router's public HTTP/1.1 server: forwards a metastore's reads straight to its shard, and
+"""The router's public HTTP/1.1 server: forwards a metastore's requests straight to its shard, and
 hands every other request to the full router app (router/forward.py) on a private socket.
 
 Behind aiohttp's server the router reached 20.7% of the bare-server ceiling at 32 clients, and
 behind this front 34.9% (docs/benchmarks.md). It parses requests with httptools and, for the
-bulk of the traffic (reads of a metastore whose owner and caller are already known), sends the
-request to the owner shard and relays its answer without building either side's objects.
-Anything else (account-level routes, writes, a caller or an owner not yet cached, a shard that
-refused or could not be reached, a request too large) goes to the router app unchanged, so the
-app stays the one definition of the router's behaviour: authentication errors, retries, audit,
-error JSON. A read that failed on the fast path is safe to send again there.
+bulk of the traffic (reads and writes of a metastore whose owner and caller are already known),
+sends the request to the owner shard and relays its answer without building either side's objects.
+Anything else (account-level routes, a caller or an owner not yet cached, a shard that refused or
+could not be reached, a request too large) goes to the router app unchanged, so the app stays the
+one definition of the router's behaviour: authentication errors, retries, audit, error JSON. A
+read that failed on the fast path is safe to send again there; a write that lost its connection
+after it was sent may have been applied: it is answered here as the app answers it (503, outcome
+unknown) and never sent again (issue 33). A shard's NOT_OWNER (421) says it did nothing, write
+or not (serving/app.py answers a write it applied otherwise): the router app sends it on.
 """
 
 from __future__ import annotations
 
+import orjson
 from aiohttp import web
 
 from ..auth import bearer
+from ..errors import CatalogError
 from ..web.wire import PREFIX, RELAYED_HEADERS
 from ..web import http1
 from ..web.http_limits import HttpLimits
@@ -24,10 +29,12 @@ from ..web.middleware import Authenticator
 from ..web.fronts import answered
 from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
-from ..web.shard_client import Address, Answer, ShardClient
+from ..web.shard_client import Address, Answer, ConnectionLost, ShardClient, ShardUnreachable
 
 # The shard's answer headers a fast-path answer carries: those the router app relays (forward.py).
 _RELAYED = ("content-type", "date", *(name.lower() for name in RELAYED_HEADERS))
+# What the fast path sends to a metastore's shard: reads, and writes (sent once, never again).
+_FAST_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class Front:
@@ -54,9 +61,7 @@ class Front:
         path = request.path
         if "%" in path or not path.startswith(PREFIX + "/"):
             return False
-        # Reads only: writes sent straight to a metastore's new owner answered 404 for tables just
-        # made, while it moved (the chaos `move` experiment); the router app sends them.
-        if request.method not in ("GET", "POST") or not safe_to_resend(request.method, path):
+        if request.method not in _FAST_METHODS:
             return False
         first = path[len(PREFIX) + 1:].partition("/")[0]
         return not any(matches(path) for matches in self._own_routes.get(first, ()))
@@ -75,13 +80,23 @@ class Front:
         try:
             answer = await self.forwarder.client.request(shard.address, request.method, request.raw_path, headers,
                                                          request.body)
-        except ConnectionError:
-            return None                     # a read: the router app sends it again, with retries
+        except ShardUnreachable:
+            return None                     # it never left: the router app sends it, with retries
+        except ConnectionLost:
+            if safe_to_resend(request.method, request.path):
+                return None                 # a read: the router app sends it again, with retries
+            return _unknown_outcome(shard.name)
         if answer.status == 421:            # not the owner (any more): the router app reasserts
             return None
         self.forwarder.acknowledge(metastore_id, answer)
         return Answer(answer.status, {k: answer.headers[k] for k in _RELAYED if k in answer.headers}, answer.body)
 
+
+def _unknown_outcome(shard_name: str) -> Answer:
+    """A write whose connection was lost after it was sent: as the router app answers it (forward.py)."""
+    error = CatalogError("TEMPORARILY_UNAVAILABLE",
+                         f"Lost the connection to {shard_name} mid-request; the outcome is unknown.")
+    return Answer(error.status, {"content-type": "application/json"}, orjson.dumps(error.to_json()))
 
 
 def _own_routes(app: web.Application, forward_handler) -> dict[str, list]:

@@ -28,17 +28,21 @@ from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_api import delta_api_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.iceberg_rest import iceberg_routes
-from ..catalog.functions import create_function
+from ..catalog.functions import function_routes
 from ..catalog.lineage import lineage_routes
 from ..catalog.openlineage import dropped_table_dependents, openlineage_routes
 from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
+from ..catalog.queries import query_routes
 from ..catalog.search import search_routes
 from ..catalog.tags import tag_routes
+from ..catalog.snapshots import snapshot_routes
+from ..catalog.versions import start_purging, version_routes, versions_middleware
+from ..catalog.transactions import transaction_routes
 from ..catalog.policies import policy_routes
-from ..catalog.assets import presented_json
+from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
@@ -81,7 +85,7 @@ async def listed_json(catalogs: CatalogService, caller, type_name: str, parent: 
     # The members' encoded bytes, joined with one copy of the whole page (orjson would grow its
     # buffer, copying it again each time, and then copy the result).
     authz = await authorizer(catalogs.shard, caller) if caller.trusted_engine and type_name == "table" else None
-    items = [presented_json(a, caller, authz) for a in page]
+    items = presented_page(page, caller, authz)
     items[0] = head + items[0]
     items[-1] = items[-1] + tail
     return b",".join(items)
@@ -135,17 +139,18 @@ class ShardApi:
 
         async def delete(request):
             caller = request["caller"]
-            dropped = None
+            dependents = None
             if type_name == "table":      # what depends on it, by lineage, is answered once it is gone
                 dropped = await catalogs.shard.lookup(caller.metastore(), "table",
                                                       full_name_key(request.match_info[key], 3, "table"),
                                                       caller.min_version)
+                # Read before the drop, not after: nothing may fail once it is done. Read after, it
+                # failed NOT_OWNER when the metastore moved meanwhile, and the router sent the drop,
+                # done, to the new owner, which answered 404 (issue 33).
+                if dropped is not None:
+                    dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
             await catalogs.delete(caller, type_name, request.match_info[key], flag(request, "force"))
-            if dropped is not None:
-                dependents = await dropped_table_dependents(catalogs.shard, caller, dropped)
-                if dependents:
-                    return ok({"dependents": dependents})
-            return ok()
+            return ok({"dependents": dependents}) if dependents else ok()
 
         item = f"{base}/{{{key}}}"
         return [web.post(base, create), web.get(base, list_), web.get(item, get),
@@ -174,12 +179,12 @@ class ShardApi:
     async def table_summaries(self, request):
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
 
-    # ---- functions, registered models and model versions --------------------
+    # ---- registered models and model versions --------------------------------
 
     def _asset_routes(self, p: str) -> list[web.RouteDef]:
-        """Functions, registered models, versions, aliases and model-version credentials. Each handler
-        is called as handler(caller, path parameters, request, body) and returns the answer's JSON."""
-        catalogs, models = self.catalogs, self.models
+        """Registered models, versions, aliases and model-version credentials. Each handler is called
+        as handler(caller, path parameters, request, body) and returns the answer's JSON."""
+        models = self.models
 
         def route(method: str, path: str, handler) -> web.RouteDef:
             async def handle(request):
@@ -190,16 +195,9 @@ class ShardApi:
         def page(r):
             return r.query.get("max_results"), r.query.get("page_token")
 
-        def schema_of(r):
-            return f"{required_query(r, 'catalog_name')}.{required_query(r, 'schema_name')}"
-
-        fn, model = "/functions/{name}", "/models/{full_name}"
+        model = "/models/{full_name}"
         version, alias = f"{model}/versions/{{version}}", f"{model}/aliases/{{alias}}"
         return [
-            route("POST", "/functions", lambda c, m, r, b: create_function(catalogs, c, b)),
-            route("GET", "/functions", lambda c, m, r, b: catalogs.list(c, "function", schema_of(r), *page(r))),
-            route("GET", fn, lambda c, m, r, b: catalogs.get(c, "function", m["name"])),
-            route("DELETE", fn, lambda c, m, r, b: catalogs.delete(c, "function", m["name"])),
             route("POST", "/models", lambda c, m, r, b: models.create_model(c, b)),
             route("GET", "/models", lambda c, m, r, b: models.list_models(
                 c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r))),
@@ -242,6 +240,15 @@ def _metastore_session(shard: Shard):
             # Deleted under the request, or a workspace assignment still cached: NOT_FOUND, and forget it.
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
+        except CatalogError as e:
+            written = WRITTEN_VERSION.get()
+            if e.code != "NOT_OWNER" or written is None:
+                raise
+            # NOT_OWNER tells the router that nothing was done here, and it sends the request to the
+            # owner: never so for a write this request applied (the metastore moved after it).
+            raise CatalogError("TEMPORARILY_UNAVAILABLE",
+                               f"The write was applied at metastore version {written}, but the metastore moved "
+                               "to another shard before its answer was made; read it back there.") from None
         # A write's answer names the version it made (a later write of its group may be applied too).
         version = WRITTEN_VERSION.get()
         if version is None:
@@ -281,11 +288,14 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     audit_log = AuditLog(shard.store)
     app = web.Application(
         middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
-                     text_input, _metastore_session(shard)],
+                     text_input, _metastore_session(shard), versions_middleware(shard)],
         client_max_size=max_body_bytes)
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(audit_log.stop)
+    purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
+    app.on_startup.append(purge_start)
+    app.on_cleanup.append(purge_stop)
     api = ShardApi(CatalogService(shard), MetastoreService(shard))
     resolver = ResolveService(shard)
     app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
@@ -300,15 +310,17 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
     handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
-                *api.routes(),
+                *api.routes(), *function_routes(shard, PREFIX),
                 web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
                 *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
                 *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
+                *search_routes(shard, PREFIX), *query_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
                 *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
-                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX),
+                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX), *version_routes(shard, PREFIX),
+                *snapshot_routes(shard, PREFIX),
+                *transaction_routes(shard, PREFIX),
                 *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

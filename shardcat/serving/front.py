@@ -30,15 +30,36 @@ from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
-# path segment -> (type, the item's path parameter, the list's parent query parameters)
-_READS = {segment: (type_name, key, parents) for type_name, segment, key, parents in CRUD}
+_UNDER = PREFIX + "/"
 # What this front can answer itself; of that, what the endpoint registry says it does answer.
-_CAN = {("POST", "/resolve")} | {("GET", f"/{s}") for s in _READS} | {("GET", f"/{s}/{{{k}}}") for _, s, k, _ in CRUD}
+_CAN = {("POST", "/resolve")} | {("GET", f"/{s}") for _, s, _, _ in CRUD} | {("GET", f"/{s}/{{{k}}}") for _, s, k, _ in CRUD}
 _FAST = frozenset((e.method, e.path) for e in registry.served_by(registry.SHARD) if e.fast)
 if not _FAST <= _CAN:
     raise ValueError(f"the shard front cannot answer {sorted(_FAST - _CAN)} itself: unmark `fast` in web/registry.py")
+
+
+class _Route:
+    """One route this front answers, and what its answers share, worked out once at import."""
+
+    __slots__ = ("type_name", "key", "parents", "audit")
+
+    def __init__(self, method: str, pattern: str, type_name: str | None = None, key: str | None = None,
+                 parents: tuple[str, ...] = ()):
+        self.type_name = type_name
+        self.key = key                      # an item's path parameter
+        self.parents = parents              # a list's parent query parameters
+        self.audit = audit.FrontRoute(method, PREFIX + pattern)
+
+
+# path segment -> the route of an item (GET /tables/{full_name}) or of a list (GET /tables), where fast
+_ITEMS = {segment: _Route("GET", f"/{segment}/{{{key}}}", type_name, key)
+          for type_name, segment, key, _ in CRUD if ("GET", f"/{segment}/{{{key}}}") in _FAST}
+_LISTS = {segment: _Route("GET", f"/{segment}", type_name, parents=parents)
+          for type_name, segment, _, parents in CRUD if ("GET", f"/{segment}") in _FAST}
+_RESOLVE = _Route("POST", "/resolve") if ("POST", "/resolve") in _FAST else None
 
 
 class ShardFront:
@@ -77,12 +98,13 @@ class ShardFront:
             if caller is None:
                 return None
             before = self.shard.states.get(caller.metastore_id)
-            with audit.answering(self.audit_log, request_id, request.method, route):
+            with audit.answering(self.audit_log, request_id, route.audit):
                 body = await work(caller)
         except Exception:       # not found, refused, a database error...: the app answers it as always
             self.stats["tried_first"] += 1
             return None
-        self.audit_log.submit_row(audit.answered_row(request.method, route, match, caller, request_id, at))
+        self.audit_log.submit_row(audit.answered_row(route.audit, match, caller, request_id, at))
+        request.operation = route.audit.action      # the metrics' name (web/fronts.py), the registry's as the row's
         headers = {"Content-Type": "application/json", "Date": http1.http_date(),
                    audit.REQUEST_ID_HEADER: request_id}
         version = served_version(self.shard, caller.metastore_id, before)
@@ -90,37 +112,41 @@ class ShardFront:
             headers[VERSION_HEADER] = str(version)
         return Answer(200, headers, body)
 
-    def _target(self, request: http1.Request) -> tuple[str, dict, Callable[[Caller], Awaitable[bytes]]] | None:
-        """(the app's route pattern, its path parameters, the work answering for a caller) of a
-        request the front answers; None for any other."""
+    def _target(self, request: http1.Request) -> tuple[_Route, dict, Callable[[Caller], Awaitable[bytes]]] | None:
+        """(the route, its path parameters, the work answering for a caller) of a request the front
+        answers; None for any other."""
         raw = request.raw_path
         path, _, query = raw.partition("?")
         # Escapes, '+' and other than ASCII would need decoding (the app's rules); a path parameter
         # of the app's routes is never ".", "..", nor has braces or a slash.
-        if "%" in raw or "+" in query or not raw.isascii() or not path.startswith(PREFIX + "/"):
+        if "%" in raw or "+" in query or not raw.isascii() or not path.startswith(_UNDER):
             return None
-        segment, slash, name = path[len(PREFIX) + 1:].partition("/")
-        if request.method == "POST":
-            if segment != "resolve" or slash or query or ("POST", "/resolve") not in _FAST:
+        segment, slash, name = path[len(_UNDER):].partition("/")
+        method = request.method
+        if method == "GET":
+            if name:
+                route = _ITEMS.get(segment)
+                if route is None or name == "." or name == ".." or "/" in name or "{" in name or "}" in name \
+                        or (query and _query(query)):
+                    return None
+                catalogs, type_name = self.catalogs, route.type_name
+                return route, {route.key: name}, lambda caller: found_json(catalogs, caller, type_name, name)
+            route = _LISTS.get(segment)
+            if route is None or slash:
                 return None
-            return f"{PREFIX}/resolve", {}, lambda caller: resolved_json(self.resolver, caller, request.body)
-        read = _READS.get(segment)
-        if request.method != "GET" or read is None or (slash and not name) or name in (".", "..") \
-                or any(c in name for c in "/{}"):
-            return None
-        type_name, key, parents = read
-        params = _query(query)
-        if name:
-            if params or ("GET", f"/{segment}/{{{key}}}") not in _FAST:
+            params = _query(query) if query else {}
+            if AS_OF_VERSION in params or AS_OF_TIMESTAMP in params:     # a read at a past version: the app's
                 return None
-            return (f"{PREFIX}/{segment}/{{{key}}}", {key: name},
-                    lambda caller: found_json(self.catalogs, caller, type_name, name))
-        if not all(params.get(p) for p in parents) or ("GET", f"/{segment}") not in _FAST:
-            return None
-        parent = ".".join(params[p] for p in parents) if parents else None
-        return (f"{PREFIX}/{segment}", {},
-                lambda caller: listed_json(self.catalogs, caller, type_name, parent, params.get("max_results"),
-                                           params.get("page_token")))
+            parents = route.parents
+            if parents and not all(params.get(p) for p in parents):
+                return None
+            parent = ".".join([params[p] for p in parents]) if parents else None
+            catalogs, type_name = self.catalogs, route.type_name
+            return (route, {}, lambda caller: listed_json(catalogs, caller, type_name, parent,
+                                                          params.get("max_results"), params.get("page_token")))
+        if method == "POST" and segment == "resolve" and not slash and not query and _RESOLVE is not None:
+            return _RESOLVE, {}, lambda caller: resolved_json(self.resolver, caller, request.body)
+        return None
 
     async def _caller(self, request: http1.Request) -> Caller | None:
         """The request's caller, at the version it asks for; None where the app must answer."""

@@ -21,7 +21,9 @@ from ..cache.metastore_cache import MISS, MetastoreCache, page_after
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..store.db import MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
+from ..store import history
+from ..store.history import READ_AT
+from ..store.db import WRITER, MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, undo_speculation
 
@@ -104,6 +106,25 @@ class MetastoreState:
             owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
             self.trie.insert(asset.storage_path, owner)
             self.path_of[asset.id] = asset.storage_path
+
+
+def _known(state: MetastoreState):
+    """Whether today's privilege index (if loaded) holds an id: a read at a past version fetches
+    no ancestor it holds (store/history.py `with_ancestors`)."""
+    index = state.privileges
+    return index.__contains__ if index is not None else None
+
+
+def _written_by(writer: str | None, body):
+    """`body`, its transaction naming `writer` (the caller, for the history): a group's transactions
+    are made in its committer's task, not in each writer's."""
+    if writer is None:
+        return body
+
+    async def written(tx, state):
+        tx.principal = writer
+        return await body(tx, state)
+    return written
 
 
 @dataclass(frozen=True)
@@ -240,6 +261,9 @@ class Shard:
 
     async def read(self, metastore_id: str, versioned_result):
         """Await a store read returning (version, result); reconcile if needed; return the result."""
+        if READ_AT.get() is not None:
+            versioned_result.close()
+            raise CatalogError("INVALID_PARAMETER_VALUE", "This read is not answered at a past version.")
         version, result = await versioned_result
         await self.observed(metastore_id, version)
         return result
@@ -247,6 +271,10 @@ class Shard:
     async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0) -> Asset | None:
         """The asset with that name, from the cache at the known version, else from the database."""
         state = await self.state(metastore_id, min_version)
+        if (past := READ_AT.get()) is not None:
+            found = await history.assets_at(self.store, metastore_id, past.version, [(namespace, full_name)], [])
+            await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
+            return found[0] if found else None
         if state.cache is not None:
             hit = state.cache.get_by_name(namespace, full_name, state.version)
             if hit is not MISS:
@@ -261,6 +289,10 @@ class Shard:
         except (TypeError, ValueError):
             return None
         state = await self.state(metastore_id, min_version)
+        if (past := READ_AT.get()) is not None:
+            found = await history.assets_at(self.store, metastore_id, past.version, [], [asset_id])
+            await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
+            return found[0] if found else None
         if state.cache is not None:
             hit = state.cache.get(asset_id, state.version)
             if hit is not MISS:
@@ -280,6 +312,8 @@ class Shard:
         """Many lookups answered at one metastore version: assets by (namespace, full name), and
         the owner of each storage path (from the trie) with its asset. Cache first; the misses
         in one database statement; if the database had moved on, catch up and start over."""
+        if (past := READ_AT.get()) is not None:
+            return await self._snapshot_at(metastore_id, past, names, paths, min_version)
         for _ in range(WRITE_ATTEMPTS):
             state = await self.state(metastore_id, min_version)
             version = state.version
@@ -309,16 +343,34 @@ class Shard:
             return Snapshot(version, by_name, paths_out)
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the request again.")
 
+    async def _snapshot_at(self, metastore_id: str, past, names: list[tuple[str, str]], paths: list[str],
+                           min_version: int) -> Snapshot:
+        """`snapshot` at a past version (store/history.py). A path answers with the asset owning it
+        now, as it was then (the trie holds the present's paths)."""
+        state = await self.state(metastore_id, min_version)
+        owners = {p: state.trie.owner(p) for p in paths}
+        ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
+        assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(
+            self.store, metastore_id, past.version, names, ids), _known(state))
+        found = {(a.namespace, a.full_name): a for a in assets}
+        by_id = {a.id: a for a in assets}
+        return Snapshot(past.version, {k: found.get(k) for k in names},
+                        {p: (o[1], by_id.get(o[1].asset_id)) if o is not None else None for p, o in owners.items()})
+
     async def children(self, metastore_id: str, parent_id: str, namespace: str, *, after: str, limit: int,
                        min_version: int = 0) -> list[Asset]:
         """Up to `limit` children named after `after`, in name order."""
         state = await self.state(metastore_id, min_version)
+        if (past := READ_AT.get()) is not None:
+            return await history.with_ancestors(self.store, metastore_id, past, await history.children_at(
+                self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit),
+                _known(state))
         if state.cache is not None:
             listed = state.cache.children(parent_id, namespace, state.version)
             if listed is MISS:
                 # Too long to cache whole: page it from the database without loading it all first.
                 listed = None
-                if await self.store.count_children(parent_id, namespace, MAX_CACHED_LISTING + 1) \
+                if await self.store.count_children(metastore_id, parent_id, namespace, MAX_CACHED_LISTING + 1) \
                         <= MAX_CACHED_LISTING:
                     version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
                                                                      limit=MAX_CACHED_LISTING + 1)
@@ -356,6 +408,7 @@ class Shard:
         Writes that queue behind one in flight commit together (group_commit.py).
         """
         state = await self.state(metastore_id)
+        body = _written_by(WRITER.get(), body)
         if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
             result, version = await self._write_alone(state, body)
             WRITTEN_VERSION.set(version)

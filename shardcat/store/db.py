@@ -8,18 +8,29 @@ what changed. If the condition fails another writer got there first: `VersionCon
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
+import functools
 import json
+import logging
+import math
+import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
+import orjson
 
 from ..entities.asset import Asset
 from ..entities.values import now_ms
+from .databases import DatabaseConfigError, as_databases
 from .principals import Principals
+
+
+log = logging.getLogger(__name__)
 
 
 class VersionConflict(Exception):
@@ -34,6 +45,22 @@ class VersionConflict(Exception):
 
 class MetastoreGone(Exception):
     """The metastore no longer exists in the database."""
+
+
+class MetastoreMoving(Exception):
+    """The metastore is fenced in this database: it is being moved to another (store/homes.py)."""
+
+
+# How long a write that found its metastore fenced waits for the move to switch its home before it
+# fails with 503 (a move blocks writes for well under a second: docs/cluster.md "Home databases").
+MOVE_WAIT_SECONDS = 10.0
+MOVE_POLL_SECONDS = 0.02
+ABANDONED_AFTER = 1.0       # a fence this old is checked for a mover that is gone (its lock free)
+MOVE_LOCK_CLASS = 7239002   # session advisory lock (class, metastore) held by the process moving a metastore
+
+
+def move_lock_key(metastore_id: str) -> int:
+    return uuid.UUID(metastore_id).int & 0x7FFFFFFF
 
 
 class DatabaseUnavailable(Exception):
@@ -117,12 +144,13 @@ def _tag_match(term: int, key: int, value: int) -> str:
             f"({own} OR EXISTS (SELECT 1 FROM jsonb_array_elements({columns}) c WHERE {column})))")
 
 
-def search_query(patterns: int, tags: int = 0) -> str:
+def search_query(patterns: int, tags: int = 0, source: str = "assets") -> str:
     """Store.search's SQL for this many LIKE patterns ($10 on) and tag conditions (two parameters
     each: three parameters, after the patterns). One condition per pattern on the
     indexed text: the planner combines them in the trigram index, which it cannot do for one
     condition over an array of patterns. A pattern holding no whitespace matches name and comment
-    joined by a space just where it matches one of them."""
+    joined by a space just where it matches one of them. `source`: the assets searched (a past
+    version's, store/history.py)."""
     conditions = [f"{SEARCH_TEXT} LIKE ${10 + i}" for i in range(patterns)]
     conditions += [_tag_match(10 + patterns + 3 * i, 11 + patterns + 3 * i, 12 + patterns + 3 * i)
                    for i in range(tags)]
@@ -132,7 +160,7 @@ def search_query(patterns: int, tags: int = 0) -> str:
                    SELECT * FROM (
                        SELECT a.*, CASE WHEN lower(a.name) = $3 THEN 0 WHEN lower(a.name) LIKE $4 THEN 1
                                         WHEN lower(a.name) LIKE $5 THEN 2 ELSE 3 END AS rank
-                       FROM assets a
+                       FROM {source} a
                        WHERE a.metastore_id = $1 AND a.type = ANY($2::text[]) AND {matches}) s
                    WHERE (s.rank, s.full_name, s.id) > ($6, $7, $8::uuid)
                    ORDER BY s.rank, s.full_name, s.id LIMIT $9) r ON true
@@ -164,8 +192,37 @@ def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
 
 
+def _jsonb_text(value) -> str:
+    """A value as jsonb's text: orjson's (a tenth of json.dumps' CPU; an asset's info and each change-log
+    row are encoded on every write), json.dumps' for what orjson refuses (integers past 64 bits, lone
+    surrogates, keys that are not strings) or would write otherwise (NaN and infinities: null)."""
+    try:
+        text = orjson.dumps(value)
+    except TypeError:                   # orjson.JSONEncodeError is one
+        return json.dumps(value)
+    if b"null" in text and _non_finite(value):
+        return json.dumps(value)
+    return text.decode()
+
+
+def _non_finite(value) -> bool:
+    """Whether a JSON value holds a float that is NaN or infinite, at any depth."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
 async def _init_connection(conn):
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    # Read back with json.loads: orjson would turn an integer past 64 bits into a float.
+    await conn.set_type_codec("jsonb", encoder=_jsonb_text, decoder=json.loads, schema="pg_catalog")
 
 
 async def _keep_session(conn) -> None:
@@ -174,22 +231,136 @@ async def _keep_session(conn) -> None:
     locks are transaction-scoped). An open transaction is still rolled back: asyncpg does that first."""
 
 
-class Store:
-    """The durable truth. Holds a connection pool; all methods are safe to call concurrently."""
+def _homed(method):
+    """A Store method on one metastore (its first argument), run again once in the metastore's new
+    home when it was found gone from the one this process knew (moved: Store.rehome)."""
+    @functools.wraps(method)
+    async def run(self, metastore_id: str, *args, **kwargs):
+        try:
+            return await method(self, metastore_id, *args, **kwargs)
+        except (MetastoreGone, MetastoreMoving) as e:
+            if not await self.rehome(metastore_id, e):
+                raise
+        return await method(self, metastore_id, *args, **kwargs)
+    return run
 
-    def __init__(self, pool: asyncpg.Pool):
+
+class Store:
+    """The durable truth. Holds a connection pool per database; all methods are safe to call concurrently.
+
+    With one database (the default) that pool is `pool`. With several (docs/cluster.md "Home
+    databases"), `pool` is the first's, the account directory (principals, tokens, workspaces,
+    shard assignments, the audit log, which database is each metastore's home), and every
+    method on one metastore runs in that metastore's home, `await self.home(metastore_id)`,
+    learned from the directory once and again when the metastore is found gone or fenced there
+    (moved: the method runs again in the new home)."""
+
+    def __init__(self, pool: asyncpg.Pool, databases: dict[str, asyncpg.Pool] | None = None):
         self.pool = pool
+        self.databases: dict[str, asyncpg.Pool] = databases or {"db0": pool}   # name -> pool, directory first
+        self.directory_name = next(iter(self.databases))
+        self.single = len(self.databases) == 1
+        self._homes: dict[str, str] = {}        # metastore id -> its home's name, as the directory said
         self.secrets = None     # the SecretBox sealing credential secrets (store/sealing.py), set by its server
 
     @classmethod
-    async def open(cls, url: str, *, min_size: int = 2, max_size: int = 10, reset_sessions: bool = False) -> "Store":
-        """`reset_sessions`: asyncpg's own reset query on every release, for comparison (benchmarks/bench_pool.py)."""
-        pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection,
-                                         connect=_connect, reset=None if reset_sessions else _keep_session)
-        return cls(pool)
+    async def open(cls, url: str | dict[str, str], *, min_size: int = 2, max_size: int = 10,
+                   reset_sessions: bool = False) -> "Store":
+        """`url`: one PostgreSQL URL, or {name: URL} of several servers, the directory's first.
+        `reset_sessions`: asyncpg's own reset query on every release, for comparison (benchmarks/bench_pool.py)."""
+        pools: dict[str, asyncpg.Pool] = {}
+        try:
+            for i, (name, one) in enumerate(as_databases(url).items()):
+                # A home other than the directory connects on first use: one that is down at start
+                # takes down its metastores only (docs/cluster.md), not the process.
+                pools[name] = await asyncpg.create_pool(
+                    one, min_size=min_size if i == 0 else 0, max_size=max_size, init=_init_connection,
+                    connect=_connect, reset=None if reset_sessions else _keep_session)
+        except BaseException:
+            for pool in pools.values():
+                pool.terminate()
+            raise
+        return cls(next(iter(pools.values())), pools)
 
     async def close(self) -> None:
-        await self.pool.close()
+        for pool in self.databases.values():
+            await pool.close()
+
+    # ---- home databases ----------------------------------------------------
+
+    async def home(self, metastore_id: str) -> asyncpg.Pool:
+        """The pool of the metastore's home database; MetastoreGone if the directory knows no such metastore."""
+        if self.single:
+            return self.pool
+        return self.databases[await self.home_name(metastore_id)]
+
+    async def home_name(self, metastore_id: str) -> str:
+        name = self._homes.get(metastore_id)
+        if name is None:
+            name = await self._directory_home(metastore_id)
+            if name is None:
+                raise MetastoreGone(metastore_id)
+            if name not in self.databases:
+                raise DatabaseUnavailable(f"metastore {metastore_id}'s home database '{name}' is not configured here")
+            self._homes[metastore_id] = name
+        return name
+
+    async def _directory_home(self, metastore_id: str) -> str | None:
+        if self.single:
+            return self.directory_name
+        return await self.pool.fetchval("SELECT home FROM metastore_homes WHERE metastore_id = $1",
+                                        uuid.UUID(metastore_id))
+
+    async def rehome(self, metastore_id: str, error: BaseException, deadline: float | None = None) -> bool:
+        """After `error` (MetastoreGone or MetastoreMoving) in the home this process knew: whether
+        the metastore has another home now (then it is remembered and the caller tries again there).
+        A fenced metastore is waited for (until `deadline`, at most MOVE_WAIT_SECONDS) and True
+        once the directory switched or the fence is gone (a move given up lifts it); a fence left
+        by a mover that died (its lock free) is lifted here after ABANDONED_AFTER seconds."""
+        if self.single:
+            return False
+        known = self._homes.pop(metastore_id, None)
+        if known is None:       # another call rehomed it meanwhile: try again wherever it is now
+            return await self._directory_home(metastore_id) is not None
+        if isinstance(error, MetastoreMoving):
+            deadline = deadline or time.monotonic() + MOVE_WAIT_SECONDS
+            looked = time.monotonic()
+            while time.monotonic() < deadline:
+                await asyncio.sleep(MOVE_POLL_SECONDS)
+                home = await self._directory_home(metastore_id)
+                if home != known:
+                    return home is not None
+                # Still there: fenced yet? (a failed move lifts its fence without switching)
+                fenced = await self.databases[known].fetchval(
+                    "SELECT fenced FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+                if not fenced:          # lifted, or the rows are gone: try again and see
+                    return True
+                if time.monotonic() - looked > ABANDONED_AFTER:
+                    looked = time.monotonic()
+                    if await self._lift_abandoned_fence(metastore_id, known):
+                        return True
+            raise DatabaseUnavailable(f"metastore {metastore_id} is moving between databases; try again")
+        home = await self._directory_home(metastore_id)
+        return home is not None and home != known
+
+    async def _lift_abandoned_fence(self, metastore_id: str, known: str) -> bool:
+        """A fence whose mover holds no lock any more (it died between fence and switch): lifted,
+        with the lock held, if the directory still names the fenced home. True: try again."""
+        key = move_lock_key(metastore_id)
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", MOVE_LOCK_CLASS, key):
+                return False        # a mover is at work
+            try:
+                if await self._directory_home(metastore_id) == known:
+                    await self.databases[known].execute("UPDATE metastores SET fenced = false WHERE id = $1",
+                                                        uuid.UUID(metastore_id))
+                    log.warning("metastore %s: lifted the fence of a move whose process is gone", metastore_id)
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1, $2)", MOVE_LOCK_CLASS, key)
+
+    def forget_home(self, metastore_id: str) -> None:
+        self._homes.pop(metastore_id, None)
 
     @property
     def principals(self) -> Principals:
@@ -199,49 +370,132 @@ class Store:
     # ---- migrations -------------------------------------------------------
 
     async def migrate(self) -> list[str]:
-        """Apply the numbered SQL files under migrations/ not applied yet; returns their names."""
-        files = sorted(
-            (f.name, f.read_text())
-            for f in resources.files("shardcat.store").joinpath("migrations").iterdir()
-            if f.name.endswith(".sql")
-        )
-        applied = []
-        async with self.pool.acquire() as conn, conn.transaction():
-            # Several processes may start at once: one applies, the others wait and see it done.
-            await conn.execute("SELECT pg_advisory_xact_lock(7239001)")
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)"
-            )
-            done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
-            for name, sql in files:
-                if name not in done:
-                    await conn.execute(sql)
-                    await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2)", name, now_ms())
-                    applied.append(name)
+        """Apply the numbered SQL files under migrations/ not applied yet, on every database; returns
+        the names applied on the directory's. Each database is named at its first start
+        (`database_identity`); one that bears another name is refused (DatabaseConfigError: servers
+        listed in another order would otherwise be taken for each other's metastores)."""
+        applied: list[str] = []
+        for i, (name, pool) in enumerate(self.databases.items()):
+            done = await _migrate(pool, name)
+            applied = done if i == 0 else applied
+        # Metastores that were here before the directory knew its own name: their home is this server.
+        await self.pool.execute("UPDATE metastore_homes SET home = $1 WHERE home = ''", self.directory_name)
         return applied
 
     # ---- metastores and workspaces ----------------------------------------
 
     async def list_metastores(self) -> list[Metastore]:
-        rows = await self.pool.fetch("SELECT * FROM metastores ORDER BY name")
-        return [_metastore(r) for r in rows]
+        """Every metastore the directory names, read in its home (a home that is down: left out)."""
+        out = []
+        for row in await self.pool.fetch("SELECT metastore_id FROM metastore_homes ORDER BY name"):
+            try:
+                found = await self.get_metastore(str(row["metastore_id"]))
+            except Exception as e:
+                if not is_db_unavailable(e):
+                    raise
+                continue
+            if found:
+                out.append(found)
+        return out
 
     async def get_metastore(self, metastore_id: str) -> Metastore | None:
-        row = await self.pool.fetchrow("SELECT * FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
-        return _metastore(row) if row else None
-
-    async def create_metastore(self, metastore_id: str, name: str, info: dict) -> Metastore:
         try:
-            row = await self.pool.fetchrow(
-                "INSERT INTO metastores (id, name, version, info) VALUES ($1, $2, 0, $3) RETURNING *",
-                uuid.UUID(metastore_id), name, info,
-            )
-        except asyncpg.UniqueViolationError:
-            raise KeyError(name) from None
+            return await self._get_metastore(metastore_id)
+        except MetastoreGone:
+            return None
+
+    @_homed
+    async def _get_metastore(self, metastore_id: str) -> Metastore:
+        row = await (await self.home(metastore_id)).fetchrow("SELECT * FROM metastores WHERE id = $1",
+                                                             uuid.UUID(metastore_id))
+        if row is None:
+            raise MetastoreGone(metastore_id)
         return _metastore(row)
 
+    async def metastore_named(self, id_or_name: str) -> str | None:
+        """The id of the metastore with this id or, failing that, this name (the directory's)."""
+        try:
+            by_id = uuid.UUID(id_or_name)
+        except ValueError:
+            by_id = None
+        row = await self.pool.fetchval(
+            "SELECT metastore_id FROM metastore_homes WHERE metastore_id = $1 OR name = $2 ORDER BY (metastore_id = $1) DESC NULLS LAST LIMIT 1",
+            by_id, id_or_name)
+        return str(row) if row else None
+
+    async def home_counts(self) -> dict[str, int]:
+        """How many metastores each configured database is the home of."""
+        counts = {name: 0 for name in self.databases}
+        for row in await self.pool.fetch("SELECT home, count(*) AS n FROM metastore_homes GROUP BY home"):
+            if row["home"] in counts:
+                counts[row["home"]] = row["n"]
+        return counts
+
+    async def create_metastore(self, metastore_id: str, name: str, info: dict, home: str | None = None) -> Metastore:
+        """A new metastore, homed in `home` or else in the database that is the home of the fewest
+        (one that does not answer is passed over for the next). The directory's row first (the name
+        is unique in the account), then the home's; with one database both in one transaction."""
+        if home is not None and home not in self.databases:
+            raise KeyError(f"database {home}")
+        if home is None:
+            counts = await self.home_counts()
+            candidates = sorted(counts, key=lambda n: counts[n])      # ties: in the order listed
+        else:
+            candidates = [home]
+        for i, candidate in enumerate(candidates):
+            try:
+                return await self._create_metastore(metastore_id, name, info, candidate)
+            except Exception as e:
+                if i == len(candidates) - 1 or not is_db_unavailable(e):
+                    raise
+                log.warning("database %s does not answer (%s): metastore %s goes to the next", candidate, e, name)
+
+    async def _create_metastore(self, metastore_id: str, name: str, info: dict, home: str) -> Metastore:
+        ms = uuid.UUID(metastore_id)
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute("INSERT INTO metastore_homes VALUES ($1, $2, $3, $4)", ms, name, home, now_ms())
+                if home == self.directory_name:
+                    row = await conn.fetchrow(
+                        "INSERT INTO metastores (id, name, version, info) VALUES ($1, $2, 0, $3) RETURNING *",
+                        ms, name, info)
+        except asyncpg.UniqueViolationError:
+            raise KeyError(name) from None
+        if home != self.directory_name:
+            try:
+                row = await self.databases[home].fetchrow(
+                    "INSERT INTO metastores (id, name, version, info) VALUES ($1, $2, 0, $3) RETURNING *",
+                    ms, name, info)
+            except BaseException as e:
+                await self.pool.execute("DELETE FROM metastore_homes WHERE metastore_id = $1", ms)
+                if isinstance(e, asyncpg.UniqueViolationError):
+                    raise KeyError(name) from None
+                raise
+        self._homes[metastore_id] = home
+        return _metastore(row)
+
+    async def rename_in_directory(self, metastore_id: str, name: str) -> None:
+        """Take `name` for the metastore in the directory (the account's names are unique there);
+        KeyError if another has it. The home's own row is renamed by the write (WriteTx.update_metastore)."""
+        try:
+            await self.pool.execute("UPDATE metastore_homes SET name = $2 WHERE metastore_id = $1",
+                                    uuid.UUID(metastore_id), name)
+        except asyncpg.UniqueViolationError:
+            raise KeyError(name) from None
+
     async def delete_metastore(self, metastore_id: str) -> bool:
-        status = await self.pool.execute("DELETE FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        """The metastore's rows in its home, then the directory's (its workspaces, its shard)."""
+        ms = uuid.UUID(metastore_id)
+        try:
+            pool = await self.home(metastore_id)
+        except MetastoreGone:
+            return False
+        if pool is not self.pool:
+            await pool.execute("DELETE FROM metastores WHERE id = $1", ms)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM metastores WHERE id = $1", ms)
+            status = await conn.execute("DELETE FROM metastore_homes WHERE metastore_id = $1", ms)
+        self._homes.pop(metastore_id, None)
         return status.endswith(" 1")
 
     async def assignment(self, workspace_id: int) -> tuple[str, str | None] | None:
@@ -286,7 +540,7 @@ class Store:
         await self.pool.execute(
             """INSERT INTO shard_assignments
                SELECT m, s, $3 FROM unnest($1::uuid[], $2::text[]) AS a(m, s)
-               WHERE EXISTS (SELECT 1 FROM metastores WHERE id = m)      -- skip metastores deleted meanwhile
+               WHERE EXISTS (SELECT 1 FROM metastore_homes WHERE metastore_id = m)  -- skip metastores deleted meanwhile
                ON CONFLICT (metastore_id) DO UPDATE SET shard = EXCLUDED.shard, assigned_at = EXCLUDED.assigned_at""",
             list(assignments), list(assignments.values()), now_ms(),
         )
@@ -327,41 +581,47 @@ class Store:
 
     # ---- asset reads: each returns the metastore version it saw -----------
 
+    @_homed
     async def metastore_version(self, metastore_id: str) -> int:
-        version = await self.pool.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        version = await (await self.home(metastore_id)).fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
         if version is None:
             raise MetastoreGone(metastore_id)
         return version
 
+    @_homed
     async def get_asset(self, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:
-        return await _get_asset(self.pool, metastore_id, namespace, full_name)
+        return await _get_asset(await self.home(metastore_id), metastore_id, namespace, full_name)
 
+    @_homed
     async def get_asset_by_id(self, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
                 LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = $2 WHERE m.id = $1""",
             uuid.UUID(metastore_id), uuid.UUID(asset_id),
         )
         return _versioned_one(metastore_id, rows)
 
+    @_homed
     async def get_assets_by_ids(self, metastore_id: str, ids: list[str]) -> tuple[int, list[Asset]]:
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
                LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = ANY($2::uuid[]) WHERE m.id = $1""",
             uuid.UUID(metastore_id), ids,
         )
         return _versioned_many(metastore_id, rows)
 
+    @_homed
     async def assets_of_type(self, metastore_id: str, type_name: str) -> list[Asset]:
         """Every asset of one type in a metastore (few: credentials, for re-encrypting their secrets)."""
-        rows = await self.pool.fetch(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE metastore_id = $1 AND type = $2",
+        rows = await (await self.home(metastore_id)).fetch(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE metastore_id = $1 AND type = $2",
                                      uuid.UUID(metastore_id), type_name)
         return [_asset(r) for r in rows]
 
+    @_homed
     async def get_assets_by_keys(self, metastore_id: str, names: list[tuple[str, str]],
                                  ids: list[str]) -> tuple[int, list[Asset]]:
         """Assets by (namespace, full name) and by id, with the metastore version, in one statement (one snapshot)."""
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
                LEFT JOIN LATERAL (
                    SELECT * FROM assets WHERE metastore_id = m.id AND id = ANY($4::uuid[])
@@ -376,9 +636,10 @@ class Store:
         version, assets = _versioned_many(metastore_id, rows)
         return version, list({a.id: a for a in assets}.values())
 
+    @_homed
     async def list_children(self, metastore_id: str, parent_id: str, namespace: str, *,
                             after: str = "", limit: int | None = None) -> tuple[int, list[Asset]]:
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
                LEFT JOIN LATERAL (
                    SELECT * FROM assets WHERE parent_id = $2 AND namespace = $3 AND name > $4
@@ -388,15 +649,17 @@ class Store:
         )
         return _versioned_many(metastore_id, rows)
 
-    async def count_children(self, parent_id: str, namespace: str, limit: int) -> int:
+    @_homed
+    async def count_children(self, metastore_id: str, parent_id: str, namespace: str, limit: int) -> int:
         """How many children (parent, namespace) has, counting no further than `limit` (index only)."""
-        return await self.pool.fetchval(
+        return await (await self.home(metastore_id)).fetchval(
             """SELECT count(*) FROM (SELECT 1 FROM assets WHERE parent_id = $1 AND namespace = $2 LIMIT $3) c""",
             uuid.UUID(parent_id), namespace, limit)
 
+    @_homed
     async def table_summaries(self, metastore_id: str, catalog_id: str, schema_like: str, table_like: str,
                               after: str, limit: int) -> tuple[int, list[Asset]]:
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, t.* FROM metastores m
                LEFT JOIN LATERAL (
                    SELECT a.* FROM assets s JOIN assets a ON a.parent_id = s.id AND a.namespace = 'table'
@@ -408,6 +671,7 @@ class Store:
         )
         return _versioned_many(metastore_id, rows)
 
+    @_homed
     async def search(self, metastore_id: str, types: list[str], patterns: list[str], name_ranks: tuple[str, str, str],
                      after: tuple[int, str, str], limit: int,
                      tags: list[tuple[str, str | None]] = ()) -> tuple[int, list[tuple[int, Asset]]]:
@@ -417,7 +681,7 @@ class Store:
         `name_ranks[1]`, 2 when LIKE `name_ranks[2]`, else 3 (names None: all 3); in (rank, full name,
         id) order after `after`."""
         exact, prefix, inside = name_ranks
-        async with self.pool.acquire() as conn, conn.transaction(readonly=True):
+        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction(readonly=True):
             # Planned for its own words: the generic plan PostgreSQL moves a prepared statement to
             # after five runs cannot tell a rare word (the index) from one every asset holds (a scan).
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
@@ -429,15 +693,17 @@ class Store:
             raise MetastoreGone(metastore_id)
         return rows[0]["ms_version"], [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]
 
+    @_homed
     async def has_assets(self, metastore_id: str) -> bool:
-        return await self.pool.fetchval(
+        return await (await self.home(metastore_id)).fetchval(
             "SELECT EXISTS (SELECT 1 FROM assets WHERE metastore_id = $1)", uuid.UUID(metastore_id)
         )
 
+    @_homed
     async def paths(self, metastore_id: str) -> tuple[int, list[StoragePath]]:
         """Every asset holding a storage path, with the version the read saw (to build a URL trie).
         Without the assets' bodies: a metastore of 100,000 tables must load in well under a second."""
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             version = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
             if version is None:
                 raise MetastoreGone(metastore_id)
@@ -448,20 +714,22 @@ class Store:
             )
         return version, [StoragePath(str(r["id"]), r["type"], r["full_name"], r["storage_path"]) for r in rows]
 
+    @_homed
     async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:
         """Change-log rows for versions > after, oldest first, at most `limit`."""
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             """SELECT version, changed, parents FROM change_log
                WHERE metastore_id = $1 AND version > $2 ORDER BY version LIMIT $3""",
             uuid.UUID(metastore_id), after, limit,
         )
         return [Change(r["version"], [str(i) for i in r["changed"]], [str(i) for i in r["parents"]]) for r in rows]
 
+    @_homed
     async def change_feed(self, metastore_id: str, after: int, limit: int) -> tuple[int, list[dict], dict]:
         """One snapshot of the change log for the feed: (metastore version, rows for versions > after,
         oldest first, at most `limit`, as dicts of version, at, changed and details, and the current
         (type, full name) of every id they touched that still exists)."""
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             meta = await conn.fetchrow("SELECT version, name FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
             if meta is None:
                 raise MetastoreGone(metastore_id)
@@ -476,32 +744,37 @@ class Store:
         return meta["version"], [{"version": r["version"], "at": r["at"], "changed": [str(i) for i in r["changed"]],
                                   "details": r["details"]} for r in rows], current
 
+    @_homed
     async def add_lineage(self, metastore_id: str, target: Asset, sources: list[Asset], job: str | None,
                           principal: str) -> None:
         """One reported write: `target` was written from `sources`."""
         at = now_ms()
-        await self.pool.executemany(
-            """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
-                                    job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-            [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, uuid.UUID(target.id), target.full_name,
-              job, principal, at) for s in sources])
+        async with self.unversioned(metastore_id, counted=False) as conn:
+            await conn.executemany(
+                """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
+                                        job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+                [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, uuid.UUID(target.id),
+                  target.full_name, job, principal, at) for s in sources])
 
+    @_homed
     async def add_column_lineage(self, metastore_id: str, edges: list[tuple[Asset, str, Asset, str]],
                                  job: str | None, principal: str) -> None:
         """One reported write's column lineage: (source, source column, target, target column) each."""
         at = now_ms()
-        await self.pool.executemany(
-            """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
-                                           target_id, target_name, target_column, job, principal, at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
-            [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, sc, uuid.UUID(t.id), t.full_name, tc,
-              job, principal, at) for s, sc, t, tc in edges])
+        async with self.unversioned(metastore_id, counted=False) as conn:
+            await conn.executemany(
+                """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
+                                               target_id, target_name, target_column, job, principal, at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
+                [(uuid.UUID(metastore_id), uuid.UUID(s.id), s.type, s.full_name, sc, uuid.UUID(t.id), t.full_name,
+                  tc, job, principal, at) for s, sc, t, tc in edges])
 
+    @_homed
     async def column_lineage_edges(self, metastore_id: str, asset_id: str, column: str, upstream: bool) -> list[dict]:
         """The column edges into (`upstream`) or out of one column, one per (source column, target
         column), with the names last recorded and the last time."""
         end, col = ("target_id", "target_column") if upstream else ("source_id", "source_column")
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             f"""SELECT source_id, source_column, target_id, target_column, max(at) AS last_at,
                        (array_agg(source_type ORDER BY at DESC))[1] AS source_type,
                        (array_agg(source_name ORDER BY at DESC))[1] AS source_name,
@@ -512,11 +785,12 @@ class Store:
             uuid.UUID(metastore_id), uuid.UUID(asset_id), column)
         return [{**dict(r), "source_id": str(r["source_id"]), "target_id": str(r["target_id"])} for r in rows]
 
+    @_homed
     async def lineage_edges(self, metastore_id: str, ids: list[str], upstream: bool) -> list[dict]:
         """The edges into (`upstream`) or out of the assets `ids`, one per (source, target): the
         names and source type last recorded, first and last time, how many writes, which jobs."""
         end = "target_id" if upstream else "source_id"
-        rows = await self.pool.fetch(
+        rows = await (await self.home(metastore_id)).fetch(
             f"""SELECT source_id, target_id, min(at) AS first_at, max(at) AS last_at, count(*) AS runs,
                        (array_agg(source_type ORDER BY at DESC))[1] AS source_type,
                        (array_agg(source_name ORDER BY at DESC))[1] AS source_name,
@@ -527,11 +801,12 @@ class Store:
             uuid.UUID(metastore_id), ids)
         return [{**dict(r), "source_id": str(r["source_id"]), "target_id": str(r["target_id"])} for r in rows]
 
+    @_homed
     async def delta_commits(self, metastore_id: str, table_id: str, start: int, end: int | None,
                             limit: int) -> tuple[int, Asset | None, int | None, int | None, list[dict]]:
         """One snapshot of a table's commits: (metastore version, the table, latest ratified version,
         latest published version, the unpublished commits with start <= version <= end, oldest first)."""
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with (await self.home(metastore_id)).acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             version, table = await _versioned_one_by_id(conn, metastore_id, table_id)
             head = await conn.fetchrow(
                 """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
@@ -546,11 +821,47 @@ class Store:
 
     @asynccontextmanager
     async def write(self, metastore_id: str, expected_version: int):
-        """One serializable write to a metastore, as `async with store.write(ms, v) as tx:`."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            tx = await _begin_write(conn, metastore_id, expected_version)
-            yield tx
-            await _log_write(conn, tx)
+        """One serializable write to a metastore, as `async with store.write(ms, v) as tx:`. In its
+        home; a home that no longer holds it, or holds it fenced (moving), is left for the new one
+        before anything is written (Store.rehome), with the same expected version."""
+        deadline = time.monotonic() + MOVE_WAIT_SECONDS
+        while True:
+            moved = None
+            async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
+                try:
+                    tx = await _begin_write(conn, metastore_id, expected_version)
+                except (MetastoreGone, MetastoreMoving) as e:
+                    moved = e
+                else:
+                    yield tx
+                    await _log_write(conn, tx)
+            if moved is None:
+                return
+            if not await self.rehome(metastore_id, moved, deadline):
+                raise moved
+
+    @asynccontextmanager
+    async def unversioned(self, metastore_id: str, *, counted: bool = True):
+        """A transaction in the metastore's home for rows a metastore write does not version
+        (snapshots, the history's purge; lineage), as `async with store.unversioned(ms) as conn:`.
+        It holds the metastore's row against a move's fence until it commits and, like `write`,
+        leaves a home that holds the metastore no longer, or fenced, for the new one first.
+        `counted` (all but append-only rows, which a move follows by id): it counts itself in the
+        metastore's `side_writes`, which tells a move to copy the tables such writes change again."""
+        deadline = time.monotonic() + MOVE_WAIT_SECONDS
+        while True:
+            moved = None
+            async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
+                try:
+                    await _not_fenced(conn, metastore_id, counted)
+                except (MetastoreGone, MetastoreMoving) as e:
+                    moved = e
+                else:
+                    yield conn
+            if moved is None:
+                return
+            if not await self.rehome(metastore_id, moved, deadline):
+                raise moved
 
     @asynccontextmanager
     async def write_batch(self, metastore_id: str, expected_version: int):
@@ -561,41 +872,108 @@ class Store:
 
         The metastore's row is locked once, conditioned on the expected version as `write` does;
         the writes take the versions after it in turn, and the row's new version and the
-        change-log rows are written once at the end: fewer round trips per write."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1 FOR UPDATE",
-                                         uuid.UUID(metastore_id))
-            if actual is None:
-                raise MetastoreGone(metastore_id)
-            if actual != expected_version:
-                raise VersionConflict(metastore_id, expected_version, actual)
-            batch = WriteBatch(conn, metastore_id, expected_version)
-            yield batch
-            if batch.logged:
-                await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
-                                   uuid.UUID(metastore_id), batch.version)
-                await conn.executemany(_LOG_WRITE, [_log_row(tx) for tx in batch.logged])
+        change-log rows are written once at the end: fewer round trips per write. A moved
+        metastore is followed to its new home as `write` does."""
+        deadline = time.monotonic() + MOVE_WAIT_SECONDS
+        while True:
+            moved = None
+            async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
+                row = await conn.fetchrow("SELECT version, fenced FROM metastores WHERE id = $1 FOR UPDATE",
+                                          uuid.UUID(metastore_id))
+                if row is None:
+                    moved = MetastoreGone(metastore_id)
+                elif row["fenced"]:
+                    moved = MetastoreMoving(metastore_id)
+                else:
+                    if row["version"] != expected_version:
+                        raise VersionConflict(metastore_id, expected_version, row["version"])
+                    batch = WriteBatch(conn, metastore_id, expected_version)
+                    yield batch
+                    if batch.logged:
+                        await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
+                                           uuid.UUID(metastore_id), batch.version)
+                        await conn.executemany(_LOG_WRITE, [_log_row(tx) for tx in batch.logged])
+            if moved is None:
+                return
+            if not await self.rehome(metastore_id, moved, deadline):
+                raise moved
+
+
+async def _not_fenced(conn, metastore_id: str, counted: bool = False) -> None:
+    """In a transaction writing rows a metastore write does not version: hold the metastore's row
+    against a fence until commit (a move's fence takes it FOR UPDATE), and refuse one fenced;
+    `counted`: add one to its `side_writes` (Store.unversioned)."""
+    ms = uuid.UUID(metastore_id)
+    if counted and await conn.fetchval(
+            "UPDATE metastores SET side_writes = side_writes + 1 WHERE id = $1 AND NOT fenced RETURNING 1", ms):
+        return
+    fenced = await conn.fetchval("SELECT fenced FROM metastores WHERE id = $1 FOR KEY SHARE", ms)
+    if fenced is None:
+        raise MetastoreGone(metastore_id)
+    if fenced:
+        raise MetastoreMoving(metastore_id)
+
+
+def _migration_files() -> list[tuple[str, str]]:
+    return sorted((f.name, f.read_text()) for f in resources.files("shardcat.store").joinpath("migrations").iterdir()
+                  if f.name.endswith(".sql"))
+
+
+async def _migrate(pool: asyncpg.Pool, name: str) -> list[str]:
+    applied = []
+    async with pool.acquire() as conn, conn.transaction():
+        # Several processes may start at once: one applies, the others wait and see it done.
+        await conn.execute("SELECT pg_advisory_xact_lock(7239001)")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at bigint NOT NULL)"
+        )
+        done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+        for file, sql in _migration_files():
+            if file not in done:
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2)", file, now_ms())
+                applied.append(file)
+        known = await conn.fetchval("SELECT name FROM database_identity")
+        if known is None:
+            await conn.execute("INSERT INTO database_identity VALUES (true, $1, $2)", name, now_ms())
+        elif known != name:
+            raise DatabaseConfigError(f"the database configured as '{name}' was named '{known}' at its first start: "
+                                      "give each server its own name, the same at every start")
+    return applied
 
 
 async def _begin_write(conn, metastore_id: str, expected_version: int) -> "WriteTx":
     """Bump the metastore's version, conditioned on the one the writer expects (invariant 2)."""
     new_version = await conn.fetchval(
-        "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 RETURNING version",
+        "UPDATE metastores SET version = version + 1 WHERE id = $1 AND version = $2 AND NOT fenced RETURNING version",
         uuid.UUID(metastore_id), expected_version,
     )
     if new_version is None:
-        actual = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
-        if actual is None:
+        row = await conn.fetchrow("SELECT version, fenced FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
+        if row is None:
             raise MetastoreGone(metastore_id)
-        raise VersionConflict(metastore_id, expected_version, actual)
+        if row["fenced"]:
+            raise MetastoreMoving(metastore_id)
+        raise VersionConflict(metastore_id, expected_version, row["version"])
     return WriteTx(conn, metastore_id, new_version)
 
 
-_LOG_WRITE = "INSERT INTO change_log VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6)"
+_LOG_WRITE = """INSERT INTO change_log (metastore_id, version, changed, parents, at, details, principal)
+                VALUES ($1, $2, $3::uuid[], $4::uuid[], $5, $6, $7)"""
+
+# A deleted asset's grants, as the history keeps them (for undrop).
+_HELD_GRANTS = """(SELECT jsonb_agg(jsonb_build_object('principal', g.principal, 'privilege', g.privilege,
+                                                   'granted_by', g.granted_by, 'granted_at', g.granted_at))
+                   FROM grants g WHERE g.securable_id = gone.id)"""
+
+# Who is writing (a caller's name): set per request by catalog/versions.py, read by `Shard.write`
+# into `WriteTx.principal`, kept in the change log for an asset's history.
+WRITER: contextvars.ContextVar[str | None] = contextvars.ContextVar("shardcat_writer", default=None)
 
 
 def _log_row(tx: "WriteTx") -> tuple:
-    return uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details()
+    return (uuid.UUID(tx.metastore_id), tx.version, sorted(tx.changed), sorted(tx.parents), now_ms(), tx.details(),
+            tx.principal)
 
 
 async def _log_write(conn, tx: "WriteTx") -> None:
@@ -613,6 +991,9 @@ class WriteBatch:
         self.version = expected_version
         self.logged: list[WriteTx] = []
         self._savepoint = False
+        # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
+        # locked, so its assets change only through the group's own puts and deletes meanwhile.
+        self.reads: dict[tuple[str, str], Asset | None] = {}
 
     @asynccontextmanager
     async def write(self):
@@ -620,10 +1001,12 @@ class WriteBatch:
         await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
                                 else "SAVEPOINT group_write")
         self._savepoint = True
-        tx = WriteTx(self.conn, self.metastore_id, self.version + 1)
+        tx = WriteTx(self.conn, self.metastore_id, self.version + 1, self.reads)
+        tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
         except BaseException:
+            self.reads.clear()              # they may hold what the rolled-back write did
             if not self.conn.is_closed():
                 await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
             raise
@@ -634,10 +1017,15 @@ class WriteBatch:
 class WriteTx:
     """The inside of one metastore write: reads see everything committed before it."""
 
-    def __init__(self, conn, metastore_id: str, version: int):
+    def __init__(self, conn, metastore_id: str, version: int, reads: dict | None = None):
         self.conn = conn
         self.metastore_id = metastore_id
         self.version = version
+        # Assets read by name in this transaction, (namespace, full name) -> the asset or None: read
+        # again, one is answered from here (a create reads its schema's catalog twice; a group's
+        # writes, their common parents). Kept true by `put` and `delete`, the only ways a write
+        # changes assets; whoever rolls back part of the transaction calls `forget_reads`.
+        self.reads: dict[tuple[str, str], Asset | None] = {} if reads is None else reads
         self.changed: set[str] = set()         # ids this write changed; `touch` says how, for the change feed
         self.parents: set[str] = set()
         self.written: dict[str, Asset] = {}   # id -> new state
@@ -645,6 +1033,8 @@ class WriteTx:
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
+        self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
+        self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
@@ -662,8 +1052,26 @@ class WriteTx:
         return [self.touched[i] for i in sorted(self.touched)]
 
     async def get(self, namespace: str, full_name: str) -> Asset | None:
+        key = (namespace, full_name)
+        try:
+            return self.reads[key]
+        except KeyError:
+            pass
         _, asset = await _get_asset(self.conn, self.metastore_id, namespace, full_name)
+        self.reads[key] = asset
         return asset
+
+    def forget_reads(self) -> None:
+        """Part of the transaction was rolled back (a savepoint): what was read may have changed."""
+        self.reads.clear()
+
+    def _changed(self, ids: set[str], keys: list[tuple[str, str]]) -> None:
+        """Assets `ids` were written or deleted, now found under `keys`: their reads go."""
+        reads = self.reads
+        for key in keys:
+            reads.pop(key, None)
+        for key in [k for k, a in reads.items() if a is not None and a.id in ids]:
+            del reads[key]
 
     async def has_children(self, parent_id: str) -> bool:
         return await self.conn.fetchval("SELECT EXISTS (SELECT 1 FROM assets WHERE parent_id = $1)", uuid.UUID(parent_id))
@@ -691,8 +1099,13 @@ class WriteTx:
         """Insert or replace an asset; returns it stamped with this write's version."""
         asset = dataclasses.replace(asset, written_at=self.version)
         try:
+            # The state this replaces (written by an earlier write) goes to the history in the same
+            # statement: one round trip, as before (migration 0012, docs/versions.md).
             inserted = await self.conn.fetchval(
-                f"""INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                f"""WITH old AS (SELECT * FROM assets WHERE id = $1 AND written_at < $10),
+                    kept AS (INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at)
+                             SELECT {_ASSET_COLUMNS}, $10 FROM old ON CONFLICT DO NOTHING)
+                    INSERT INTO assets ({_ASSET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                     ON CONFLICT (id) DO UPDATE SET type = $3, namespace = $4, parent_id = $5, name = $6,
                         full_name = $7, storage_path = $8, info = $9, written_at = $10
                     RETURNING (xmax = 0)""",
@@ -702,6 +1115,7 @@ class WriteTx:
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(asset.full_name) from None
+        self._changed({asset.id}, [(asset.namespace, asset.full_name)])
         replaced = self.deleted.get(asset.id)
         if inserted and replaced is None:
             self.created.add(asset.id)
@@ -712,10 +1126,45 @@ class WriteTx:
         self.written[asset.id] = asset
         return asset
 
+    async def insert_new(self, assets: list[Asset]) -> list[Asset]:
+        """Insert many assets that do not exist yet (new ids: a clone's), in one statement; a name
+        taken raises KeyError. Returns them stamped with this write's version."""
+        stamped = [dataclasses.replace(a, written_at=self.version) for a in assets]
+        try:
+            await self.conn.execute(
+                f"""INSERT INTO assets ({_ASSET_COLUMNS})
+                    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
+                [uuid.UUID(a.id) for a in stamped], [uuid.UUID(a.metastore_id) for a in stamped],
+                [a.type for a in stamped], [a.namespace for a in stamped], [uuid.UUID(a.parent_id) for a in stamped],
+                [a.name for a in stamped], [a.full_name for a in stamped], [a.storage_path for a in stamped],
+                [a.info for a in stamped], [a.written_at for a in stamped])
+        except asyncpg.UniqueViolationError as e:
+            raise KeyError(str(e)) from None
+        for a in stamped:
+            self.created.add(a.id)
+            self.touch(a.id, "CREATE", a.type, a.full_name)
+            self.parents.add(a.parent_id)
+            self.written[a.id] = a
+        return stamped
+
     async def delete(self, assets: list[Asset]) -> None:
-        await self.conn.execute("DELETE FROM assets WHERE id = ANY($1::uuid[])", [a.id for a in assets])
-        await self.conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
-                                [a.id for a in assets if a.type == "table"])   # a dropped table's commits go with it
+        """Delete assets; their last states (and grants) stay in the history, marked dropped, for
+        reads at earlier versions and undrop until the retention window passes. A dropped table's
+        Delta commits stay too (undrop needs them); the history's purge deletes them."""
+        ids = [a.id for a in assets]
+        self._changed(set(ids), [])
+        if any(a.written_at == self.version for a in assets):
+            # Changed earlier in this same write: the state kept is the one before it (its grants
+            # read before the delete takes them).
+            await self.conn.execute(
+                f"""UPDATE asset_history h SET dropped = true, grants = {_HELD_GRANTS.replace('gone.', 'h.')}
+                    WHERE id = ANY($1::uuid[]) AND replaced_at = $2""", ids, self.version)
+        await self.conn.execute(
+            f"""WITH gone AS (DELETE FROM assets WHERE id = ANY($1::uuid[]) RETURNING *)
+                INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at, dropped, grants)
+                SELECT {_ASSET_COLUMNS}, $2, true, {_HELD_GRANTS} FROM gone WHERE written_at < $2
+                ON CONFLICT DO NOTHING""", ids, self.version)
         for a in assets:
             self.touch(a.id, "DELETE", a.type, a.full_name)
             self.parents.add(a.parent_id)

@@ -1,5 +1,6 @@
 """Grants in PostgreSQL (table `grants`, migration 0005): what governance/index.py reads to build and
-refresh a shard's privilege index, and who is an account admin. Writes go through `WriteTx.set_grants`."""
+refresh a shard's privilege index (in the metastore's home database), and who is an account admin (the
+directory's). Writes go through `WriteTx.set_grants`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ async def privilege_snapshot(store, metastore_id: str):
     """The metastore's securables, owners and grants at one version (one repeatable-read snapshot):
     (version, the metastore's owner, asset rows (id, parent_id, type, full_name, owner), grants grouped)."""
     ms = uuid.UUID(metastore_id)
-    async with store.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+    async with (await store.home(metastore_id)).acquire() as conn, \
+            conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
         if meta is None:
             raise MetastoreGone(metastore_id)
@@ -31,9 +33,9 @@ async def privilege_snapshot(store, metastore_id: str):
     return meta["version"], meta["info"].get("owner"), assets, group_grants(grants)
 
 
-async def grants_of(store, securable_ids: list[str]) -> dict[str, dict[str, set[str]]]:
-    """The grants on these securables, grouped (those with none are absent)."""
-    rows = await store.pool.fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
+async def grants_of(store, metastore_id: str, securable_ids: list[str]) -> dict[str, dict[str, set[str]]]:
+    """The grants on these securables of a metastore, grouped (those with none are absent)."""
+    rows = await (await store.home(metastore_id)).fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",
                                   [uuid.UUID(i) for i in securable_ids])
     return group_grants(rows)
 

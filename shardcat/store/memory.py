@@ -44,6 +44,10 @@ class MemoryStore:
         self._metastores[metastore_id] = _Metastore(meta)
         return meta
 
+    async def rename_in_directory(self, metastore_id: str, name: str) -> None:
+        if any(m.meta.name == name for i, m in self._metastores.items() if i != metastore_id):
+            raise KeyError(name)
+
     async def get_metastore(self, metastore_id: str) -> Metastore | None:
         found = self._metastores.get(metastore_id)
         return found.meta if found else None
@@ -86,7 +90,7 @@ class MemoryStore:
                           key=lambda a: a.name)
         return ms.meta.version, children[:limit] if limit is not None else children
 
-    async def count_children(self, parent_id: str, namespace: str, limit: int) -> int:
+    async def count_children(self, metastore_id: str, parent_id: str, namespace: str, limit: int) -> int:
         n = sum(1 for ms in self._metastores.values() for a in ms.assets.values()
                 if a.parent_id == parent_id and a.namespace == namespace)
         return min(n, limit)

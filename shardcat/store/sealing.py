@@ -205,8 +205,9 @@ async def reseal_credentials(store, box: SecretBox) -> dict:
     (docs/design.md invariant 2), so shards that cache the credentials reconcile. A secret sealed
     under a key this server does not hold is left as it is, and counted."""
     counts = {"resealed": 0, "unreadable": 0}
-    rows = await store.pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = ANY($1::text[])",
-                                  list(SEALED_TYPES))
+    rows = [row for pool in store.databases.values()     # every home database's
+            for row in await pool.fetch("SELECT DISTINCT metastore_id FROM assets WHERE type = ANY($1::text[])",
+                                        list(SEALED_TYPES))]
     for row in rows:
         metastore_id = str(row["metastore_id"])
         for attempt in range(5):

@@ -398,6 +398,38 @@ async def test_a_burst_is_kept_whole_and_written_in_few_copies(server):
     await server.store.pool.execute("DELETE FROM audit_log WHERE action = $1", marker)
 
 
+async def test_a_steady_stream_is_written_in_copies_of_a_batch(server):
+    """Requests answered one after another (a few events per loop turn): the background writer
+    waits for `batch` events before each COPY instead of writing whatever arrived while the last
+    COPY ran (a stream of COPYs of a few rows each, whose own cost was paid every few requests)."""
+    sizes = []
+
+    class Sizing:
+        def __init__(self, conn):
+            self.conn = conn
+
+        async def copy_records_to_table(self, *args, records, **kwargs):
+            sizes.append(len(records))
+            await self.conn.copy_records_to_table(*args, records=records, **kwargs)
+
+    class SizingPool:
+        @contextlib.asynccontextmanager
+        async def acquire(self):
+            async with server.store.pool.acquire() as conn:
+                yield Sizing(conn)
+
+    marker = f"test.stream.{uuid.uuid4().hex[:8]}"
+    log = AuditLog(types.SimpleNamespace(pool=SizingPool()), batch=100, interval=10.0)
+    await log.start()
+    for i in range(1000):
+        log.submit({"at": i, "action": marker, "allowed": True, "status": 200})
+        await asyncio.sleep(0.001)          # a request's time: COPYs end while events still come
+    await log.stop(timeout=30)
+    assert log.stats["written"] == 1000 and sum(sizes) == 1000
+    assert len(sizes) <= 1000 // 100 + 1 and min(sizes[:-1]) >= 100, sizes
+    await server.store.pool.execute("DELETE FROM audit_log WHERE action = $1", marker)
+
+
 def test_dropped_events_are_counted_and_warned_of_at_most_every_few_seconds(server, caplog):
     log = AuditLog(server.store, max_pending=2)
     with caplog.at_level("WARNING", logger="shardcat.governance.audit"):

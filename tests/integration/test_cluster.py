@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 
 import orjson
 import pytest
@@ -98,6 +99,35 @@ async def test_search_changes_and_lineage_through_the_router(cluster, cws):
     assert status == 200 and [e["source"]["full_name"] for e in lineage["edges"]] == ["c.s.orders"]
 
 
+async def test_transactions_through_the_router(cluster, cws):
+    """A multi-asset transaction reaches the owner shard through the router: one version for all of it;
+    disjoint ones sent at once all commit, two writing the same table: one 409 naming it."""
+    def table(name: str) -> dict:
+        return {"op": "create", "type": "table", "body": {
+            "name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]}}
+
+    status, done = await cws.call("POST", "/shardcat/transactions", json={"operations": [
+        {"op": "create", "type": "catalog", "body": {"name": "c"}},
+        {"op": "create", "type": "schema", "body": {"name": "s", "catalog_name": "c"}},
+        *[table(f"t{i}") for i in range(4)]]})
+    assert status == 200, done
+    read_at = done["version"]
+
+    def comment(name: str, text: str) -> dict:
+        return {"read_at": read_at, "operations": [
+            {"op": "update", "type": "table", "name": f"c.s.{name}", "body": {"comment": text}}]}
+
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment(f"t{i}", "mine"))
+                                     for i in range(4)])
+    assert [s for s, _ in answers] == [200] * 4, answers
+    read_at = max(b["version"] for _, b in answers)
+    answers = await asyncio.gather(*[cws.call("POST", "/shardcat/transactions", json=comment("t0", text))
+                                     for text in ("x", "y")])
+    assert sorted(s for s, _ in answers) == [200, 409], answers
+    assert "Conflict on table 'c.s.t0'" in next(b for s, b in answers if s == 409)["message"]
+
+
 async def test_killed_shard_metastores_are_served_again(cluster, cws):
     for i in range(5):
         assert (await cws.call("POST", "/catalogs", json={"name": f"k{i}"}))[0] == 200
@@ -170,6 +200,57 @@ async def test_dual_ownership_is_detected_and_the_stale_owner_drops(cluster, cws
     assert status == 200 and got["name"] == "d1"
 
 
+async def _write_while_the_metastore_moves(cluster, cws, method: str, path: str, **kw) -> tuple[int, dict]:
+    """Send a write through the router while the metastore's row is locked (so that its transaction
+    waits on its owner), move the metastore to the other shard meanwhile (warmed, switched, the old
+    owner told to drop it), then let the write commit on the owner it reached: its (status, body)."""
+    routing, ms = cluster.cluster.routing, cws.metastore_id
+    new = next(h.name for h in routing.live() if h.name != routing.owner[ms])
+    pool = cluster.store.pool
+    async with pool.acquire() as holder, holder.transaction():
+        await holder.execute("SELECT version FROM metastores WHERE id = $1 FOR UPDATE", uuid.UUID(ms))
+        write = asyncio.create_task(cws.call(method, path, **kw))
+        deadline = time.monotonic() + 60
+        while not await pool.fetchval("""SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+                                           AND query LIKE '%metastores%' AND pid <> $1""", holder.get_server_pid()):
+            assert not write.done(), write.result()     # it must be waiting on the lock, not answered
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await routing.move(ms, new)
+        assert routing.owner[ms] == new
+    return await write
+
+
+async def test_a_write_on_a_moving_metastore_is_answered_once_and_what_it_acknowledged_is_served(cluster, cws):
+    """Writes take the router's fast path. One that commits on a metastore's old owner after the
+    metastore moved is acknowledged by it, never sent again to the new owner (which would answer a
+    drop already done with 404), and the new owner serves what it acknowledged (issue 33)."""
+    table = {"catalog_name": "c", "schema_name": "s", "table_type": "MANAGED", "data_source_format": "DELTA",
+             "columns": []}
+    assert (await cws.call("POST", "/catalogs", json={"name": "c"}))[0] == 200
+    assert (await cws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"}))[0] == 200
+    for name in ("t1", "t2"):
+        assert (await cws.call("POST", "/tables", json={"name": name, **table}))[0] == 200
+    stats = cluster.front.front.stats
+    before = dict(stats)
+    # A drop, then (the metastore moving back) a create, each committing on the owner it reached.
+    status, body = await _write_while_the_metastore_moves(cluster, cws, "DELETE", "/tables/c.s.t1")
+    assert status == 200, body
+    status, made = await _write_while_the_metastore_moves(cluster, cws, "POST", "/tables",
+                                                          json={"name": "t3", **table})
+    assert status == 200 and made["full_name"] == "c.s.t3", made
+    # Each went straight to its shard once: none came back refused and went through the router app.
+    assert stats["fast"] - before["fast"] == 2 and stats["through_app"] == before["through_app"], (before, stats)
+    # The new owner serves what was acknowledged on the old one: t1 gone, t3 there, t2 untouched.
+    assert (await cws.call("GET", "/tables/c.s.t1"))[0] == 404
+    status, got = await cws.call("GET", "/tables/c.s.t3")
+    assert status == 200 and got["table_id"] == made["table_id"], got
+    assert (await cws.call("DELETE", "/tables/c.s.t3"))[0] == 200
+    assert (await cws.call("DELETE", "/tables/c.s.t2"))[0] == 200
+    listed = await cws.call("GET", "/tables", params={"catalog_name": "c", "schema_name": "s"})
+    assert listed == (200, {"tables": []}), listed
+
+
 async def test_a_shard_with_the_cache_off_reads_the_database_every_time(cluster, cws, pg_url):
     assert (await cws.call("POST", "/catalogs", json={"name": "nc"}))[0] == 200
     actor = ShardActor.remote("no-cache", pg_url, CacheConfig(enabled=False))
@@ -214,3 +295,25 @@ async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster
     status, got = await client.call("GET", "/catalogs/direct")
     assert status == 200 and got == made
     assert client.shard_url != owner.url
+
+
+async def test_path_queries_through_the_router_page_on_the_owner_shard(cluster, cws):
+    """POST /shardcat/query reaches the owner shard; its page tokens (read-only POSTs) follow it there."""
+    await cws.call("POST", "/catalogs", json={"name": "q"})
+    await cws.call("POST", "/schemas", json={"name": "s", "catalog_name": "q"})
+    for name in ("a", "b", "c"):
+        status, _ = await cws.call("POST", "/tables", json={
+            "name": name, "catalog_name": "q", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]})
+        assert status == 200
+    found, token = [], None
+    for _ in range(5):
+        status, page = await cws.call("POST", "/shardcat/query", json={
+            "query": '/catalog[name = "q"]/schema/table/column[type = "LONG"]', "max_results": 2,
+            **({"page_token": token} if token else {})})
+        assert status == 200, page
+        found += [r["full_name"] for r in page["results"]]
+        token = page.get("next_page_token")
+        if token is None:
+            break
+    assert found == ["q.s.a.id", "q.s.b.id", "q.s.c.id"]

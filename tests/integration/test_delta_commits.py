@@ -291,13 +291,15 @@ async def test_tables_that_are_not_catalog_managed(ws):
 
 
 async def test_dropping_the_table_drops_its_commits(ws, server, table):
+    """Kept while the table can be undropped (docs/versions.md), gone with its purge."""
     assert (await commit(ws, table, 1))[0] == 200
     assert (await ws.call("DELETE", "/tables/main.s.t"))[0] == 200
-    count = await server.store.pool.fetchval("SELECT count(*) FROM delta_commits WHERE table_id = $1",
-                                             uuid.UUID(table["table_id"]))
-    assert count == 0
+    count = "SELECT count(*) FROM delta_commits WHERE table_id = $1"
+    assert await server.store.pool.fetchval(count, uuid.UUID(table["table_id"])) == 1
     status, body = await commit(ws, table, 2)
     assert status == 404
+    assert (await ws.call("DELETE", f"/shardcat/dropped/{table['table_id']}"))[0] == 200
+    assert await server.store.pool.fetchval(count, uuid.UUID(table["table_id"])) == 0
 
 
 async def sdk_get_commits(api: DeltaCommitsApi, request: DeltaGetCommits):

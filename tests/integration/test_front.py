@@ -96,15 +96,13 @@ async def test_everything_else_goes_through_the_router_app(cluster, fws, http):
     assert after["through_app"] - before["through_app"] == 5 and after["fast"] == before["fast"]
 
 
-async def test_writes_take_the_router_app_and_one_that_loses_its_connection_is_not_sent_again(cluster, fws,
-                                                                                               monkeypatch):
+async def test_writes_take_the_fast_path_and_one_that_loses_its_connection_is_not_sent_again(cluster, fws,
+                                                                                             monkeypatch):
     await fws.call("GET", "/catalogs/c")        # the caller's identity is cached after its first request
     before = counts(cluster)
     status, created = await fws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
     assert status == 200 and created["full_name"] == "c.s"
-    # Not the fast path: sent straight to a moving metastore's new owner, writes answered 404 for
-    # tables just made (the chaos test's `move`); the router app sends them.
-    assert counts(cluster)["through_app"] - before["through_app"] == 1 and counts(cluster)["fast"] == before["fast"]
+    assert counts(cluster)["fast"] - before["fast"] == 1 and counts(cluster)["through_app"] == before["through_app"]
     assert (await fws.call("GET", "/schemas/c.s"))[1]["full_name"] == "c.s"   # there, read back
     # The shard applies the write, and the connection is lost before its answer arrives.
     client = cluster.front.front.forwarder.client      # the one both the front and the router app send with

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +21,9 @@ from shardcat.errors import CatalogError
 from shardcat.shards import shard as shard_module
 from shardcat.catalog.service import CatalogService
 from shardcat.shards.shard import CacheConfig, Shard
+from shardcat.serving.app import _metastore_session
 from shardcat.store.db import Store
+from shardcat.web.middleware import error_middleware
 
 NAMES = ["t0", "t1", "t2", "t3"]
 TABLE = {"catalog_name": "c", "schema_name": "s", "table_type": "EXTERNAL", "data_source_format": "PARQUET",
@@ -187,6 +191,49 @@ def test_lookup_by_id_is_served_from_the_cache_and_kept_fresh(pg_url, tmp_path):
             assert (await b.lookup_id(metastore_id, catalog["id"], seen)).info["comment"] == "new"
             assert await b.lookup_id(metastore_id, "not-a-uuid") is None
             assert await b.lookup_id(metastore_id, str(uuid.uuid4())) is None
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_shard_never_answers_not_owner_for_a_write_it_applied(pg_url, tmp_path):
+    """NOT_OWNER (421) tells the router nothing was done and to send the request to the owner. A
+    request whose write was applied and that then meets NOT_OWNER (the metastore moved away before
+    its answer was made) is answered 503, outcome for the client to read back, never 421: sent
+    again, a drop done would be answered 404 by the new owner (issue 33). A request that only read
+    still gets its 421."""
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=2)
+        try:
+            metastore_id = await _new_metastore(store, f"file://{tmp_path}")
+            shard = Shard(store, "a", claim_on_demand=False)
+            caller = Caller("admin", 1, True, 1, metastore_id)
+
+            @web.middleware
+            async def signed_in(request, handler):
+                request["caller"] = caller
+                return await handler(request)
+
+            async def write_then_read(request):
+                shard.own(metastore_id)
+                await CatalogService(shard).create(caller, "catalog", {"name": request.match_info["name"]})
+                shard.drop(metastore_id)                 # moved away, as the router does it
+                await shard.state(metastore_id)          # a read after the write: NOT_OWNER
+                return web.json_response({})
+
+            async def read(request):
+                await shard.state(metastore_id)
+                return web.json_response({})
+
+            app = web.Application(middlewares=[error_middleware(1 << 20), signed_in, _metastore_session(shard)])
+            app.add_routes([web.post("/write/{name}", write_then_read), web.get("/read", read)])
+            async with TestClient(TestServer(app)) as client:
+                r = await client.post("/write/moved")
+                assert r.status == 503 and (await r.json())["error_code"] == "TEMPORARILY_UNAVAILABLE"
+                assert (await store.get_asset(metastore_id, "catalog", "moved"))[1] is not None   # it was applied
+                r = await client.get("/read")
+                assert r.status == 421 and (await r.json())["error_code"] == "NOT_OWNER"
         finally:
             await store.close()
 

@@ -1,12 +1,18 @@
 """The benchmark harness's pure parts: percentiles, section rewriting, the bare server's body sizes,
-replayed answers and front answers, the running share."""
+replayed answers and front answers, the running share, CPU of process trees."""
 
+import subprocess
+import sys
+import time
+
+import psutil
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from benchmarks.bare_server import PREFIX, json_body, make_front_answer, make_replay_app
 from benchmarks import harness
 from benchmarks.harness import percentile, write_section
+from benchmarks.machine import tree_cpu, tree_cpu_total
 
 
 def test_nearest_rank_percentiles():
@@ -106,3 +112,32 @@ def test_wrk_sends_a_window_to_one_server_only():
     reqs = harness.requests("http://127.0.0.1:9", ["/a"]) + harness.requests("http://127.0.0.1:10", ["/b"])
     with pytest.raises(ValueError):
         harness.wrk_script(reqs, {}, seed=1)
+
+
+def test_tree_cpu_counts_descendants_that_ended_in_between():
+    """A process tree's CPU across a child that used CPU and ended between two readings: the live
+    sum loses the child (bench_writes' PostgreSQL column came out negative so: backends and
+    autovacuum workers come and go), the total with reaped children keeps it and never drops."""
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               "sys.stdin.readline()\n"
+                               "subprocess.run([sys.executable, '-c', 'x = sum(i * i for i in range(3_000_000))'])\n"
+                               "print('done', flush=True)\n"
+                               "sys.stdin.readline()\n"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.2)
+        live_before, total_before = sum(tree_cpu([parent.pid]).values()), tree_cpu_total([parent.pid])
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "done"      # the child ran and was reaped
+        assert psutil.Process(parent.pid).children() == []
+        live_after, total_after = sum(tree_cpu([parent.pid]).values()), tree_cpu_total([parent.pid])
+        child = psutil.Process(parent.pid).cpu_times()
+        assert child.children_user + child.children_system > 0.05
+        assert total_after - total_before >= child.children_user + child.children_system
+        assert live_after - live_before < total_after - total_before - 0.05    # the live sum lost it
+    finally:
+        parent.stdin.write("end\n")
+        parent.stdin.flush()
+        parent.wait(10)

@@ -34,3 +34,25 @@ def test_the_ray_config_readme_command_parses():
     command = re.search(r'"(shardcat serve [^"]+)"', readme).group(1)
     c = config(*command.split()[2:])
     assert c.ray_address == "auto" and c.shards == 4 and c.host == "0.0.0.0"
+
+
+def test_several_databases_by_flag_or_file(tmp_path):
+    """`--db` repeated or `--db-file`: the servers in order, named or by position (docs/cluster.md)."""
+    from shardcat.store.databases import parse_databases
+
+    c = config("--db", "postgresql://a/x", "--db", "east=postgresql://b/y?sslmode=require")
+    assert parse_databases(c.db) == {"db0": "postgresql://a/x", "east": "postgresql://b/y?sslmode=require"}
+    listed = tmp_path / "dbs"
+    listed.write_text("# the directory's first\nmain = postgresql://a/x\n\npostgresql://b/y  # db1\n")
+    assert parse_databases(config("--db-file", str(listed)).db) == {"main": "postgresql://a/x",
+                                                                   "db1": "postgresql://b/y"}
+
+
+def test_bad_database_lists_stop_the_start(tmp_path):
+    import pytest
+
+    for argv in (["--db", "Bad Name=postgresql://a/x"], ["--db", "a=postgresql://a/x", "--db", "a=postgresql://b/y"],
+                 ["--db", "a="], ["--db-file", str(tmp_path / "missing")],
+                 ["--db", "postgresql://a/x", "--db-file", str(tmp_path / "dbs")]):
+        with pytest.raises(SystemExit):
+            config(*argv)

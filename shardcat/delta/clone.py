@@ -1,0 +1,111 @@
+"""Shallow clones of Delta tables, and a vacuum that keeps what clones reference.
+
+A shallow clone is a new table whose `_delta_log` (at its own location) starts with one commit
+adding every live file of the source's snapshot by absolute URL: the source's files are shared,
+nothing is copied, and the clone's later writes go under its own location only. The source's
+files must then outlive the source's own need for them: `vacuum` deletes only files that neither
+the source's snapshot nor any clone's snapshot references.
+"""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+
+from ..entities.urls import join_url, normalize_url
+from . import log as dlog
+
+
+def read_published(storage: dlog.Storage, *, until_ms: int | None = None) -> dlog.TableState | None:
+    """The table's state from its published log (checkpoint, then JSON commits), up to the last
+    commit at or before `until_ms` (its in-commit timestamp, else its file's time); None if it has
+    no log."""
+    commits, checkpoints = storage.list_log()
+    if not commits and not checkpoints:
+        return None
+    state = dlog.TableState()
+    start = 0
+    usable = sorted(c for c in checkpoints if until_ms is None)
+    if usable:
+        state = dlog.read_checkpoint(storage, usable[-1])
+        start = usable[-1] + 1
+    for v in sorted(c for c in commits if c >= start):
+        actions = dlog.decode_actions(storage.read(dlog.commit_file(v)))
+        if until_ms is not None and state.version >= 0:
+            info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            when = info.get("inCommitTimestamp") or info.get("timestamp") or storage.mtime_ms(dlog.commit_file(v))
+            if when > until_ms:
+                break
+        state.apply(v, actions)
+    return state if state.metadata is not None else None
+
+
+def absolute(location: str, path: str) -> str:
+    """A log's file path as an absolute URL (paths in a log are relative to its table unless absolute)."""
+    if "://" in path:
+        return normalize_url(path)
+    return join_url(normalize_url(location), *[p for p in path.split("/") if p])
+
+
+def shallow_clone(source_location: str, target_location: str, table_id: str, *, until_ms: int | None = None,
+                  source_name: str = "") -> dict | None:
+    """Write version 0 of a shallow clone of the table at `source_location` (as of `until_ms`) at
+    `target_location`. Returns {"version": the source version cloned, "files": how many} or None
+    when the source has no Delta log (nothing is written then)."""
+    source = dlog.Storage(source_location)
+    state = read_published(source, until_ms=until_ms)
+    if state is None:
+        return None
+    target = dlog.Storage(target_location)
+    when = dlog.now_ms()
+    md = {**state.metadata, "id": table_id, "createdTime": when}
+    config = dict(md.get("configuration") or {})
+    for key in [k for k in config if k.startswith("delta.feature.catalog") or k == "io.unitycatalog.tableId"]:
+        config.pop(key)
+    md["configuration"] = config
+    # The source's protocol, less catalog management: the clone's log is its own, not the catalog's.
+    proto = {k: v for k, v in (state.protocol or {"minReaderVersion": 1, "minWriterVersion": 2}).items()}
+    for key in ("readerFeatures", "writerFeatures"):
+        if key in proto:
+            proto[key] = [f for f in proto[key] if f not in ("catalogManaged", "catalogOwned-preview")]
+    actions = [dlog.commit_info(when, "CLONE", {"source": source_name or source_location,
+                                                "sourceVersion": state.version, "isShallow": True}),
+               {"protocol": proto}, {"metaData": md}]
+    for f in state.files.values():
+        actions.append({"add": {**f, "path": absolute(source_location, f["path"]), "dataChange": True}})
+    target.write(dlog.commit_file(0), dlog.encode_actions(actions))
+    return {"version": state.version, "files": len(state.files)}
+
+
+def referenced(location: str) -> set[str]:
+    """The absolute URLs of the live files of the table at `location` (none without a log)."""
+    state = read_published(dlog.Storage(location))
+    return set() if state is None else {absolute(location, p) for p in state.files}
+
+
+def vacuum(location: str, keep: set[str], *, older_than_ms: int, dry_run: bool = False) -> dict:
+    """Delete the data files under `location` that its own snapshot does not reference, that are
+    not in `keep` (what clones reference) and are older than `older_than_ms`; never the log."""
+    storage = dlog.Storage(location)
+    live = referenced(location)
+    root = normalize_url(location)
+    infos = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True, allow_not_found=True))
+    deleted, kept = [], []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        relative = info.path[len(storage.root):].lstrip("/")
+        if relative.startswith(dlog.LOG_DIR) or relative.startswith("_") or "/_" in relative:
+            continue
+        url = join_url(root, *relative.split("/"))
+        if url in live:
+            continue
+        if url in keep:
+            kept.append(url)
+            continue
+        if info.mtime_ns is not None and info.mtime_ns // 1_000_000 > older_than_ms:
+            continue
+        if not dry_run:
+            storage.fs.delete_file(info.path)
+        deleted.append(url)
+    return {"deleted": sorted(deleted), "kept_for_clones": sorted(kept)}
+
