@@ -310,3 +310,16 @@ def test_the_goal_spreads_shards_evenly_and_caps_them_per_node():
     assert goal(["a", "b"], 6, 2, {}) == {"a": 2, "b": 2}            # capped: 4 of 6 possible
     assert goal(["a", "b"], None, 3, {}) == {"a": 3, "b": 3}         # per node alone
     assert goal([], 4, None, {}) == {}
+
+
+def test_nodes_offering_the_shard_resource_are_the_only_ones_eligible(supervisor):
+    """ray-config/ starts the workers with `shardcat_shards`: then the head (no resource) gets none."""
+    cluster, _ = supervisor
+    cluster.nodes = {"head": {"ip": "10.0.0.1", "alive": True, "resources": {"CPU": 8.0}},
+                     "w1": {"ip": "10.0.0.2", "alive": True, "resources": {"CPU": 8.0, ray_cluster.SHARD_RESOURCE: 1.0}},
+                     "w2": {"ip": "10.0.0.3", "alive": False, "resources": {ray_cluster.SHARD_RESOURCE: 1.0}}}
+    assert cluster.eligible_nodes() == ["w1"]
+    cluster.nodes["w1"]["resources"] = {"CPU": 8.0}         # nobody offers it: every live node
+    assert cluster.eligible_nodes() == ["head", "w1"]
+    cluster.draining.add("w1")
+    assert cluster.eligible_nodes() == ["head"]
