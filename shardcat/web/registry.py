@@ -306,6 +306,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(ACCOUNT, "PATCH", "/scim2/ServicePrincipals/{id}", "updateServicePrincipal", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/scim2/ServicePrincipals/{id}", "deleteServicePrincipal", prefix=CONTROL),
     E(ROUTER, "GET", "/shardcat/routing", "listRouting"),
+    E(ROUTER, "POST", "/shardcat/nodes/{node_id}/drain", "drainNode"),
 )
 
 
