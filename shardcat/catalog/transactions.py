@@ -155,6 +155,7 @@ class _Joined:
                 return await body(tx, self._state)
         except BaseException:
             (tx.changed, tx.parents, tx.written, tx.created, tx.deleted, tx.touched, tx.grants_set) = kept
+            tx.forget_reads()
             raise
 
     async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0):
