@@ -36,6 +36,10 @@ def router_figures(store: Store, routing: RoutingTable, audit_log: AuditLog, obs
     figures.labelled["shard_metastores"] = {name: n for name, n in assigned.items()
                                             if n or routing.shards[name].alive}
     figures.labelled["supervisor_events"] = dict(supervisor_events)
+    placement = routing.placement
+    if placement:       # the supervisor's goal beside what it has: a shortfall shows here
+        figures.labelled["shards"] = {"wanted": placement["shards_wanted"], "possible": placement["shards_possible"],
+                                      "live": placement["shards_live"]}
     return figures
 
 

@@ -60,6 +60,7 @@ GAUGES = {
     "audit_events_pending": "Audit events waiting to be written.",
     "shard_up": "1 for a shard the router counts alive and that answered this scrape, else 0.",
     "shard_metastores": "Metastores the routing table assigns to a shard.",
+    "shards": "Shard counts of a Ray cluster: wanted (--shards), possible (what the live eligible nodes allow), live.",
 }
 
 
@@ -104,7 +105,7 @@ class Observed:
 OBSERVED = web.AppKey("shardcat_observed", Observed)
 
 LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard",
-            "metastore_version": "metastore"}
+            "metastore_version": "metastore", "shards": "count"}
 
 
 class _Snapshots:

@@ -119,6 +119,10 @@ async def test_router_scrape_shows_shards_and_a_kill(cluster, http, tmp_path):
     assert value(samples, "shardcat_requests_total", server=owner, operation="getCatalog", status="200") >= 3
     assert value(samples, "shardcat_writes_total", server=owner) >= 1
     assert value(samples, "shardcat_metastores_owned", server=owner) >= 1
+    # the supervisor's shard count goal beside what it has (a shortfall would show: possible < wanted)
+    assert value(samples, "shardcat_shards", server="router", count="wanted") == 2
+    assert value(samples, "shardcat_shards", server="router", count="possible") == 2
+    assert value(samples, "shardcat_shards", server="router", count="live") == 2
     async with http.get(cluster.url + "/readyz") as r:
         assert r.status == 200, await r.text()
     async with http.get(cluster.url + "/") as r:        # the router serves the explorer's page too
