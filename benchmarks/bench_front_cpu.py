@@ -62,10 +62,12 @@ def checkout(ref: str, stack: ExitStack) -> tuple[Path, str]:
     return where, commit
 
 
-def in_process(tree: Path, db: str, args) -> list[dict]:
+def in_process(tree: Path, db: str, args, breakdown: bool = False) -> list[dict]:
     """One driver run of `tree`: its rounds' JSON lines."""
     argv = [sys.executable, str(DRIVER), "--db", db, "--tables", str(args.tables), "--n", str(args.n),
             "--rounds", str(args.rounds), "--warmup", str(args.warmup_requests)]
+    if breakdown:
+        argv.append("--breakdown")
     if args.profile:
         argv += ["--profile", args.profile]
     done = subprocess.run(argv, cwd=tree, env={**__import__("os").environ, "PYTHONPATH": str(tree)},
@@ -94,12 +96,20 @@ async def served_window(server: h.Server, reqs: list[h.Request], concurrency: in
 
 async def run(args, tmp: Path, pg: h.Postgres, trees: dict[str, Path]) -> dict:
     inproc: dict[tuple[str, str], list[float]] = {(c, op): [] for c in trees for op in OPS}
-    for attempt in range(args.passes):
+    for attempt in range(args.passes if args.requests else 0):
         for commit, tree in trees.items():
             db = await pg.database(f"cpu_{commit}_{attempt}")
             h.log(f"== in-process, {commit} (pass {attempt + 1}/{args.passes})")
             for line in in_process(tree, db, args):
                 inproc[commit, line["op"]].append(line["cpu_us"])
+    parts: dict[tuple[str, str], list[float]] = {}
+    if args.breakdown:
+        for attempt in range(args.passes):
+            for commit, tree in trees.items():
+                db = await pg.database(f"parts_{commit}_{attempt}")
+                h.log(f"== the fast path's parts, {commit} (pass {attempt + 1}/{args.passes})")
+                for line in in_process(tree, db, args, breakdown=True):
+                    parts.setdefault((commit, line["part"]), []).append(line["cpu_us"])
     served: dict[tuple[str, str, int], list[float]] = {}
     if args.served:
         servers, workloads = {}, {}
@@ -118,10 +128,12 @@ async def run(args, tmp: Path, pg: h.Postgres, trees: dict[str, Path]) -> dict:
                         served.setdefault((commit, op, c), []).append(us)
             h.log(f"  served round {round_ + 1}/{args.rounds}: " + ", ".join(
                 f"{k[0]} {k[1]}@{k[2]} {v[-1]:.0f} µs" for k, v in served.items()))
-    return {"in_process": [{"commit": c, "operation": op, "cpu_us": statistics.median(v), "min_us": min(v), "runs": v}
-                           for (c, op), v in inproc.items()],
+    return {"in_process": [{"commit": c, "operation": op, "cpu_us": statistics.median(v) if v else None,
+                            "min_us": min(v) if v else None, "runs": v} for (c, op), v in inproc.items()],
             "served": [{"commit": c, "operation": op, "clients": n, "cpu_us": statistics.median(v), "windows": v}
-                       for (c, op, n), v in served.items()]}
+                       for (c, op, n), v in served.items()],
+            "parts": [{"commit": c, "part": part, "cpu_us": statistics.median(v), "min_us": min(v), "runs": v}
+                      for (c, part), v in parts.items()]}
 
 
 def markdown(run_info: dict) -> str:
@@ -145,17 +157,27 @@ def markdown(run_info: dict) -> str:
              "",
              f"| operation | measure | {old} | {new} | change |",
              "| --- | --- | ---: | ---: | ---: |"]
-    rows = {(r["commit"], r["operation"]): r["cpu_us"] for r in run_info["in_process"]}
-    least = {(r["commit"], r["operation"]): r["min_us"] for r in run_info["in_process"]}
+    rows = {(r["commit"], r["operation"]): r["cpu_us"] for r in run_info["in_process"] if r["runs"]}
+    least = {(r["commit"], r["operation"]): r["min_us"] for r in run_info["in_process"] if r["runs"]}
     served = {(r["commit"], r["operation"], r["clients"]): r["cpu_us"] for r in run_info["served"]}
     for op in OPS:
-        a, b = rows[old, op], rows[new, op]
-        lines.append(f"| {op} | in-process | {a:.1f} | {b:.1f} | {100 * (b - a) / a:+.1f}% |")
-        a, b = least[old, op], least[new, op]
-        lines.append(f"| {op} | in-process, best round | {a:.1f} | {b:.1f} | {100 * (b - a) / a:+.1f}% |")
+        if (old, op) in rows and (new, op) in rows:
+            a, b = rows[old, op], rows[new, op]
+            lines.append(f"| {op} | in-process | {a:.1f} | {b:.1f} | {100 * (b - a) / a:+.1f}% |")
+            a, b = least[old, op], least[new, op]
+            lines.append(f"| {op} | in-process, best round | {a:.1f} | {b:.1f} | {100 * (b - a) / a:+.1f}% |")
         for c in sorted({k[2] for k in served}):
             a, b = served[old, op, c], served[new, op, c]
             lines.append(f"| {op} | served, {c} client(s) | {a:.1f} | {b:.1f} | {100 * (b - a) / a:+.1f}% |")
+    parts = {(r["commit"], r["part"]): r for r in run_info.get("parts", [])}
+    if parts:
+        lines += ["", "The fast path's parts, each timed alone in a loop (front_cpu_driver.py --breakdown; CPU µs per "
+                  "call, median of the rounds; what each part contains differs between the commits):", "",
+                  f"| part | {old} | {new} | change |", "| --- | ---: | ---: | ---: |"]
+        for part in dict.fromkeys(p for _, p in parts):
+            if (old, part) in parts and (new, part) in parts:
+                a, b = parts[old, part]["cpu_us"], parts[new, part]["cpu_us"]
+                lines.append(f"| {part} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |")
     return "\n".join(lines + [""])
 
 
@@ -172,6 +194,10 @@ def parse_args(argv):
     p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 32])
     p.add_argument("--seconds", type=float, default=4.0, help="served: seconds per window")
     p.add_argument("--warmup", type=float, default=1.0, help="served: seconds of warm-up per window")
+    p.add_argument("--breakdown", action="store_true", help="also time the fast path's parts alone (--breakdown "
+                                                              "of the driver)")
+    p.add_argument("--no-requests", dest="requests", action="store_false",
+                   help="skip the whole-request rounds (with --breakdown or --served)")
     p.add_argument("--profile", choices=OPS, help="print a cProfile of this operation's in-process rounds")
     p.add_argument("--shared", action="store_true", help="say in the report that the machine was shared")
     p.add_argument("--out", type=Path, default=h.DOCS)

@@ -23,6 +23,8 @@ import time
 from collections import OrderedDict
 from typing import Callable, Iterable
 
+import orjson
+
 from ..entities.asset import Asset
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
@@ -62,9 +64,15 @@ class StaleCache(Exception):
 
 def asset_size(asset: Asset) -> int:
     """Estimated bytes an asset takes in memory once served: its decoded JSON costs several times
-    its text (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON), and
-    its encoded answer about its text again."""
-    return JSON_EXPANSION * len(json.dumps(asset.info, default=str)) + ASSET_OVERHEAD
+    its text (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON, as
+    json.dumps writes it), and its encoded answer about its text again. The text is orjson's (a
+    tenth of json.dumps' CPU, once per write), which leaves out json's spaces: 7% shorter on
+    those tables, added back."""
+    try:
+        length = len(orjson.dumps(asset.info, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:       # what orjson refuses (integers past 64 bits)
+        length = len(json.dumps(asset.info, default=str))
+    return JSON_EXPANSION * (length + length // 14) + ASSET_OVERHEAD
 
 
 def page_after(children: list[Asset], after: str, limit: int) -> list[Asset]:

@@ -1,4 +1,5 @@
-"""Functions: validation of a function's signature and body beyond the manifest's field rules.
+"""Functions: their type service (crud.py) with the checks of a function's signature and body
+beyond the manifest's field rules, and their routes (/functions).
 
 POST /functions wraps the fields in {"function_info": {...}} (open-source API and 2.1 alike).
 The rules checked here are the ones the open-source API states: the enums, parameters with
@@ -13,6 +14,8 @@ import dataclasses
 
 import json
 
+from aiohttp import web
+
 from ..auth import Caller
 from ..entities.asset import Asset
 from ..entities.columns import TYPE_NAMES
@@ -23,6 +26,7 @@ from ..store.db import WriteTx
 from ..entities.types import FUNCTION
 from .crud import TypeService
 from ..shards.shard import MetastoreState, Shard
+from ..web.kit import json_body, ok, required_query
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)
@@ -39,14 +43,14 @@ _PARAM_FIELDS = {
 _PARAM_REQUIRED = ("name", "type_text", "type_json", "type_name", "position")
 
 
-async def create_function(catalogs, caller: Caller, body: dict) -> dict:
-    """POST /functions: the fields inside `function_info`, created through `catalogs` (service.py)."""
+async def create_function(functions: "Functions", caller: Caller, body: dict) -> dict:
+    """POST /functions: the fields inside `function_info`."""
     info = body.get("function_info")
     if info is None:
         raise invalid("Missing required field 'function_info': POST /functions takes {\"function_info\": {...}}.")
     if not isinstance(info, dict):
         raise invalid(f"Field 'function_info' must be an object, got {type(info).__name__}.")
-    return await catalogs.create(caller, "function", info)
+    return await functions.create(caller, info)
 
 
 def _one_of(value: str, allowed: tuple[str, ...], field: str) -> None:
@@ -149,3 +153,29 @@ async def create_function_rule(tx: WriteTx, state: MetastoreState, asset: Asset,
         info["routine_dependencies"] = check_dependencies(info["routine_dependencies"])
     return dataclasses.replace(asset, info=info)
 
+
+def function_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+    functions = Functions(shard)
+
+    async def create(request):
+        return ok(await create_function(functions, request["caller"], await json_body(request)))
+
+    async def list_(request):
+        schema = f"{required_query(request, 'catalog_name')}.{required_query(request, 'schema_name')}"
+        return ok(await functions.list(request["caller"], schema, request.query.get("max_results"),
+                                       request.query.get("page_token")))
+
+    async def get(request):
+        return ok(await functions.get(request["caller"], request.match_info["name"]))
+
+    async def update(request):
+        """The 2.1 API's updateFunction: only the owner changes (the manifest ignores every other field)."""
+        return ok(await functions.update(request["caller"], request.match_info["name"], await json_body(request)))
+
+    async def delete(request):
+        await functions.delete(request["caller"], request.match_info["name"])
+        return ok()
+
+    item = f"{prefix}/functions/{{name}}"
+    return [web.post(f"{prefix}/functions", create), web.get(f"{prefix}/functions", list_),
+            web.get(item, get), web.patch(item, update), web.delete(item, delete)]

@@ -5,9 +5,9 @@ The snapshot is the metastore at one version: the listings the query walks are r
 version from the shard's multi-version cache, or from PostgreSQL when the cache cannot answer
 (a listing read at a later version is the same listing when no change since touched its
 parent: the change log says). The grants it tests are the privilege index's at that version,
-copied when the snapshot is made. A shard holds a few snapshots (`HELD`, for `HOLD_SECONDS`)
-with the listings read so far, so that the next pages (their token names the version) read
-the same state however the metastore moved on. A listing changed since, or a token whose
+copied when the snapshot is made. A shard holds a few snapshots (`HELD`, `HELD_ASSETS` in all,
+for `HOLD_SECONDS`) with the listings read so far, so that the next pages (their token names the
+version) read the same state however the metastore moved on. A listing changed since, or a token whose
 snapshot is no longer held, is read from the metastore's history (store/history.py,
 docs/versions.md) while the retention window holds the version (a snapshot made again has
 today's grants: the history keeps no past grants); past the window a token is a 400
@@ -52,6 +52,7 @@ from .versions import version_asked
 
 MAX_NODES = 100_000      # nodes one request may visit
 HELD = 8                 # snapshots a shard holds for the next pages of queries
+HELD_ASSETS = 250_000    # ... holding at most this many listed assets in all (the newest is kept whole)
 HOLD_SECONDS = 600.0
 LOAD_PARALLEL = 8        # listings read from PostgreSQL at once
 PREFETCH = 16            # a listing missed, the same listings of that many next siblings are read with it
@@ -73,8 +74,8 @@ class QuerySnapshot:
     listings: dict = field(default_factory=dict)    # (parent id, namespace) -> assets sorted by name
     touched: set = field(default_factory=set)       # parents changed in (version, touched_to]
     touched_to: int = -1
+    size: int = 0                                   # assets in its listings
     made: float = 0.0
-    rebuilt: bool = False                           # made again for a token: its grants are today's
 
 
 class _CallerTree:
@@ -117,6 +118,7 @@ def _from_cache(snap: QuerySnapshot, cache, key: tuple[str, str]) -> list | None
     if hit is MISS:
         return None
     listed = snap.listings[key] = sorted(hit, key=lambda a: a.name)
+    snap.size += len(listed)
     return listed
 
 
@@ -159,6 +161,18 @@ class QueryService:
             self._held.move_to_end((metastore_id, version))
         return snap
 
+    def _hold(self, snap: QuerySnapshot) -> QuerySnapshot:
+        self._held[(snap.metastore_id, snap.version)] = snap
+        self._trim()
+        return snap
+
+    def _trim(self) -> None:
+        """Drop the least recently used snapshots past HELD of them or HELD_ASSETS assets in all (a
+        token of one dropped reads the history instead); the newest stays whatever its size."""
+        while len(self._held) > HELD or (len(self._held) > 1 and
+                                         sum(s.size for s in self._held.values()) > HELD_ASSETS):
+            self._held.popitem(last=False)
+
     async def _snapshot(self, metastore_id: str, min_version: int) -> QuerySnapshot:
         """A snapshot at the shard's version of the metastore (a held one if there is)."""
         for _ in range(3):
@@ -172,10 +186,7 @@ class QueryService:
                     return held
                 snap = QuerySnapshot(metastore_id, state.version, made=self.clock(),
                                      grants={index.key(n): g for n, g in index.grants.items()})
-            self._held[(metastore_id, snap.version)] = snap
-            while len(self._held) > HELD:
-                self._held.popitem(last=False)
-            return snap
+            return self._hold(snap)
         raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the query again.")
 
     async def _unchanged_since(self, snap: QuerySnapshot, parent_id: str, version: int) -> bool:
@@ -214,6 +225,7 @@ class QueryService:
                         listed = await self._listing_at(caller, snap, parent_id, namespace)
                     version = None
             snap.listings[key] = sorted(listed, key=lambda a: a.name)
+            snap.size += len(listed)
             return len(listed)
 
         return sum(await asyncio.gather(*(one(k) for k in missing)))
@@ -253,12 +265,9 @@ class QueryService:
         except CatalogError:
             raise _expired(version) from None
         index = await privilege_index(self.shard, ms, caller.min_version)
-        snap = QuerySnapshot(ms, version, made=self.clock(), rebuilt=True,
+        snap = QuerySnapshot(ms, version, made=self.clock(),
                              grants={index.key(n): g for n, g in index.grants.items()})
-        self._held[(ms, version)] = snap
-        while len(self._held) > HELD:
-            self._held.popitem(last=False)
-        return snap
+        return self._hold(snap)
 
     async def _principal_kinds(self) -> dict[str, str]:
         """Group and service principal names -> their kind (every other owner is a user)."""
@@ -283,7 +292,7 @@ class QueryService:
         if authz.index is None:         # an account admin: the index all the same (its grants are data here)
             authz.index = await privilege_index(self.shard, ms, caller.min_version)
         kinds = await self._principal_kinds() if "owner_kind" in plan.uses else {}
-        for attempt in range(3):
+        for _ in range(3):
             if version is None:
                 snap = await self._snapshot(ms, caller.min_version)
             else:
@@ -297,6 +306,7 @@ class QueryService:
                     raise _expired(snap.version) from None
         else:
             raise CatalogError("RESOURCE_CONFLICT", "The metastore is changing too fast; try the query again.")
+        self._trim()
         out = {"results": [describe(n) for n in page.results], "version": snap.version,
                "nodes_visited": page.visited}
         if page.after is not None:

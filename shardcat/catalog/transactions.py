@@ -155,6 +155,7 @@ class _Joined:
                 return await body(tx, self._state)
         except BaseException:
             (tx.changed, tx.parents, tx.written, tx.created, tx.deleted, tx.touched, tx.grants_set) = kept
+            tx.forget_reads()
             raise
 
     async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0):
@@ -277,6 +278,9 @@ async def _check_reads(tx: WriteTx, reads: dict[str, int], ids: dict[str, str]) 
     for key, version in reads.items():
         if version >= tx.version:
             raise invalid(f"read_versions['{key:.200}'] = {version} is not a version of this metastore yet.")
+        if tx.version - version > MAX_READ_AGE:
+            raise conflict(f"read_versions['{key:.200}'] = {version} is more than {MAX_READ_AGE} versions ago; read "
+                           "it again. Nothing was written.")
     by_version: dict[int, set[str]] = {}
     for key, version in reads.items():
         by_version.setdefault(version, set()).add(ids[key])

@@ -32,7 +32,7 @@ from ..store import history
 from ..store.db import WRITER, WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok
-from ..web.wire import PREFIX
+from ..web.wire import AS_OF_VERSION_HEADER, PREFIX
 from .assets import render
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def versions_middleware(shard: Shard):
                 response = await handler(request)
             finally:
                 READ_AT.reset(reading)
-            response.headers["X-Shardcat-As-Of-Version"] = str(version)
+            response.headers[AS_OF_VERSION_HEADER] = str(version)
             return response
         finally:
             WRITER.reset(writer)

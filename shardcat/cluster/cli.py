@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
+import urllib.parse
 from pathlib import Path
 
 import uvloop
 
 from ..client.cli import add_client_commands, run_client
+from ..client.http import Client, ClientError, ServerError, resolve_config
 from ..governance.oidc import OidcConfig
 from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig
@@ -19,10 +22,15 @@ from ..store.sealing import key_file_of, rotate_key_file
 from .server import ServeConfig, serve_forever
 
 
+DRAIN_WAIT_SECONDS = 600.0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "rotate-secret-key":
         return rotate_secret_key(args)
+    if args.command == "drain":
+        return drain_node(args)
     if args.command != "serve":
         return run_client(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -51,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the PostgreSQL servers, one [NAME=]URL a line (# comments), instead of --db")
     serve.add_argument("--shards", type=int, default=0,
                        help="run N shard actors on Ray behind a router (default 0: one in-process shard)")
+    serve.add_argument("--shards-per-node", type=int, default=None, metavar="K",
+                       help="at most K shards on each Ray node (with --shards), or K on every node (alone): "
+                            "docs/cluster.md")
     serve.add_argument("--ray-address", default=None, help="join an existing Ray cluster (e.g. auto or ray://host:10001)")
     serve.add_argument("--no-cache", action="store_true",
                        help="serve every read from PostgreSQL (for comparison; the cache is on by default)")
@@ -90,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the server's data dir, whose secret.key is rotated (default ~/.shardcat)")
     rotate.add_argument("--secret-key", default=None, metavar="FILE",
                         help="rotate this key file instead of the data dir's")
+    drain = commands.add_parser("drain", help="move every metastore off a Ray node and stop its shards, before "
+                                              "the node stops (docs/cluster.md)")
+    drain.add_argument("node", metavar="NODE", help="the Ray node id, or a unique prefix of it "
+                                                    "(GET /shardcat/routing lists the nodes)")
+    drain.add_argument("--server", help="catalog URL (default $SHARDCAT_URL, else http://127.0.0.1:8080)")
+    drain.add_argument("--token", help="an account admin's token (default $SHARDCAT_TOKEN, else "
+                                       "~/.shardcat/admin-token)")
     add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
     return parser
 
@@ -104,10 +122,27 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         raise SystemExit(f"shardcat: {e}") from None
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir,
                        db=databases[0] if len(databases) == 1 else databases or None,
-                       shards=args.shards, ray_address=args.ray_address,
+                       shards=args.shards, shards_per_node=args.shards_per_node, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
                        group_commit=GroupCommitConfig(enabled=not args.no_group_commit))
+
+
+def drain_node(args: argparse.Namespace) -> int:
+    """`shardcat drain NODE`: the router's drain endpoint, which answers once the node runs no shard
+    (its shards' replacements start first: that may take a minute)."""
+    try:
+        client = Client(*resolve_config(args.server, args.token), timeout=DRAIN_WAIT_SECONDS)
+        result = client.call("POST", f"/shardcat/nodes/{urllib.parse.quote(args.node, safe='')}/drain")
+    except ServerError as e:
+        print(f"shardcat: error: {e.code} (HTTP {e.status}): {e.message}", file=sys.stderr)
+        return 1
+    except ClientError as e:
+        print(f"shardcat: error: {e}", file=sys.stderr)
+        return 1
+    print(f"node {result['node_id']} drained in {result.get('seconds')} s: shards stopped "
+          f"{', '.join(result['shards_stopped']) or '(none)'}, {result.get('metastores_moved', 0)} metastore(s) moved")
+    return 0
 
 
 def oidc_config(args: argparse.Namespace) -> OidcConfig | None:

@@ -39,6 +39,7 @@ class ServeConfig:
     db: str | list[str] | None = None  # PostgreSQL URL, or several (`NAME=URL` or URL, store/databases.py): the first
                                        # holds the account directory, each is a home of metastores; None: embedded
     shards: int = 0                # 0: one in-process shard; N: N shard actors on Ray behind a router
+    shards_per_node: int | None = None   # at most (with shards) or exactly (alone) this many shards per Ray node
     ray_address: str | None = None # join this Ray cluster instead of starting a local one
     cache: CacheConfig = field(default_factory=CacheConfig)
     group_commit: GroupCommitConfig = field(default_factory=GroupCommitConfig)   # of every shard
@@ -86,13 +87,13 @@ async def start(config: ServeConfig) -> Running:
     await reseal_credentials(store, store.secrets)     # plain text (older versions) and older keys' seals
     token_path = await ensure_admin_token(store, data_dir)
     await ensure_default_metastore(store, data_dir)
-    if config.shards:
+    if config.shards or config.shards_per_node:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
                              event_loop=config.event_loop, secret_keys=keys, oidc=config.oidc,
-                             group_commit=config.group_commit)
+                             group_commit=config.group_commit, shards_per_node=config.shards_per_node)
         await cluster.start(config.shards)
-        front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc), config.host, config.port,
-                                  config.http_limits)
+        front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc, cluster),
+                                  config.host, config.port, config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
     front = await start_shard_front(make_app(store, Shard(store, cache=config.cache, group_commit=config.group_commit),
                                              config.oidc), config.host, config.port,

@@ -519,11 +519,11 @@ _NOT_LITERAL = object()
 def _parse_time(text: str, at: int) -> int:
     try:
         when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        return int(when.timestamp() * 1000)
+    except (ValueError, OverflowError):
         raise _error(at, f"'{text[:40]}' is not a date or time; write 2026-11-27 or 2026-11-27T10:00:00Z") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def _like(pattern: str) -> re.Pattern:

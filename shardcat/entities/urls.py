@@ -25,6 +25,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -110,7 +111,9 @@ def _path_segments(url: str, path: str) -> list[str]:
     """Canonical segments of an absolute path: empty and '.' dropped, '..' resolved."""
     segments: list[str] = []
     for raw in path.split("/"):
-        if raw not in ("", ".", "..") and _SAFE_CHARS.issuperset(raw):
+        if not raw:
+            continue    # a leading, repeated or trailing slash: no new level
+        if raw not in (".", "..") and _SAFE_CHARS.issuperset(raw):
             segments.append(raw)    # already canonical: the common case, and a rebuild does it 100,000 times
             continue
         decoded = _decode(url, raw)
@@ -132,6 +135,13 @@ def _split(url: str) -> tuple[str, ...]:
     """Parse and validate ``url`` into ``(scheme://authority, seg, ...)``."""
     if not isinstance(url, str):
         raise TypeError(f"storage URL must be a str, not {type(url).__name__}")
+    return _parse(url)
+
+
+# A write parses the same few URLs several times (its base to join, then its own path for the
+# overlap check and each trie update): the answers, immutable, are kept for the next asker.
+@functools.lru_cache(maxsize=8192)
+def _parse(url: str) -> tuple[str, ...]:
     if not url:
         raise InvalidUrl(url, "empty")
     if _CONTROL_RE.search(url):
@@ -212,6 +222,9 @@ def join_url(base: str, *segments: str) -> str:
     """
     parts = list(_split(base))
     for name in segments:
+        if name.__class__ is str and name not in (".", "..") and name and _SAFE_CHARS.issuperset(name):
+            parts.append(name)      # one literal, canonical name already (an id, "tables"): the common case
+            continue
         if not isinstance(name, str):
             raise TypeError(f"path segment must be a str, not {type(name).__name__}")
         if name in ("", ".", "..") or "/" in name or "\\" in name:

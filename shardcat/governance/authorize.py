@@ -59,7 +59,15 @@ class Decision:
     reason: str | None = None     # denied: what is missing
 
     def json(self) -> dict:
-        return {"allowed": True, "how": self.how} if self.allowed else {"allowed": False, "reason": self.reason}
+        # `how` copied: an admin's decision is one shared object (_ADMIN_DECISIONS)
+        return {"allowed": True, "how": dict(self.how or {})} if self.allowed else \
+            {"allowed": False, "reason": self.reason}
+
+
+# An admin's every decision, made once: a Decision per Authz cost more than the rest of a cached read's
+# authorization (a frozen dataclass and its dict, for every request of an admin).
+_ADMIN_DECISIONS = {kind: Decision(True, {"source": "admin", "as": kind}) for kind in ("account admin",
+                                                                                    "metastore admin")}
 
 
 class Authz:
@@ -80,7 +88,7 @@ class Authz:
         else:
             self.admin = None
         # An admin's every decision is this one (batched resolve asks once per item).
-        self._admin_decision = Decision(True, {"source": "admin", "as": self.admin}) if self.admin else None
+        self._admin_decision = _ADMIN_DECISIONS[self.admin] if self.admin else None
         self.policies: list = []     # the metastore's ABAC policies (abac.py), set by `authorizer`
 
     def effective(self, asset: Asset) -> abac.Effective:

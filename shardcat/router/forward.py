@@ -27,8 +27,9 @@ from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi
 from ..web.middleware import Authenticator, error_middleware, text_input
-from .routing import RoutingTable
+from .routing import WRITE_COST, RoutingTable
 from .metrics import probe_routes
+from .nodes import node_routes
 from ..web.explorer import explorer_routes
 from ..web.metrics import OBSERVED, Observed
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
@@ -84,7 +85,7 @@ class Forwarder:
         caller = request["caller"]
         out = self.routing.snapshot()
         if caller.metastore_id:
-            out["my_shard"] = (await self.routing.shard_for(caller.metastore_id)).url
+            out["my_shard"] = (await self.routing.shard_for(caller.metastore_id, cost=0)).url
         return ok(out)
 
     def shard_headers(self, metastore_id: str, request_headers) -> dict[str, str]:
@@ -121,11 +122,13 @@ class Forwarder:
         if request.method == "HEAD" or HEAD_HEADER in request.headers:    # ... saying so, for the routes whose
             headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (catalog/delta_api.py)
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
+        cost = 1.0 if resendable else WRITE_COST      # counted once, against the metastore's load
         while True:
             try:
-                shard = await self.routing.shard_for(metastore_id)
+                shard = await self.routing.shard_for(metastore_id, cost)
             except LookupError:
                 shard = None
+            cost = 0.0
             if shard is not None:
                 try:
                     # the path as the client encoded it: decoding and encoding again could change it
@@ -160,10 +163,11 @@ AUTHENTICATOR = web.AppKey("shardcat_authenticator", Authenticator)
 
 
 def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict[str, int] | None = None,
-                    oidc: OidcConfig | None = None) -> web.Application:
+                    oidc: OidcConfig | None = None, nodes=None) -> web.Application:
     """The whole router as an aiohttp app (router/front.py serves it behind a faster front).
     `supervisor_events`: the supervisor's counts of its events by kind, for /metrics; `oidc`: an
-    identity provider whose tokens sign users in (governance/oidc.py)."""
+    identity provider whose tokens sign users in (governance/oidc.py); `nodes`: what drains a
+    node (the supervisor: router/nodes.py)."""
     verifier = OidcVerifier(oidc, store) if oidc else None
     authenticator = Authenticator(store, identity_provider=verifier)
     forwarder = Forwarder(routing, store)
@@ -182,7 +186,8 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(verifier),
                 *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 *account.routes(),
-                web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *audit.audit_routes(audit_log)]
+                web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *node_routes(nodes),
+                *audit.audit_routes(audit_log)]
     app.add_routes([
         *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard

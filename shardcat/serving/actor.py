@@ -6,6 +6,11 @@ supervisor's `ping` runs in a concurrency group of its own (its own thread and e
 loop), so a shard busy with a queue of requests still answers it at once; it reports
 how long ago the serving loop last beat and how many answers it has sent, which together
 tell a busy shard (late beats, answers still going out) from a hung one (neither).
+
+A shard process outliving its place in the cluster ends itself (`Orphan watch`): when its
+raylet (the Ray process that started it, its parent) is gone, or when it finds that none of the
+metastores it serves is assigned to it any more and Ray's control store does not answer or says
+its node is dead. Nothing of it is then left listening for a client with a stale routing table.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import os
 import secrets
 import sys
+import threading
 import time
 
 import ray
@@ -35,6 +41,9 @@ from ..shards.shard import CacheConfig, Shard
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 0.1
+PARENT_CHECK_SECONDS = 0.5      # how often a shard looks for its raylet
+OWNERSHIP_CHECK_SECONDS = 5.0   # how often a shard serving metastores checks they are still assigned to it
+RAY_ANSWER_SECONDS = 5.0        # Ray's control store not answering in this long: unreachable
 
 
 @ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
@@ -78,8 +87,36 @@ class ShardActor:
             local_socket = f"\0shardcat-{self.name}-{os.getpid()}-{secrets.token_hex(4)}"
         self.listening = await start_shard_front(app, host, 0, local_socket)
         self._beating = asyncio.get_running_loop().create_task(self._beat())
+        self._watching = asyncio.get_running_loop().create_task(self._watch_ownership())
+        threading.Thread(target=_watch_parent, args=(self.name, os.getppid()), daemon=True,
+                         name="shardcat-parent-watch").start()
         port = self.listening.port
         return f"http://{host}:{port}", local_socket
+
+    async def where(self) -> tuple[str, str, int]:
+        """(Ray node id, node IP, process id) of this shard."""
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), os.getpid()
+
+    async def _watch_ownership(self) -> None:
+        """Orphan watch, ownership half: every metastore served here assigned elsewhere (the
+        supervisor gave them away: it took this shard for dead) and Ray unreachable or this node
+        dead: nobody will tell this process to stop; it stops itself."""
+        while True:
+            await asyncio.sleep(OWNERSHIP_CHECK_SECONDS)
+            serving = list(self.shard.states)
+            if not serving:
+                continue
+            try:
+                assigned = await self.shard.store.shard_assignments()
+            except Exception:       # the database is down: no evidence either way
+                continue
+            if any(assigned.get(m) == self.name for m in serving):
+                continue
+            reachable = await _node_alive(ray.get_runtime_context().get_node_id())
+            if not reachable:
+                log.error("shard %s: every metastore it serves (%d) is assigned elsewhere and Ray %s; exiting",
+                          self.name, len(serving), "is unreachable" if reachable is None else "says its node is dead")
+                os._exit(3)
 
     async def _beat(self) -> None:
         while True:
@@ -124,3 +161,22 @@ class ShardActor:
         would; only `ping` answers, reporting the stall. Blocking sleep on purpose: it holds the
         serving loop. Bounded to a minute."""
         time.sleep(min(max(seconds, 0.0), 60.0))
+
+
+def _watch_parent(name: str, parent: int) -> None:
+    """Orphan watch, raylet half: a worker's parent is its node's raylet; once it is gone (this
+    process was handed to init), Ray can neither reach nor stop this shard: it exits."""
+    while True:
+        time.sleep(PARENT_CHECK_SECONDS)
+        if os.getppid() != parent:
+            log.error("shard %s: its raylet (pid %d) is gone; exiting", name, parent)
+            os._exit(3)
+
+
+async def _node_alive(node_id: str) -> bool | None:
+    """Whether Ray's control store says this node is alive; None if it does not answer in time."""
+    try:
+        nodes = await asyncio.wait_for(asyncio.to_thread(ray.nodes), RAY_ANSWER_SECONDS)
+    except Exception:
+        return None
+    return any(n.get("NodeID") == node_id and n.get("Alive") for n in nodes)

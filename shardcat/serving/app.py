@@ -28,7 +28,7 @@ from ..catalog.credentials import temporary_credentials_routes
 from ..catalog.delta_api import delta_api_routes
 from ..catalog.delta_commits import delta_commit_routes
 from ..catalog.iceberg_rest import iceberg_routes
-from ..catalog.functions import create_function
+from ..catalog.functions import function_routes
 from ..catalog.lineage import lineage_routes
 from ..catalog.openlineage import dropped_table_dependents, openlineage_routes
 from ..entities.names import full_name_key
@@ -179,12 +179,12 @@ class ShardApi:
     async def table_summaries(self, request):
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
 
-    # ---- functions, registered models and model versions --------------------
+    # ---- registered models and model versions --------------------------------
 
     def _asset_routes(self, p: str) -> list[web.RouteDef]:
-        """Functions, registered models, versions, aliases and model-version credentials. Each handler
-        is called as handler(caller, path parameters, request, body) and returns the answer's JSON."""
-        catalogs, models = self.catalogs, self.models
+        """Registered models, versions, aliases and model-version credentials. Each handler is called
+        as handler(caller, path parameters, request, body) and returns the answer's JSON."""
+        models = self.models
 
         def route(method: str, path: str, handler) -> web.RouteDef:
             async def handle(request):
@@ -195,16 +195,9 @@ class ShardApi:
         def page(r):
             return r.query.get("max_results"), r.query.get("page_token")
 
-        def schema_of(r):
-            return f"{required_query(r, 'catalog_name')}.{required_query(r, 'schema_name')}"
-
-        fn, model = "/functions/{name}", "/models/{full_name}"
+        model = "/models/{full_name}"
         version, alias = f"{model}/versions/{{version}}", f"{model}/aliases/{{alias}}"
         return [
-            route("POST", "/functions", lambda c, m, r, b: create_function(catalogs, c, b)),
-            route("GET", "/functions", lambda c, m, r, b: catalogs.list(c, "function", schema_of(r), *page(r))),
-            route("GET", fn, lambda c, m, r, b: catalogs.get(c, "function", m["name"])),
-            route("DELETE", fn, lambda c, m, r, b: catalogs.delete(c, "function", m["name"])),
             route("POST", "/models", lambda c, m, r, b: models.create_model(c, b)),
             route("GET", "/models", lambda c, m, r, b: models.list_models(
                 c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r))),
@@ -317,7 +310,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
 
     # Each module's handlers; which endpoints there are, and in what order, is the registry's.
     handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
-                *api.routes(),
+                *api.routes(), *function_routes(shard, PREFIX),
                 web.post(f"{PREFIX}/resolve", resolve),
                 web.get(f"{PREFIX}/resolve/stats", resolve_stats),
                 *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),

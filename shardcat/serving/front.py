@@ -104,6 +104,7 @@ class ShardFront:
             self.stats["tried_first"] += 1
             return None
         self.audit_log.submit_row(audit.answered_row(route.audit, match, caller, request_id, at))
+        request.operation = route.audit.action      # the metrics' name (web/fronts.py), the registry's as the row's
         headers = {"Content-Type": "application/json", "Date": http1.http_date(),
                    audit.REQUEST_ID_HEADER: request_id}
         version = served_version(self.shard, caller.metastore_id, before)

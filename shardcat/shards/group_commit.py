@@ -40,9 +40,15 @@ class PendingWrite:
     result: object = None
     error: BaseException | None = None
     undo: list = field(default_factory=list)   # the state's storage paths as they were before it
+    tries: tuple | None = None        # the state's tries its storage paths were put in (speculate)
 
     def reset(self) -> None:
-        self.tx, self.result, self.error, self.undo = None, None, None, []
+        self.tx, self.result, self.error, self.undo, self.tries = None, None, None, [], None
+
+    def speculated_in(self, state) -> bool:
+        """Whether its storage paths are in the state's tries now (not rebuilt since): applied after
+        the commit, it needs not put them there again."""
+        return self.tries is not None and self.tries[0] is state.trie and self.tries[1] is state.locations
 
     def settle(self, error: BaseException | None = None) -> None:
         error = error or self.error
@@ -68,6 +74,11 @@ def speculate(state, tx) -> list:
     for asset in tx.written.values():
         state.remember(asset)
     return undo
+
+
+def tries_of(state) -> tuple:
+    """The state's tries, as `PendingWrite.tries` records them."""
+    return state.trie, state.locations
 
 
 def undo_speculation(state, batch: list[PendingWrite]) -> None:

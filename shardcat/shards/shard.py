@@ -25,7 +25,7 @@ from ..store import history
 from ..store.history import READ_AT
 from ..store.db import WRITER, MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
 from .followers import CacheFollower, Follower, Reconciled
-from .group_commit import GroupCommitConfig, PendingWrite, speculate, undo_speculation
+from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
 
 log = logging.getLogger(__name__)
 
@@ -512,9 +512,11 @@ class Shard:
                         pending.error = e
                     return
                 async with state.reconcile_lock:
+                    in_place = True         # once one is not (rebuilt meanwhile), the later ones go again too
                     for pending in batch:
                         if pending.tx is not None:
-                            self._applied(state, pending.tx)
+                            in_place = in_place and pending.speculated_in(state)
+                            self._applied(state, pending.tx, paths_in_place=in_place)
                 self.stats["writes"] += sum(1 for pending in batch if pending.tx is not None)
                 self.stats["groups"] += 1
                 self.stats["grouped_writes"] += len(batch)
@@ -536,14 +538,18 @@ class Shard:
             return
         pending.tx = tx
         pending.undo = speculate(state, tx)
+        pending.tries = tries_of(state)
 
-    def _applied(self, state: MetastoreState, tx: WriteTx) -> None:
+    def _applied(self, state: MetastoreState, tx: WriteTx, *, paths_in_place: bool = False) -> None:
+        """`paths_in_place`: the write's storage paths are in the state's tries already (a group's
+        write, speculated; the group's later writes' paths after it, applied in turn)."""
         if state.version >= tx.version:
             return      # a reconcile already read this write back from the database
-        for asset_id in tx.deleted:
-            state.forget(asset_id)
-        for asset in tx.written.values():
-            state.remember(asset)
+        if not paths_in_place:
+            for asset_id in tx.deleted:
+                state.forget(asset_id)
+            for asset in tx.written.values():
+                state.remember(asset)
         for follower in self.followers:
             follower.applied(state, tx)
         state.version = tx.version

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
+import orjson
 
 from ..entities.asset import Asset
 from ..entities.values import now_ms
@@ -190,8 +192,37 @@ def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
 
 
+def _jsonb_text(value) -> str:
+    """A value as jsonb's text: orjson's (a tenth of json.dumps' CPU; an asset's info and each change-log
+    row are encoded on every write), json.dumps' for what orjson refuses (integers past 64 bits, lone
+    surrogates, keys that are not strings) or would write otherwise (NaN and infinities: null)."""
+    try:
+        text = orjson.dumps(value)
+    except TypeError:                   # orjson.JSONEncodeError is one
+        return json.dumps(value)
+    if b"null" in text and _non_finite(value):
+        return json.dumps(value)
+    return text.decode()
+
+
+def _non_finite(value) -> bool:
+    """Whether a JSON value holds a float that is NaN or infinite, at any depth."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
 async def _init_connection(conn):
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    # Read back with json.loads: orjson would turn an integer past 64 bits into a float.
+    await conn.set_type_codec("jsonb", encoder=_jsonb_text, decoder=json.loads, schema="pg_catalog")
 
 
 async def _keep_session(conn) -> None:
@@ -962,6 +993,9 @@ class WriteBatch:
         self.version = expected_version
         self.logged: list[WriteTx] = []
         self._savepoint = False
+        # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
+        # locked, so its assets change only through the group's own puts and deletes meanwhile.
+        self.reads: dict[tuple[str, str], Asset | None] = {}
 
     @asynccontextmanager
     async def write(self):
@@ -969,11 +1003,12 @@ class WriteBatch:
         await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
                                 else "SAVEPOINT group_write")
         self._savepoint = True
-        tx = WriteTx(self.conn, self.metastore_id, self.version + 1)
+        tx = WriteTx(self.conn, self.metastore_id, self.version + 1, self.reads)
         tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
         except BaseException:
+            self.reads.clear()              # they may hold what the rolled-back write did
             if not self.conn.is_closed():
                 await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
             raise
@@ -984,10 +1019,15 @@ class WriteBatch:
 class WriteTx:
     """The inside of one metastore write: reads see everything committed before it."""
 
-    def __init__(self, conn, metastore_id: str, version: int):
+    def __init__(self, conn, metastore_id: str, version: int, reads: dict | None = None):
         self.conn = conn
         self.metastore_id = metastore_id
         self.version = version
+        # Assets read by name in this transaction, (namespace, full name) -> the asset or None: read
+        # again, one is answered from here (a create reads its schema's catalog twice; a group's
+        # writes, their common parents). Kept true by `put` and `delete`, the only ways a write
+        # changes assets; whoever rolls back part of the transaction calls `forget_reads`.
+        self.reads: dict[tuple[str, str], Asset | None] = {} if reads is None else reads
         self.changed: set[str] = set()         # ids this write changed; `touch` says how, for the change feed
         self.parents: set[str] = set()
         self.written: dict[str, Asset] = {}   # id -> new state
@@ -1014,8 +1054,26 @@ class WriteTx:
         return [self.touched[i] for i in sorted(self.touched)]
 
     async def get(self, namespace: str, full_name: str) -> Asset | None:
+        key = (namespace, full_name)
+        try:
+            return self.reads[key]
+        except KeyError:
+            pass
         _, asset = await _get_asset(self.conn, self.metastore_id, namespace, full_name)
+        self.reads[key] = asset
         return asset
+
+    def forget_reads(self) -> None:
+        """Part of the transaction was rolled back (a savepoint): what was read may have changed."""
+        self.reads.clear()
+
+    def _changed(self, ids: set[str], keys: list[tuple[str, str]]) -> None:
+        """Assets `ids` were written or deleted, now found under `keys`: their reads go."""
+        reads = self.reads
+        for key in keys:
+            reads.pop(key, None)
+        for key in [k for k, a in reads.items() if a is not None and a.id in ids]:
+            del reads[key]
 
     async def has_children(self, parent_id: str) -> bool:
         return await self.conn.fetchval("SELECT EXISTS (SELECT 1 FROM assets WHERE parent_id = $1)", uuid.UUID(parent_id))
@@ -1059,6 +1117,7 @@ class WriteTx:
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(asset.full_name) from None
+        self._changed({asset.id}, [(asset.namespace, asset.full_name)])
         replaced = self.deleted.get(asset.id)
         if inserted and replaced is None:
             self.created.add(asset.id)
@@ -1096,6 +1155,7 @@ class WriteTx:
         reads at earlier versions and undrop until the retention window passes. A dropped table's
         Delta commits stay too (undrop needs them); the history's purge deletes them."""
         ids = [a.id for a in assets]
+        self._changed(set(ids), [])
         if any(a.written_at == self.version for a in assets):
             # Changed earlier in this same write: the state kept is the one before it (its grants
             # read before the delete takes them).

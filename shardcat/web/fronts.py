@@ -21,7 +21,7 @@ async def answered(front, request: http1.Request, fast: Awaitable[Answer | None]
         front.stats["through_app"] += 1
         answer = await http1.relay(front.client, front.app_address, request)
     seconds = time.perf_counter() - started
-    name = operation(request.method, request.path)
+    name = request.operation or operation(request.method, request.path)
     front.requests.observe(name, answer.status, seconds)
     if front.request_log.enabled:
         front.request_log.write(request, answer.status, seconds, name, answer.headers, front.authenticator)

@@ -65,6 +65,7 @@ class Request:
     body: bytes
     keep_alive: bool
     peer: str | None = None         # the client's address
+    operation: str | None = None    # the endpoint registry's operation name, where a front's fast path knew it
 
     @property
     def path(self) -> str:
@@ -279,7 +280,7 @@ class _Connection(asyncio.Protocol):
                 self.held.append(data[at:])
                 return
             if not self.in_message:
-                first = not len(self.head)
+                first = not self.head.buffer
                 got = self.head.feed(data, at)
                 if got is None:
                     if first:
@@ -337,12 +338,16 @@ class _Connection(asyncio.Protocol):
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        length = self.headers.get("content-length")
-        chunked = "transfer-encoding" in self.headers
-        self.body_left = None if chunked else int(length) if length is not None else 0
-        if self.body_left is not None and self.body_left > self.limits.max_body_bytes:
-            raise body_too_large(self.limits)   # refused before a byte of it is read (nor 100 Continue sent)
-        if self.headers.get("expect", "").lower() == "100-continue":
+        headers = self.headers
+        if "transfer-encoding" in headers:
+            self.body_left = None               # chunked
+        else:
+            length = headers.get("content-length")
+            self.body_left = int(length) if length is not None else 0
+            if self.body_left > self.limits.max_body_bytes:
+                raise body_too_large(self.limits)   # refused before a byte of it is read (nor 100 Continue sent)
+        expect = headers.get("expect")
+        if expect is not None and expect.lower() == "100-continue":
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -354,7 +359,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.fresh = False
-        body = b"".join(self.body)
+        body = b"".join(self.body) if self.body else b""
         self.queue.append(Request(self.parser.get_method().decode("ascii"), self.url.decode("latin-1"),
                                   self.headers, body, self.parser.should_keep_alive(), self.peer))
         self.queued_bytes += len(body)
@@ -408,11 +413,10 @@ class _Connection(asyncio.Protocol):
                 self.transport.resume_reading()
 
     def _write(self, method: str, keep_alive: bool, answer: Answer) -> None:
-        lines = [f"HTTP/1.1 {answer.status} {_reason(answer.status)}", f"Content-Length: {len(answer.body)}"]
-        lines += [f"{name}: {value}" for name, value in answer.headers.items()]
-        if not keep_alive:
-            lines.append("Connection: close")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        status = answer.status
+        start = _STARTS.get(status) or f"HTTP/1.1 {status} {_reason(status)}\r\nContent-Length: "
+        head = "".join([start, str(len(answer.body)), *[f"\r\n{name}: {value}" for name, value in answer.headers.items()],
+                        "\r\n\r\n" if keep_alive else "\r\nConnection: close\r\n\r\n"]).encode("latin-1")
         if method == "HEAD" or not answer.body:
             self.transport.write(head)
         else:
@@ -478,6 +482,8 @@ class _Connection(asyncio.Protocol):
 
 
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+# an answer's first line and the name of its first header, for every status with a reason phrase
+_STARTS = {status: f"HTTP/1.1 {status} {reason}\r\nContent-Length: " for status, reason in _REASONS.items()}
 
 
 def _reason(status: int) -> str:

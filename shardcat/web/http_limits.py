@@ -95,6 +95,7 @@ class HeadReader:
         self._searched = 0          # bytes of `buffer` already searched for the end of the head
         # a head no longer than this passes every limit (a header line has at least 3 bytes): not checked
         self._short = min(limits.max_request_line + 2, limits.max_header_bytes, 3 * limits.max_headers + 2)
+        self._max_head = limits.max_head
 
     def __len__(self) -> int:
         return len(self.buffer)
@@ -105,12 +106,13 @@ class HeadReader:
         limits = self.limits
         buffer = self.buffer
         if not buffer:
-            while start < len(data) and data[start] in b"\r\n":  # empty lines before a request line are
-                start += 1                                          # ignored (RFC 9112 2.2)
-            if start == len(data):
-                return None
+            if start >= len(data) or data[start] in b"\r\n":     # empty lines before a request line are
+                while start < len(data) and data[start] in b"\r\n":  # ignored (RFC 9112 2.2)
+                    start += 1
+                if start == len(data):
+                    return None
             # the common case, a whole head in one read: searched where it is, not copied
-            end = data.find(_END_OF_HEAD, start, start + limits.max_head)
+            end = data.find(_END_OF_HEAD, start, start + self._max_head)
             if end >= 0:
                 end += len(_END_OF_HEAD)
                 if end - start > self._short:

@@ -125,6 +125,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(SHARD, "POST", "/functions", "createFunction", securable="FUNCTION"),
     E(SHARD, "GET", "/functions", "listFunctions", securable="FUNCTION"),
     E(SHARD, "GET", "/functions/{name}", "getFunction", securable="FUNCTION"),
+    E(SHARD, "PATCH", "/functions/{name}", "updateFunction", securable="FUNCTION"),
     E(SHARD, "DELETE", "/functions/{name}", "deleteFunction", securable="FUNCTION"),
     E(SHARD, "POST", "/models", "createModel", securable="REGISTERED_MODEL"),
     E(SHARD, "GET", "/models", "listModels", securable="REGISTERED_MODEL"),
@@ -305,6 +306,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(ACCOUNT, "PATCH", "/scim2/ServicePrincipals/{id}", "updateServicePrincipal", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/scim2/ServicePrincipals/{id}", "deleteServicePrincipal", prefix=CONTROL),
     E(ROUTER, "GET", "/shardcat/routing", "listRouting"),
+    E(ROUTER, "POST", "/shardcat/nodes/{node_id}/drain", "drainNode"),
 )
 
 

@@ -8,8 +8,9 @@ VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer
 MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)
 REQUEST_ID_HEADER = "X-Shardcat-Request-Id"    # the audit row's request id, on every answer
 HEAD_HEADER = "X-Shardcat-Head"                # a HEAD the fronts send on as a GET (the Delta API's tableExists)
+AS_OF_VERSION_HEADER = "X-Shardcat-As-Of-Version"   # the past version a read was answered at (docs/versions.md)
 # A shard answer's own headers that a router passes on to its client, besides the content type and date.
-RELAYED_HEADERS = (VERSION_HEADER, REQUEST_ID_HEADER,
+RELAYED_HEADERS = (VERSION_HEADER, REQUEST_ID_HEADER, AS_OF_VERSION_HEADER,
                    # Delta Sharing's: a table's version, the response format, a file's byte range
                    "Delta-Table-Version", "delta-sharing-capabilities", "Content-Range", "Accept-Ranges")
 CLIENT_ADDRESS_HEADER = "X-Shardcat-Client-Address"   # set by the HTTP/1.1 front: the client's IP address

@@ -295,3 +295,25 @@ async def test_the_direct_client_skips_the_router_and_follows_a_failover(cluster
     status, got = await client.call("GET", "/catalogs/direct")
     assert status == 200 and got == made
     assert client.shard_url != owner.url
+
+
+async def test_path_queries_through_the_router_page_on_the_owner_shard(cluster, cws):
+    """POST /shardcat/query reaches the owner shard; its page tokens (read-only POSTs) follow it there."""
+    await cws.call("POST", "/catalogs", json={"name": "q"})
+    await cws.call("POST", "/schemas", json={"name": "s", "catalog_name": "q"})
+    for name in ("a", "b", "c"):
+        status, _ = await cws.call("POST", "/tables", json={
+            "name": name, "catalog_name": "q", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG"}]})
+        assert status == 200
+    found, token = [], None
+    for _ in range(5):
+        status, page = await cws.call("POST", "/shardcat/query", json={
+            "query": '/catalog[name = "q"]/schema/table/column[type = "LONG"]', "max_results": 2,
+            **({"page_token": token} if token else {})})
+        assert status == 200, page
+        found += [r["full_name"] for r in page["results"]]
+        token = page.get("next_page_token")
+        if token is None:
+            break
+    assert found == ["q.s.a.id", "q.s.b.id", "q.s.c.id"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from governance_users import grant, user
 from unitycatalog.client import (
     ApiClient,
     Configuration,
@@ -186,6 +187,47 @@ async def test_functions_sql_and_python(client):
     with pytest.raises(NotFoundException):
         await api.get_function("main.default.add_one")
     assert (await api.list_functions("main", "default")).functions == [py]
+
+
+async def test_update_function_changes_only_its_owner(ws, server, client):
+    """The 2.1 API's PATCH /functions/{name}: the owner changes, every other field is ignored; it
+    needs ownership or MANAGE (on the function or above it), and a function the caller may not see
+    answers as a missing one."""
+    info = {"name": "twice", "catalog_name": "main", "schema_name": "default", "data_type": "INT",
+            "full_data_type": "INT", "input_params": {"parameters": []}, "routine_body": "SQL",
+            "routine_definition": "2", "parameter_style": "S", "is_deterministic": True,
+            "sql_data_access": "CONTAINS_SQL", "is_null_call": False, "security_type": "DEFINER",
+            "specific_name": "twice"}
+    status, created = await ws.call("POST", "/functions", json={"function_info": info})
+    assert status == 200, created
+    alice = await user(server, ws)
+    status, updated = await ws.call("PATCH", "/functions/main.default.twice",
+                                    json={"owner": alice.name, "routine_definition": "3", "comment": "no"})
+    assert status == 200, updated
+    assert updated["owner"] == alice.name and updated["updated_by"] == ADMIN
+    assert {k: v for k, v in updated.items() if k not in ("owner", "updated_at", "updated_by")} == \
+        {k: v for k, v in created.items() if k not in ("owner", "updated_at", "updated_by")}
+    assert (await ws.call("GET", "/functions/main.default.twice"))[1] == updated
+
+    bob = await user(server, ws)
+    status, body = await bob.call("PATCH", "/functions/main.default.twice", json={"owner": bob.name})
+    assert (status, body["error_code"]) == (404, "NOT_FOUND"), body      # bob may not see it
+    await grant(ws, "catalog", "main", bob.name, "USE CATALOG")
+    await grant(ws, "schema", "main.default", bob.name, "USE SCHEMA")
+    await grant(ws, "function", "main.default.twice", bob.name, "EXECUTE")
+    status, body = await bob.call("PATCH", "/functions/main.default.twice", json={"owner": bob.name})
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), body
+    await grant(ws, "catalog", "main", alice.name, "USE CATALOG")
+    await grant(ws, "schema", "main.default", alice.name, "USE SCHEMA")
+    status, body = await alice.call("PATCH", "/functions/main.default.twice", json={"owner": bob.name})
+    assert status == 200 and body["owner"] == bob.name, body     # the owner hands it on
+
+    status, body = await ws.call("PATCH", "/functions/main.default.nope", json={"owner": ADMIN})
+    assert (status, body["error_code"]) == (404, "NOT_FOUND"), body
+    status, body = await ws.call("PATCH", "/functions/twice", json={"owner": ADMIN})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
+    status, body = await ws.call("PATCH", "/functions/main.default.twice", json={"owner": 7})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE"), body
 
 
 # ---- registered models and versions -----------------------------------------------

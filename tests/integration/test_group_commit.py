@@ -174,6 +174,55 @@ def test_groups_are_bounded_and_a_lone_writer_waits_for_nothing(pg_url, tmp_path
     asyncio.run(scenario())
 
 
+def test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_between(pg_url, tmp_path):
+    """A group's storage paths are in the state's tries from speculation on, and its commit does not
+    put them there again; what the tries hold afterwards is what a fresh shard reads from the
+    database. Also when two writes of the group move one table's path, and when the state is
+    rebuilt in the middle of the group (the tries replaced: the writes' paths go in again)."""
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            def ext(name: str, where: str) -> dict:
+                return {**_table(name), "table_type": "EXTERNAL", "storage_location": f"file://{tmp_path}/ext/{where}"}
+
+            async def rebuild_midway(tx, state):
+                await shard._rebuild(state)         # as a reconcile past RECONCILE_GAP does
+                return "rebuilt"
+
+            for rebuild in (False, True):
+                tag = "r" if rebuild else "p"
+                release, held = await _hold(shard, ms)
+                writes = [service.create(caller, "table", ext(f"{tag}a", f"{tag}a")),
+                          service.create(caller, "table", ext(f"{tag}b", f"{tag}b")),
+                          service.update(caller, "table", f"c.s.{tag}a", {"storage_location":
+                                                                         f"file://{tmp_path}/ext/{tag}a2"}),
+                          *([shard.write(ms, rebuild_midway)] if rebuild else []),
+                          service.delete(caller, "table", f"c.s.{tag}b"),
+                          service.create(caller, "table", ext(f"{tag}c", f"{tag}c")),
+                          service.update(caller, "table", f"c.s.{tag}c", {"storage_location":
+                                                                         f"file://{tmp_path}/ext/{tag}c2"})]
+                queued = [asyncio.create_task(_outcome(w)) for w in writes]
+                await asyncio.sleep(0)
+                assert len(shard.states[ms].pending) == len(writes)
+                release.set()
+                await held
+                outcomes = await asyncio.gather(*queued)
+                assert not [o for o in outcomes if isinstance(o, str) and o != "rebuilt"], outcomes
+                state = shard.states[ms]
+                fresh = Shard(store, "fresh")
+                truth = await fresh.state(ms)
+                assert state.path_of == truth.path_of and state.location_of == truth.location_of
+                for asset_id, url in truth.path_of.items():
+                    assert state.trie.owner(url)[1].asset_id == asset_id
+                assert state.trie.owner(f"file://{tmp_path}/ext/{tag}a") is None      # moved away from
+                assert state.trie.owner(f"file://{tmp_path}/ext/{tag}b") is None      # dropped
+                assert state.trie.owner(f"file://{tmp_path}/ext/{tag}c2")[1].full_name == f"c.s.{tag}c"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(pg_url, tmp_path):
     async def scenario():
         store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")

@@ -5,6 +5,8 @@ pages whose token pins the version while the metastore moves on, the bound on wo
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 from governance_users import grant, unique, user
 
@@ -187,3 +189,16 @@ async def test_a_token_outlives_its_held_snapshot_through_the_history(server, ws
     assert "comment" not in rest[2]
     now = await names(ws, q)
     assert f"{c}.sales.logs" not in now and len(now) == 4
+
+
+async def test_every_example_of_the_doc_runs(server, ws):
+    """docs/queries.md's examples, through the server over a small world: each is answered (200)."""
+    c, _ = await _world(server, ws)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "queries.md").read_text()
+    examples = re.findall(r"```query\n(.*?)\n```", doc, re.S)
+    assert len(examples) >= 15
+    for q in examples:
+        status, body = await ws.call("POST", QUERY, json={"query": q})
+        assert status == 200 and isinstance(body["results"], list), (q, body)
+    # the opening example, with its catalog renamed to this world's
+    assert await names(ws, examples[0].replace('"main"', f'"{c}"')) == [f"{c}.hr.staff", f"{c}.sales.orders"]

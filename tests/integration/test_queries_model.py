@@ -3,8 +3,9 @@ columns, tags, owners (users and groups) and grants, written in one metastore wr
 through the server (POST /shardcat/query, small pages) must answer what a simple evaluator written
 here answers, for an admin and for a restricted user (whose view of the tree the model derives from
 the grants by the documented rules, independently of governance/authorize.py), so a query never
-returns, and no filter reveals, what that user may not see. A write between a query's pages leaves
-its later pages as they were (the token pins the version); the next query sees it."""
+returns, and no filter reveals, what that user may not see. Pages are small (max_results, and
+sometimes a tiny max_nodes: pages ended by the bound on work). A write between a query's pages
+leaves its later pages as they were (the token pins the version); the next query sees it."""
 
 from __future__ import annotations
 
@@ -318,13 +319,14 @@ def changed(tree):
     return out
 
 
-async def pages(caller, q: str, size: int, at_least: list, between=None) -> list[str]:
+async def pages(caller, q: str, size: int, nodes: int | None, at_least: list, between=None) -> list[str]:
     """Every page's results; the writes go round the server's shard (another owner's, as it were):
     the requests ask to read at least their version, as a client that saw them acknowledged does."""
     out, token, first = [], None, True
     for _ in range(200):
         status, body = await caller.call("POST", "/shardcat/query", json={
-            "query": q, "max_results": size, **({"page_token": token} if token else {})},
+            "query": q, "max_results": size, **({"max_nodes": nodes} if nodes else {}),
+            **({"page_token": token} if token else {})},
             headers={MIN_VERSION_HEADER: str(at_least[0])})
         assert status == 200, (q, body)
         out += [r["full_name"] for r in body["results"]]
@@ -337,7 +339,7 @@ async def pages(caller, q: str, size: int, at_least: list, between=None) -> list
     raise AssertionError("too many pages")
 
 
-async def scenario(server, http, tmp_path, tree, qs, size):
+async def scenario(server, http, tmp_path, tree, qs, size, nodes):
     ws = await new_workspace(server, http, tmp_path)
     g, o = unique("g"), unique("o")
     await server.store.create_principal(g, "group")
@@ -359,7 +361,7 @@ async def scenario(server, http, tmp_path, tree, qs, size):
         for caller, principals in ((ws, None), (restricted, {"U", "G"})):
             expected = Model(build(current), principals).answer(query, names)
             first_of_all = i == 0 and caller is ws
-            got = await pages(caller, text, size, at_least, mutate if first_of_all else None)
+            got = await pages(caller, text, size, nodes, at_least, mutate if first_of_all else None)
             assert got == expected, (text, "admin" if caller is ws else "restricted", current)
             if first_of_all:            # its pages read the first write's tree; everything after, the second's
                 current = later
@@ -371,8 +373,9 @@ async def test_queries_answer_as_a_model_does_on_random_trees_for_an_admin_and_a
 
     @settings(max_examples=EXAMPLES, database=None, deadline=None, suppress_health_check=list(HealthCheck),
               phases=PHASES)
-    @given(tree=trees, qs=st.lists(queries(), min_size=3, max_size=3), size=st.integers(1, 4))
-    def check(tree, qs, size):
-        asyncio.run_coroutine_threadsafe(scenario(server, http, tmp_path, tree, qs, size), loop).result(120)
+    @given(tree=trees, qs=st.lists(queries(), min_size=3, max_size=3), size=st.integers(1, 4),
+           nodes=st.sampled_from((None, None, 2, 7)))
+    def check(tree, qs, size, nodes):
+        asyncio.run_coroutine_threadsafe(scenario(server, http, tmp_path, tree, qs, size, nodes), loop).result(120)
 
     await asyncio.to_thread(check)

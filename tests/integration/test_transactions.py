@@ -120,6 +120,32 @@ async def test_alters_drops_and_grants_together(ws, server):
     assert status == 200 and b["table_id"] == body["results"][5]["table_id"]
 
 
+async def test_drops_of_every_kind_together(ws, server):
+    await setup(ws)
+    status, body = await ws.call("POST", TX, json={"operations": [
+        create("catalog", {"name": "other"}), create("schema", {"name": "x", "catalog_name": "other"}),
+        create("table", table("t", schema="x", catalog="other")),
+        create("view", {"name": "v", "catalog_name": "main", "schema_name": "s", "table_type": "VIEW",
+                        "columns": COLS, "view_definition": "SELECT 1"}),
+        create("volume", {"name": "vol", "catalog_name": "main", "schema_name": "s", "volume_type": "MANAGED"})]})
+    assert status == 200, body
+    before = await version(server, ws)
+    # a non-empty schema without force: refused as its endpoint refuses it, nothing dropped
+    drops = [{"op": "delete", "type": "view", "name": "main.s.v"}, {"op": "delete", "type": "volume", "name": "main.s.vol"},
+             {"op": "delete", "type": "schema", "name": "other.x"}]
+    status, body = await ws.call("POST", TX, json={"operations": drops})
+    assert status == 400 and body["error_code"] == "FAILED_PRECONDITION", body
+    assert body["message"].startswith("operations[2] (delete schema 'other.x') failed: Schema 'other.x' is not empty")
+    assert await exists(ws, "/tables/main.s.v") and await version(server, ws) == before
+    drops[2]["force"] = True
+    status, body = await ws.call("POST", TX, json={"operations": [
+        *drops, {"op": "delete", "type": "catalog", "name": "other"}]})
+    assert status == 200, body
+    assert body["version"] == before + 1
+    for path in ("/tables/main.s.v", "/volumes/main.s.vol", "/schemas/other.x", "/tables/other.x.t", "/catalogs/other"):
+        assert not await exists(ws, path), path
+
+
 async def test_delta_and_iceberg_commits_on_several_tables(ws, server):
     await setup(ws)
     # catalog-managed Delta tables (the helpers create them under main.s)
@@ -219,6 +245,23 @@ async def test_a_stale_read_is_a_409_naming_the_asset(ws, server):
         "read_versions": {"main.s.a": read_at + 1},
         "operations": [update("table", "main.s.b", {"comment": "again"})]})
     assert status == 409 and "Conflict on 'main.s.a'" in body["message"], body
+
+
+async def test_write_skew_is_refused(ws, server):
+    """Two transactions each read A and B and write one of them (the classic write skew): sent at once,
+    exactly one commits; the other is a 409 naming the asset the first wrote."""
+    await setup(ws)
+    read_at = await version(server, ws)
+    reads = {"main.s.a": read_at, "main.s.b": read_at}
+    answers = await asyncio.gather(*[ws.call("POST", TX, json={
+        "read_versions": reads, "operations": [update("table", f"main.s.{name}", {"comment": "on call"})]})
+        for name in ("a", "b")])
+    assert sorted(s for s, _ in answers) == [200, 409], answers
+    winner = next(n for (s, _), n in zip(answers, "ab") if s == 200)
+    message = next(b["message"] for s, b in answers if s == 409)
+    assert f"Conflict on 'main.s.{winner}'" in message, message
+    comments = [(await ws.call("GET", f"/tables/main.s.{n}"))[1].get("comment") for n in "ab"]
+    assert sorted(comments, key=str) == sorted([None, "on call"], key=str)
 
 
 async def test_raced_writes_of_the_same_asset_one_wins(ws, server):

@@ -71,7 +71,8 @@ async def test_reads_at_a_version_after_later_writes_and_drops(server, ws):
     res = await ok(ws, "POST", "/resolve", params=at(v1), json={"items": [
         {"securable_type": "TABLE", "name": "main.s.b"}, {"securable_type": "TABLE", "name": "main.s.c"}]})
     assert res["metastore_version"] == v1
-    assert res["items"][0]["full_name"] == "main.s.b" if "full_name" in res["items"][0] else "error" not in res["items"][0]
+    assert "error" not in res["items"][0] and res["items"][0]["table"]["full_name"] == "main.s.b"
+    assert res["items"][0]["authorization"]["allowed"] is True
     assert res["items"][1]["error"]["error_code"] == "NOT_FOUND"
     # search at v1: the dropped table and the old comment are found; the later table is not
     found = await ok(ws, "GET", "/shardcat/search", params={"query": "first", **at(v1)})
@@ -84,6 +85,8 @@ async def test_reads_at_a_version_after_later_writes_and_drops(server, ws):
                                           __import__("uuid").UUID(ws.metastore_id), v1)
     got = await ok(ws, "GET", "/tables/main.s.a", params={"as_of_timestamp": str(ts)})
     assert got["comment"] in ("first comment", "second comment")   # later writes in the same ms read the same
+    async with ws.session.get(ws.api + "/catalogs/main", params=at(v1), headers=ws.headers) as r:
+        assert r.status == 200 and r.headers["X-Shardcat-As-Of-Version"] == str(v1)
     # the present is unchanged by all this
     assert (await ok(ws, "GET", "/tables/main.s.a2"))["comment"] == "second comment"
 

@@ -7,6 +7,7 @@ import pytest
 
 from shardcat.auth import Caller
 from shardcat.catalog.service import CatalogService
+from shardcat.catalog.sharing import Shares
 from shardcat.errors import CatalogError
 from shardcat.shards.shard import Shard
 from shardcat.store.memory import MemoryStore
@@ -117,3 +118,37 @@ async def test_a_follower_hears_every_applied_write_reconcile_and_rebuild():
     await service.create(admin, "table", {**TABLE, "name": "u", "storage_location": "file:///ext/u"})
     await other.shard.observed(admin.metastore_id, await store.metastore_version(admin.metastore_id))
     assert recorder.heard == [("rebuilt", 2), ("applied", 3, ["t"]), ("reconciled", 4, 1)]
+
+
+async def test_a_rename_carries_what_lies_below():
+    """The generic service's default on_rename: a schema's tables follow its new name; the old name is gone."""
+    _, admin, service = await _world()
+    await service.create(admin, "table", {**TABLE, "name": "t", "storage_location": "file:///ext/t"})
+    renamed = await service.update(admin, "schema", "c.s", {"new_name": "s2"})
+    assert renamed["full_name"] == "c.s2"
+    assert (await service.get(admin, "table", "c.s2.t"))["full_name"] == "c.s2.t"
+    with pytest.raises(CatalogError) as e:
+        await service.get(admin, "table", "c.s.t")
+    assert (e.value.code, e.value.message) == ("NOT_FOUND", "Table 'c.s.t' does not exist.")
+    with pytest.raises(CatalogError) as e:
+        await service.delete(admin, "schema", "c.s2")           # not empty: refused without force
+    assert e.value.code == "FAILED_PRECONDITION" and "c.s2.t" in str(e.value)
+
+
+async def test_a_metastore_level_type_is_the_same_service():
+    """Shares (catalog/sharing.py) through the one generic service: one plain name, a rename by
+    `name`, their own hooks and messages."""
+    store, admin, service = await _world()
+    shares = Shares(service.shard)
+    made = await shares.create(admin, {"name": "Sales"})
+    assert (made["name"], made["objects"]) == ("sales", [])      # on_create and output hooks
+    await shares.update(admin, "sales", {"name": "sales2", "comment": "q3"})
+    assert [s["name"] for s in (await shares.list(admin))["shares"]] == ["sales2"]
+    with pytest.raises(CatalogError) as e:
+        await shares.get(admin, "sales")
+    assert e.value.message == "Share 'sales' does not exist."
+    with pytest.raises(CatalogError) as e:
+        await shares.get(admin, "c.s")        # a plain name: a period is refused, not split
+    assert e.value.code == "INVALID_PARAMETER_VALUE" and "invalid character '.'" in e.value.message
+    await shares.delete(admin, "sales2")
+    assert (await shares.list(admin))["shares"] == []

@@ -9,7 +9,7 @@ import orjson
 from shardcat.auth import Caller
 from shardcat.entities.asset import Asset
 from shardcat.web.kit import encode_json
-from shardcat.catalog.assets import present
+from shardcat.catalog.assets import present, presented_json, presented_page
 
 TRUSTED = Caller("engine", 2, False, 1, "m", trusted_engine=True)
 USER = Caller("alice", 3, False, 1, "m")
@@ -53,3 +53,17 @@ def test_a_new_state_of_an_asset_is_encoded_afresh():
 def test_answers_orjson_cannot_carry_exactly_fall_back_to_json():
     assert orjson.loads(encode_json({"n": 1})) == {"n": 1}
     assert encode_json({"n": 2 ** 70}) == b'{"n": 1180591620717411303424}'
+
+
+def test_a_page_is_presented_as_each_of_its_assets_whichever_was_encoded_first():
+    """A list's page (presented_page) takes kept encodings without a call per asset: the same bytes
+    as presenting each, for trusted engines and users, encoded before or not, a schema among tables."""
+    schema = Asset("s1", "m", "schema", "schema", "c1", "s", "c.s", None, {"comment": "a schema"}, 3)
+    for caller, other in ((USER, TRUSTED), (TRUSTED, USER)):
+        page = [_table("one"), _table("two"), schema]
+        presented_json(page[1], other)              # kept for the other kind of caller only
+        presented_json(page[0], caller)             # kept for this one
+        got = presented_page(page, caller)
+        assert got == [presented_json(a, caller) for a in page]
+        shown = orjson.loads(got[1])
+        assert ("row_filter" in shown) == (caller is TRUSTED) and shown["comment"] == "two"
