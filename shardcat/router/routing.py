@@ -7,7 +7,7 @@ WRITE_COST requests (a write is a PostgreSQL transaction; a read is mostly serve
 cache), plus one for being assigned at all. New or orphaned metastores go to the least-loaded
 live shard; `rebalance` evens the shards' loads out a few moves at a time (bounded churn),
 and a metastore hotter than a fair share of the whole load keeps its shard to itself: the
-other metastores move off its shard, never it. Each shard's node is recorded beside it
+other metastores move off its shard, not it. Each shard's node is recorded beside it
 (cluster/ray_cluster.py places the shards), so the table says which machine serves what.
 """
 
@@ -200,9 +200,9 @@ class RoutingTable:
     def balance_plan(self, max_moves: int = MAX_MOVES) -> list[tuple[str, str]]:
         """Up to `max_moves` (metastore, to shard) moves that even the loads out. Each move takes a
         metastore from the busiest shard to the idlest, the one whose move leaves the two closest;
-        only from a shard more than BALANCED_WITHIN above the fair share (total / shards), and never
-        a metastore hotter than the fair share itself: such a one stays, and its neighbours leave,
-        until it has its shard to itself."""
+        only from a shard more than BALANCED_WITHIN above the fair share (total / shards) that holds
+        more than one metastore. A metastore hotter than the fair share itself moves only when all
+        its neighbours are as hot: otherwise it stays and they leave, until it has its shard to itself."""
         live = self.targets()
         if len(live) < 2:
             return []
@@ -215,7 +215,10 @@ class RoutingTable:
             gap = load[busiest] - load[idlest]
             if load[busiest] <= fair * (1 + BALANCED_WITHIN) or gap <= 1.0:
                 break
-            movable = [m for m in owned[busiest] if self.weight(m) < gap and self.weight(m) <= fair]
+            if len(owned[busiest]) < 2:         # a lone metastore has its shard to itself already
+                break
+            fits = [m for m in owned[busiest] if self.weight(m) < gap]
+            movable = [m for m in fits if self.weight(m) <= fair] or fits     # the hot one stays if it can
             if not movable:
                 break
             best = min(movable, key=lambda m: abs(gap - 2 * self.weight(m)))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..entities.asset import Asset
 from ..entities.values import now_ms
-from .db import _ASSET_COLUMNS, MetastoreGone, _asset, search_query
+from .db import _ASSET_COLUMNS, MetastoreGone, _asset, count_side_write, search_query
 
 @dataclass
 class PastRead:
@@ -264,6 +264,8 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
                 DELETE FROM asset_history a USING doomed d WHERE a.id = d.id AND a.written_at = d.written_at
                 RETURNING {_COLS}, a.dropped""", ms, below, limit)
         gone = [_asset(r) for r in rows if r["dropped"]]
+        if rows:
+            await count_side_write(conn, metastore_id)
         if gone:
             ids = [uuid.UUID(a.id) for a in gone if a.type == "table"]
             still = {str(r["id"]) for r in await conn.fetch("SELECT id FROM assets WHERE id = ANY($1::uuid[])", ids)}
@@ -372,6 +374,8 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
                 WHERE NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)""",
             ms, uuid.UUID(asset_id), drop_version)
         ids = [r["id"] for r in rows]
+        if ids:
+            await count_side_write(conn, metastore_id)
         await conn.execute("DELETE FROM asset_history WHERE id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM table_clones WHERE clone_id = ANY($1::uuid[])", ids)
@@ -382,6 +386,8 @@ async def request_storage_purge(store, metastore_id: str, asset_id: str, drop_ve
     """Mark a dropped asset's storage for deletion when its history is purged (Iceberg's
     purgeRequested: deferred to the end of the retention window, or an explicit purge)."""
     async with store.unversioned(metastore_id) as conn:
-        await conn.execute(
+        status = await conn.execute(
             """UPDATE asset_history SET info = info || '{"purge_requested": true}'::jsonb
                WHERE id = $1 AND dropped AND replaced_at = $2""", uuid.UUID(asset_id), drop_version)
+        if not status.endswith(" 0"):
+            await count_side_write(conn, metastore_id)

@@ -323,3 +323,27 @@ def test_nodes_offering_the_shard_resource_are_the_only_ones_eligible(supervisor
     assert cluster.eligible_nodes() == ["head", "w1"]
     cluster.draining.add("w1")
     assert cluster.eligible_nodes() == ["head"]
+
+
+def balance(owner: dict[str, str], load: dict[str, float], shards=("a", "b", "c"), max_moves=4):
+    from shardcat.router.routing import RoutingTable
+    routing = RoutingTable(None)
+    for name in shards:
+        routing.add_shard(ShardHandle(name, f"http://{name}", None))
+    routing.owner, routing.load = dict(owner), dict(load)
+    return routing.balance_plan(max_moves)
+
+
+def test_rebalancing_evens_load_in_bounded_moves_and_isolates_a_hot_metastore():
+    # Shard a: one hot metastore and three cold ones; b and c empty. The cold ones leave, the hot stays.
+    plan = balance({"hot": "a", "c1": "a", "c2": "a", "c3": "a"}, {"hot": 90.0, "c1": 3.0, "c2": 3.0, "c3": 3.0})
+    assert "hot" not in [m for m, _ in plan] and sorted(m for m, _ in plan) == ["c1", "c2", "c3"]
+    assert {t for _, t in plan} <= {"b", "c"}
+    # Bounded: at most max_moves, however lopsided.
+    many = {f"m{i}": "a" for i in range(20)}
+    assert len(balance(many, {}, max_moves=3)) == 3
+    # Two equally hot metastores on one shard, an empty shard beside: one of them moves.
+    assert len(balance({"h1": "a", "h2": "a", "x": "b"}, {"h1": 50.0, "h2": 50.0, "x": 50.0}, max_moves=1)) == 1
+    # Balanced within BALANCED_WITHIN: nothing moves; a lone metastore never moves.
+    assert balance({"m1": "a", "m2": "b", "m3": "c"}, {"m1": 10.0, "m2": 9.0, "m3": 11.0}) == []
+    assert balance({"m1": "a"}, {"m1": 100.0}) == []
