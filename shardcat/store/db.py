@@ -749,7 +749,7 @@ class Store:
                           principal: str) -> None:
         """One reported write: `target` was written from `sources`."""
         at = now_ms()
-        async with self.unversioned(metastore_id, counted=False) as conn:
+        async with self.unversioned(metastore_id) as conn:
             await conn.executemany(
                 """INSERT INTO lineage (metastore_id, source_id, source_type, source_name, target_id, target_name,
                                         job, principal, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
@@ -761,7 +761,7 @@ class Store:
                                  job: str | None, principal: str) -> None:
         """One reported write's column lineage: (source, source column, target, target column) each."""
         at = now_ms()
-        async with self.unversioned(metastore_id, counted=False) as conn:
+        async with self.unversioned(metastore_id) as conn:
             await conn.executemany(
                 """INSERT INTO column_lineage (metastore_id, source_id, source_type, source_name, source_column,
                                                target_id, target_name, target_column, job, principal, at)
@@ -841,19 +841,19 @@ class Store:
                 raise moved
 
     @asynccontextmanager
-    async def unversioned(self, metastore_id: str, *, counted: bool = True):
+    async def unversioned(self, metastore_id: str):
         """A transaction in the metastore's home for rows a metastore write does not version
         (snapshots, the history's purge; lineage), as `async with store.unversioned(ms) as conn:`.
         It holds the metastore's row against a move's fence until it commits and, like `write`,
         leaves a home that holds the metastore no longer, or fenced, for the new one first.
-        `counted` (all but append-only rows, which a move follows by id): it counts itself in the
-        metastore's `side_writes`, which tells a move to copy the tables such writes change again."""
+        One that changes the Delta commits or the history (store/homes.py SIDE_TABLES) says so with
+        `count_side_write(conn, metastore_id)` before it ends: that tells a move to copy them again."""
         deadline = time.monotonic() + MOVE_WAIT_SECONDS
         while True:
             moved = None
             async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
                 try:
-                    await _not_fenced(conn, metastore_id, counted)
+                    await _not_fenced(conn, metastore_id)
                 except (MetastoreGone, MetastoreMoving) as e:
                     moved = e
                 else:
@@ -899,19 +899,21 @@ class Store:
                 raise moved
 
 
-async def _not_fenced(conn, metastore_id: str, counted: bool = False) -> None:
+async def _not_fenced(conn, metastore_id: str) -> None:
     """In a transaction writing rows a metastore write does not version: hold the metastore's row
-    against a fence until commit (a move's fence takes it FOR UPDATE), and refuse one fenced;
-    `counted`: add one to its `side_writes` (Store.unversioned)."""
-    ms = uuid.UUID(metastore_id)
-    if counted and await conn.fetchval(
-            "UPDATE metastores SET side_writes = side_writes + 1 WHERE id = $1 AND NOT fenced RETURNING 1", ms):
-        return
-    fenced = await conn.fetchval("SELECT fenced FROM metastores WHERE id = $1 FOR KEY SHARE", ms)
+    against a fence until commit (a move's fence takes it FOR UPDATE), and refuse one fenced.
+    FOR KEY SHARE: versioned writes (and `count_side_write`'s update) do not wait for it."""
+    fenced = await conn.fetchval("SELECT fenced FROM metastores WHERE id = $1 FOR KEY SHARE", uuid.UUID(metastore_id))
     if fenced is None:
         raise MetastoreGone(metastore_id)
     if fenced:
         raise MetastoreMoving(metastore_id)
+
+
+async def count_side_write(conn, metastore_id: str) -> None:
+    """Inside `Store.unversioned(ms)`: this transaction changed Delta commits or history (only then:
+    a move compares nothing else there and copies them again when the count moved)."""
+    await conn.execute("UPDATE metastores SET side_writes = side_writes + 1 WHERE id = $1", uuid.UUID(metastore_id))
 
 
 def _migration_files() -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..entities.asset import Asset
 from ..entities.values import now_ms
-from .db import _ASSET_COLUMNS, MetastoreGone, _asset, search_query
+from .db import _ASSET_COLUMNS, MetastoreGone, _asset, count_side_write, search_query
 
 @dataclass
 class PastRead:
@@ -232,28 +232,43 @@ async def add_clone_references(tx, refs: list[tuple[str, str, str]]) -> None:
 
 # ---- retention -------------------------------------------------------------------------------
 
+# A history row a snapshot pins: current at the snapshot's version.
+_PINNED = """EXISTS (SELECT 1 FROM version_snapshots s WHERE s.metastore_id = h.metastore_id
+                             AND h.written_at <= s.version AND h.replaced_at > s.version)"""
+
+
 async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int) -> tuple[int, list[dict]]:
     """Delete at most `limit` history rows of states that stopped being current before
     `older_than_ms`, except those a snapshot pins; record the horizon. Returns (rows deleted, the
     dropped assets among them whose storage may now go: their last states)."""
     ms = uuid.UUID(metastore_id)
+    below_sql = "SELECT coalesce(max(version), 0) + 1 FROM change_log WHERE metastore_id = $1 AND at < $2"
+    # Nothing to do is found read-only: an idle metastore's round writes nothing (a write in
+    # `unversioned` counts itself in the metastore's row, store/db.py).
+    home = await store.home(metastore_id)
+    below = await home.fetchval(below_sql, ms, older_than_ms)
+    idle = await home.fetchval(
+        f"""SELECT NOT EXISTS (SELECT 1 FROM asset_history h WHERE h.metastore_id = $1 AND h.replaced_at < $2
+                                 AND NOT {_PINNED})
+                   AND coalesce((SELECT purged_below FROM history_horizons WHERE metastore_id = $1), 0) >= $2 - 1""",
+        ms, below)
+    if idle:
+        return 0, []
     async with store.unversioned(metastore_id) as conn:
-        below = await conn.fetchval(
-            "SELECT coalesce(max(version), 0) + 1 FROM change_log WHERE metastore_id = $1 AND at < $2",
-            ms, older_than_ms)
+        below = await conn.fetchval(below_sql, ms, older_than_ms)
         rows = await conn.fetch(
             f"""WITH doomed AS (
                     SELECT h.id, h.written_at FROM asset_history h
-                    WHERE h.metastore_id = $1 AND h.replaced_at < $2
-                      AND NOT EXISTS (SELECT 1 FROM version_snapshots s WHERE s.metastore_id = h.metastore_id
-                                      AND h.written_at <= s.version AND h.replaced_at > s.version)
+                    WHERE h.metastore_id = $1 AND h.replaced_at < $2 AND NOT {_PINNED}
                     ORDER BY h.replaced_at LIMIT $3)
                 DELETE FROM asset_history a USING doomed d WHERE a.id = d.id AND a.written_at = d.written_at
                 RETURNING {_COLS}, a.dropped""", ms, below, limit)
         gone = [_asset(r) for r in rows if r["dropped"]]
+        if rows:
+            await count_side_write(conn, metastore_id)
         if gone:
             ids = [uuid.UUID(a.id) for a in gone if a.type == "table"]
-            still = {str(i) for i in await conn.fetch("SELECT id FROM assets WHERE id = ANY($1::uuid[])", ids)}
+            still = {str(r["id"]) for r in await conn.fetch("SELECT id FROM assets WHERE id = ANY($1::uuid[])", ids)}
             await conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
                                [i for i in ids if str(i) not in still])
         done = len(rows) < limit
@@ -359,6 +374,8 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
                 WHERE NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)""",
             ms, uuid.UUID(asset_id), drop_version)
         ids = [r["id"] for r in rows]
+        if ids:
+            await count_side_write(conn, metastore_id)
         await conn.execute("DELETE FROM asset_history WHERE id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM table_clones WHERE clone_id = ANY($1::uuid[])", ids)
@@ -369,6 +386,8 @@ async def request_storage_purge(store, metastore_id: str, asset_id: str, drop_ve
     """Mark a dropped asset's storage for deletion when its history is purged (Iceberg's
     purgeRequested: deferred to the end of the retention window, or an explicit purge)."""
     async with store.unversioned(metastore_id) as conn:
-        await conn.execute(
+        status = await conn.execute(
             """UPDATE asset_history SET info = info || '{"purge_requested": true}'::jsonb
                WHERE id = $1 AND dropped AND replaced_at = $2""", uuid.UUID(asset_id), drop_version)
+        if not status.endswith(" 0"):
+            await count_side_write(conn, metastore_id)

@@ -384,3 +384,16 @@ async def test_a_clones_managed_storage_is_its_own(server, ws, tmp_path):
     status, _ = await ws.call("POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": "rooted.s",
                                                                 "name": "rooted_dev.s2", "as_of_version": 0})
     assert status == 404                      # at version 0 there was no such schema
+
+
+async def test_an_idle_purge_round_writes_nothing(server, ws):
+    """Nothing older than the window: the background purge only reads (a refused request's
+    before-and-after snapshot of the metastores table, test_bad_input.py, must not see it)."""
+    await world(ws)
+    await ok(ws, "PATCH", "/tables/main.s.a", json={"comment": "kept: inside the window"})
+    row = "SELECT * FROM metastores WHERE id = $1"
+    before = dict(await server.store.pool.fetchrow(row, __import__("uuid").UUID(ws.metastore_id)))
+    await purge_round(server.runner.app[SERVING].shard)
+    assert dict(await server.store.pool.fetchrow(row, __import__("uuid").UUID(ws.metastore_id))) == before
+    assert (await ok(ws, "GET", "/tables/main.s.a", params=at(await version(server, ws) - 1)))["comment"] == \
+        "first comment"
