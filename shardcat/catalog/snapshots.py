@@ -143,7 +143,8 @@ class SnapshotService:
     async def restore(self, caller: Caller, name: str) -> dict:
         """The snapshot's catalog or schema, and everything below it, back as they were, in one
         metastore write: what was created since is deleted, what changed is put back, what was
-        dropped comes back (same ids). Metadata only: a Delta table's data is its log's."""
+        dropped comes back (same ids, with the grants it held). Metadata only: a Delta table's data
+        is its log's."""
         snap = await self.get(caller, name)
         ms = caller.metastore()
         past = await history.subtree_at(self.store, ms, snap["version"], snap["securable_id"])
@@ -167,6 +168,8 @@ class SnapshotService:
             if gone:
                 await tx.delete(gone)
             now = {a.id: a for a in present}
+            # what was dropped since comes back with the grants it held when dropped, as an undrop
+            regranted = await history.grants_at_drop(tx, ms, [a.id for a in past if a.id not in now])
             changed = 0
             for a in past:
                 if now.get(a.id) is None or now[a.id].written_at != a.written_at:
@@ -175,6 +178,8 @@ class SnapshotService:
                     except KeyError:
                         raise already_exists(f"Cannot restore: the name '{a.full_name}' is taken now.") from None
                     changed += 1
+                if a.id in regranted:
+                    await history.restore_grants(tx, a, regranted[a.id])
             return changed, len(gone)
 
         changed, deleted = await self.shard.write(ms, write)

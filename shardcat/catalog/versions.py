@@ -301,11 +301,6 @@ class VersionService:
             for item in items:
                 await tx.put(item["asset"])
                 await history.restore_grants(tx, item["asset"], item["grants"])
-                if item["grants"]:
-                    held: dict[str, set[str]] = {}
-                    for g in item["grants"]:
-                        held.setdefault(g["principal"], set()).add(g["privilege"])
-                    tx.grants_set[item["asset"].id] = held
             return len(items)
 
         restored = await self.shard.write(caller.metastore(), write)

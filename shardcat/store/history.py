@@ -201,13 +201,27 @@ async def dropped_with(tx, metastore_id: str, drop_version: int, parent_ids: lis
     return [{"asset": _asset(r), "grants": r["grants"] or []} for r in rows]
 
 
+async def grants_at_drop(tx, metastore_id: str, ids: list[str]) -> dict[str, list[dict]]:
+    """Inside a write: {id: the grants it held when last dropped} for those of `ids` a drop deleted."""
+    rows = await tx.conn.fetch(
+        """SELECT DISTINCT ON (id) id, grants FROM asset_history
+           WHERE metastore_id = $1 AND dropped AND id = ANY($2::uuid[]) ORDER BY id, replaced_at DESC""",
+        uuid.UUID(metastore_id), [uuid.UUID(i) for i in ids])
+    return {str(r["id"]): r["grants"] or [] for r in rows}
+
+
 async def restore_grants(tx, asset: Asset, grants: list[dict]) -> None:
-    """Inside a write: put back the grants a dropped asset held."""
+    """Inside a write: put back the grants a dropped asset held, and tell the write's followers
+    (the privilege index) what the asset now holds."""
     if grants:
         await tx.conn.executemany(
             "INSERT INTO grants VALUES ($1, $2, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
             [(uuid.UUID(asset.metastore_id), uuid.UUID(asset.id), g["principal"], g["privilege"], g["granted_by"],
               g["granted_at"]) for g in grants])
+        held: dict[str, set[str]] = {}
+        for g in grants:
+            held.setdefault(g["principal"], set()).add(g["privilege"])
+        tx.grants_set[asset.id] = held
 
 
 async def clone_references(store, metastore_id: str, source_ids: list[str]) -> dict[str, list[str]]:

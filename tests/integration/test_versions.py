@@ -265,6 +265,7 @@ def _files(url: str) -> set[str]:
 
 async def test_snapshot_restore_round_trip(server, ws):
     await world(ws)
+    await grant(ws, "table", "main.s.b", "someone", "SELECT")
     snap = await ok(ws, "POST", "/shardcat/snapshots", json={"name": "before", "securable_type": "SCHEMA",
                                                               "full_name": "main.s", "comment": "pinned"})
     assert snap["version"] == await version(server, ws) and snap["full_name"] == "main.s"
@@ -282,6 +283,9 @@ async def test_snapshot_restore_round_trip(server, ws):
     listed = await ok(ws, "GET", "/tables", params={"catalog_name": "main", "schema_name": "s"})
     assert [(t["name"], t.get("comment")) for t in listed["tables"]] == [("a", "first comment"), ("b", None)]
     assert "comment" not in await ok(ws, "GET", "/schemas/main.s")
+    # the table dropped since comes back with the grants it held when dropped
+    assert (await ok(ws, "GET", "/permissions/table/main.s.b"))["privilege_assignments"] == [
+        {"principal": "someone", "privileges": ["SELECT"]}]
     # the snapshot outlives the retention window: its version is readable and restorable after purging
     await ok(ws, "PATCH", "/shardcat/versions/settings", json={"retention_seconds": 1})
     await asyncio.sleep(1.2)
