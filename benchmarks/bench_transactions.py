@@ -89,7 +89,7 @@ class Client:
 
 
 async def closed_loop(clients: list[Client], variant: str, seconds: float, pids: dict[str, list[int]]) -> dict:
-    cpu0 = {k: sum(h.tree_cpu(v).values()) for k, v in pids.items()}
+    cpu0 = {k: h.tree_cpu_total(v) for k, v in pids.items()}
     own0 = h.own_cpu()
     requests0 = sum(c.requests for c in clients)
     latencies: list[float] = []
@@ -113,7 +113,7 @@ async def closed_loop(clients: list[Client], variant: str, seconds: float, pids:
     started = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in clients))
     wall = time.perf_counter() - started
-    cpu = {k: sum(h.tree_cpu(v).values()) - cpu0[k] for k, v in pids.items()}
+    cpu = {k: h.tree_cpu_total(v) - cpu0[k] for k, v in pids.items()}
     own = h.own_cpu() - own0
     requests = sum(c.requests for c in clients) - requests0
     latencies.sort()

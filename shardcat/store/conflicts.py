@@ -31,7 +31,7 @@ async def changed_after(tx, version: int, ids: set[str]) -> dict[str, int]:
     for row in rows:
         for i in row["changed"]:
             found.setdefault(str(i), row["version"])
-    for earlier in getattr(tx, "earlier", ()):
+    for earlier in tx.earlier:
         if earlier.version > version:
             for i in earlier.changed:
                 found.setdefault(i, earlier.version)
@@ -40,7 +40,7 @@ async def changed_after(tx, version: int, ids: set[str]) -> dict[str, int]:
 
 async def first_change_after(tx, version: int) -> tuple[int, list[str]] | None:
     """(version, ids it changed) of the first write after `version` before `tx`; None if there is none."""
-    for earlier in getattr(tx, "earlier", ()):
+    for earlier in tx.earlier:
         if earlier.version == version + 1:
             return earlier.version, sorted(earlier.changed)
     row = await tx.conn.fetchrow(
