@@ -25,7 +25,8 @@ from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
 MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
@@ -106,7 +107,9 @@ async def _query_or_body(request: web.Request) -> dict:
     return body
 
 
-def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     commits = DeltaCommitService(shard, max_unpublished)
 
     async def post(request):
