@@ -127,6 +127,24 @@ class CpuMeter:
             return point
 
 
+def every_process() -> dict[int, tuple[str, float]]:
+    """Every process on the machine: pid -> (what it runs, shortened; its own CPU seconds)."""
+    out = {}
+    for p in psutil.process_iter(["cmdline", "name", "cpu_times"]):
+        t = p.info["cpu_times"]
+        if t is not None:
+            out[p.pid] = (" ".join(p.info["cmdline"] or [p.info["name"] or "?"])[:120], t.user + t.system)
+    return out
+
+
+def others(before: dict, after: dict, ours: set[int], seconds: float, top: int = 5) -> list[dict]:
+    """The processes not of this run that used the most CPU between two `every_process` readings
+    (what the "other" column is made of)."""
+    used = [(after[pid][1] - before.get(pid, (None, 0.0))[1], after[pid][0]) for pid in after if pid not in ours]
+    return [{"cores": round(cpu / seconds, 3), "process": what} for cpu, what in sorted(used, reverse=True)[:top]
+            if cpu / seconds >= 0.01]
+
+
 def cores(a: tuple[float, dict], b: tuple[float, dict]) -> dict[str, float]:
     """Cores busy per group between two samples (CPU seconds per second); "other": the rest of the
     machine, "machine": all of it."""
@@ -184,6 +202,16 @@ class Run:
             for h in self.running.cluster.routing.shards.values():
                 if h.pid:
                     self.shard_node[h.pid] = self.nodes.get(h.node_id, h.node_id)
+
+    def our_pids(self) -> set[int]:
+        me = psutil.Process()
+        pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
+        for pg in self.pgs.values():
+            try:
+                pids |= {pg.pid, *(c.pid for c in psutil.Process(pg.pid).children(recursive=True))}
+            except psutil.Error:
+                pass
+        return pids
 
     async def sample(self) -> tuple[float, dict]:
         self.note_shards()
@@ -292,10 +320,13 @@ class Run:
         """Warm-up, then a measured window of the load running now."""
         log(f"{name}: {self.args.warmup:.0f} s warm-up, then {self.args.seconds:.0f} s measured")
         await asyncio.sleep(self.args.warmup)
+        everyone = await asyncio.to_thread(every_process)
         a = await self.sample()
         await asyncio.sleep(self.args.seconds)
         b = await self.sample()
-        record = {"config": name, "t_from": a[0], "t_to": b[0], "cores": cores(a, b), "placement": self.placement()}
+        ours = await asyncio.to_thread(self.our_pids)
+        record = {"config": name, "t_from": a[0], "t_to": b[0], "cores": cores(a, b), "placement": self.placement(),
+                  "others": others(everyone, await asyncio.to_thread(every_process), ours, b[0] - a[0])}
         self.windows.append(record)
         log(f"{name}: cores {record['cores']}")
         return record
@@ -311,11 +342,13 @@ class Run:
         adding = asyncio.create_task(add_node_in_thread(self.ray_cluster))
         node, node_up = None, None
         timeline: list[dict] = []
-        restored_at = balanced_at = None
+        restored_at = balanced_at = first_move = None
         while time.time() - t0 < self.args.join_limit:
             if node is None and adding.done():
                 node, node_up = adding.result(), time.time()
                 self.nodes[node.node_id] = "worker"
+            if first_move is None and any(routing.owner.get(m) != owners_before[m] for m in self.population):
+                first_move = time.time()
             placement = self.placement()
             timeline.append({"t": round(time.time() - t0, 2), "shards": {n: len(v) for n, v in placement["shards"].items()},
                              "metastores": placement["metastores_per_node"],
@@ -348,8 +381,7 @@ class Run:
             "marks": {"node started (Ray)": round(node_up - t0, 2),
                       "node seen by the supervisor": first("node_joined"),
                       "shard on the new node serving": first("shard_started", node=node.node_id),
-                      "first metastore moved": min((e["t"] for e in events if e["event"] in ("rebalanced", "shards_retiring")),
-                                                   default=None),
+                      "first metastore moved": round(first_move - t0, 2) if first_move else None,
                       "surplus shard retired": last("shard_retired"),
                       "placement restored": round(restored_at - t0, 2) if restored_at else None,
                       "load balanced": round(balanced_at - t0, 2) if balanced_at else None},
@@ -484,6 +516,12 @@ def markdown(run: dict) -> str:
             f"| {_per({n: len(v) for n, v in p['shards'].items()})} | {_per(p['metastores_per_node'])} "
             f"| {k['router']:.2f} | {shards:.2f} | {k['Ray']:.2f} | {pg:.2f} | {k['Locust']:.2f} | {k['other']:.2f} "
             f"| **{k['machine']:.2f}** |")
+    busy_others = [c for c in configs if c["cores"]["other"] >= 0.1 and c.get("others")]
+    if busy_others:
+        lines += ["", "*Other*: the machine's CPU outside this run's processes (kernel softirq for loopback "
+                  "traffic included); where it reached 0.1 core, the busiest other processes were: "
+                  + "; ".join(f"{c['config']}: " + ", ".join(f"`{o['process'][:60]}` {o['cores']:.2f}"
+                                                            for o in c["others"][:3]) for c in busy_others) + "."]
     ops = sorted({op for c in configs for op in c["ops"]}, key=lambda op: -max(c["ops"].get(op, {}).get("requests", 0)
                                                                                for c in configs))
     lines += ["", "p50 / p99 ms per request type (req/s in the first configuration):", "",
