@@ -3,6 +3,7 @@ Ray nodes and 1 and 2 home databases, and a node joining under that load: one bo
 loopback, with the CPU every process group used (this machine's ceiling, beside the design's).
 
     python -m loadtest.cluster_mix [--seconds 60] [--warmup 15] [--users 32] [--zipf 1.0] [--no-docs]
+    python -m loadtest.cluster_mix --report loadtest/out/cluster-mix-*.json      # the docs again, from a run
 
 The router and the supervisor run in this process, connected to a Ray `Cluster` on 127.0.0.1 (as
 loadtest/multinode.py does); Locust runs headless in a process of its own (locustfile.py, with
@@ -492,6 +493,9 @@ def markdown(run: dict) -> str:
         f"- **Machine:** {machine_line(run['machine'], run.get('pg_version'))}. **2 cores for everything**: "
         "every Ray node, shard, PostgreSQL server and Locust share them, so a second node adds processes, "
         "not cores (the *cores busy* columns show where the CPU went).",
+        *([f"- **Locust** {run['locust']}" + (" from a virtualenv of its own (`--locust-python`: installed beside "
+            "delta-sharing, which pins requests <= 2.33.0, it would upgrade requests past that pin)."
+            if "--locust-python" in run["command"] else ".")] if run.get("locust") else []),
         f"- **What:** the paper mix (`loadtest/workload.py` `MIX`: 98 % reads, 2 % writes) from Locust "
         f"({run['users']} users, `loadtest/locustfile.py`) through the router, over {len(sizes)} metastores of "
         f"{sum(sizes):,} tables (largest {max(sizes):,}, median {sorted(sizes)[len(sizes) // 2]}); each user picks "
@@ -552,10 +556,61 @@ def markdown(run: dict) -> str:
         ]
         if m.get("load balanced") is None:
             lines.append(f"The load was not balanced within the {join['limit']:.0f} s the run allows.")
+    lines += ["", *reading(run)]
     lines += ["", "![The four configurations, then the node joining: requests, p99, metastores per node, "
               "cores busy](img/cluster-mix.png)", ""]
     lines += ["Raw numbers: `loadtest/out/" + run["raw_file"] + "` (not committed)."]
     return "\n".join(lines)
+
+
+def _span(values: list[float], fmt: str = "{:,.0f}") -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+
+def reading(run: dict) -> list[str]:
+    """What the numbers say, from the numbers (so that a new run rewrites it too)."""
+    r = run["result"]
+    configs, join = r["configs"], r["join"]
+    if not configs:
+        return []
+    ncores = run["machine"]["cores"]
+    k = [c["cores"] for c in configs]
+    rps = [c["rps"] for c in configs]
+    shards = [c["shards on head"] + c["shards on worker"] for c in k]
+    out = [
+        f"**Reading.** The four configurations answer {_span(rps)} req/s (p99 "
+        f"{_span([c['p99_ms'] for c in configs])} ms), within {100 * (max(rps) - min(rps)) / max(rps):.0f} % of each "
+        f"other: **this machine is the limit, not the design.** {_span([c['machine'] for c in k], '{:.2f}')} of its "
+        f"{ncores} cores were busy in every window, {_span([c['Locust'] for c in k], '{:.2f}')} of them Locust making "
+        f"the load and {_span([c['router'] for c in k], '{:.2f}')} the router; the shards used "
+        f"{_span(shards, '{:.2f}')} cores whether they ran on one Ray node or two, because the second node is a second "
+        "raylet on the same two cores, not a second machine (Ray's own processes: "
+        f"{_span([c['Ray'] for c in k], '{:.2f}')} cores). Two home databases split PostgreSQL's work "
+        f"({_span([c['PostgreSQL pg-a'] + c['PostgreSQL pg-b'] for c in k], '{:.2f}')} cores in all) without "
+        "changing the total, and PostgreSQL is far from being the bottleneck at this mix (98 % reads, served from "
+        "the shards' caches). What two real machines would give (the shards' and PostgreSQL's CPU on other cores "
+        "than the router's and the clients') cannot be measured here; the per-process cores above are what "
+        "such a split would move.",
+    ]
+    if join:
+        d, m = join["during"], join["marks"]
+        inside = [b for b in join["bins"] if 0 <= b["t"] < (m.get("placement restored") or join["t_done"] - join["t0"])]
+        ray_peak = max((c["Ray"] for c in join["cores_over_time"] if 0 <= c["t"] <= join["t_done"] - join["t0"]),
+                       default=0.0)
+        after = join["placement_after"]
+        out += ["",
+                f"The join failed **{d['failures']}** of {d['requests']:,} requests. While Ray started the new node's "
+                f"processes (up to {ray_peak:.2f} cores for Ray, the grey band) the answered rate fell to "
+                f"{min((b['answered'] for b in inside), default=0):,}/s, then came back as the moves went on. "
+                "*Node started (Ray)* is when `Cluster.add_node` returned (it waits for the node to register; the "
+                "supervisor, polling Ray's node table, may see it first). Moves go by load, not count: the worker "
+                f"took {after['metastores_per_node'].get('worker', 0)} metastores carrying "
+                f"{after['load_share_per_node'].get('worker', 0):.0%} of the load (the Zipf-hot ones), so the "
+                "2 nodes x 2 databases window ran on that split; 2 nodes x 1 database was a fresh start, which "
+                "keeps the assignment by shard name from the 1-node run "
+                f"({_per(configs[1]['placement']['metastores_per_node']) if len(configs) > 1 else '–'})."]
+    return out
 
 
 def bench_entry(run: dict) -> str:
@@ -585,6 +640,26 @@ def locust_python() -> str:
         return ""
 
 
+def locust_version(python: str) -> str | None:
+    import subprocess
+    try:
+        return subprocess.run([python, "-c", "import locust; print(locust.__version__)"], capture_output=True,
+                              text=True, timeout=60).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def publish(record: dict, docs: bool) -> None:
+    from .plots_cluster import plot_mix
+    plot_mix(record, PNG)
+    section = markdown(record)
+    print(section, flush=True)
+    if docs:
+        write_section(CLUSTER_MD, HEADING, section)
+        write_section(BENCHMARKS_MD, BENCH_HEADING, bench_entry(record))
+        log(f"wrote {CLUSTER_MD.name}, {BENCHMARKS_MD.name} and {PNG.name}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="each measured window")
@@ -598,7 +673,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="the JSON (default loadtest/out/cluster-mix-*.json)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/ (the JSON and PNG only)")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="run nothing: write the docs and the picture again from this run's JSON")
     args = parser.parse_args(argv)
+    if args.report:
+        return publish(json.loads(args.report.read_text()), not args.no_docs)
     if not args.locust_python:
         parser.error("Locust is not installed here (pip install -e '.[load]'), or pass --locust-python")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -620,20 +699,14 @@ def main(argv=None) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(RAY_DIR, ignore_errors=True)
     record = {"command": command, "date": date, "machine": info, "minutes": (time.time() - began) / 60,
+              "locust": locust_version(args.locust_python),
               "users": args.users, "seconds": args.seconds, "warmup": args.warmup,
               "pg_version": getattr(run.pgs.get("pg-a"), "version", None), "result": result}
     OUT.mkdir(parents=True, exist_ok=True)
     out = args.out or OUT / f"cluster-mix-{time.strftime('%Y%m%d-%H%M%S')}.json"
     record["raw_file"] = out.name
     out.write_text(json.dumps(record, indent=1, default=str))
-    from .plots_cluster import plot_mix
-    plot_mix(record, PNG)
-    section = markdown(record)
-    print(section, flush=True)
-    if not args.no_docs:
-        write_section(CLUSTER_MD, HEADING, section)
-        write_section(BENCHMARKS_MD, BENCH_HEADING, bench_entry(record))
-        log(f"wrote {CLUSTER_MD.name}, {BENCHMARKS_MD.name} and {PNG.name}")
+    publish(record, not args.no_docs)
     log(f"raw numbers in {out}")
 
 
