@@ -625,6 +625,9 @@ def bench_entry(run: dict) -> str:
         "Details, per request type and the node-join timeline: "
         "[cluster.md](cluster.md#measured-the-paper-mix-over-100-metastores-1-and-2-nodes-1-and-2-databases).", "",
         "| configuration | req/s | p99 ms | cores busy (of 2) |", "|---|---:|---:|---:|", *rows, "",
+        "The configurations differ by less than the machine lets them: every window had the 2 cores nearly all "
+        "busy (Locust, the load, took about a third of them), so a second Ray node on the same cores adds no "
+        "throughput here.", "",
         f"A node joining: placement restored in {marks.get('placement restored', '–')} s, load balanced in "
         f"{marks.get('load balanced', '–')} s, {r['join'].get('during', {}).get('failures', '–')} requests failed.",
     ])
