@@ -3,6 +3,7 @@ Ray nodes and 1 and 2 home databases, and a node joining under that load: one bo
 loopback, with the CPU every process group used (this machine's ceiling, beside the design's).
 
     python -m loadtest.cluster_mix [--seconds 60] [--warmup 15] [--users 32] [--zipf 1.0] [--no-docs]
+    python -m loadtest.cluster_mix --report loadtest/out/cluster-mix-*.json      # the docs again, from a run
 
 The router and the supervisor run in this process, connected to a Ray `Cluster` on 127.0.0.1 (as
 loadtest/multinode.py does); Locust runs headless in a process of its own (locustfile.py, with
@@ -127,6 +128,24 @@ class CpuMeter:
             return point
 
 
+def every_process() -> dict[int, tuple[str, float]]:
+    """Every process on the machine: pid -> (what it runs, shortened; its own CPU seconds)."""
+    out = {}
+    for p in psutil.process_iter(["cmdline", "name", "cpu_times"]):
+        t = p.info["cpu_times"]
+        if t is not None:
+            out[p.pid] = (" ".join(p.info["cmdline"] or [p.info["name"] or "?"])[:120], t.user + t.system)
+    return out
+
+
+def others(before: dict, after: dict, ours: set[int], seconds: float, top: int = 5) -> list[dict]:
+    """The processes not of this run that used the most CPU between two `every_process` readings
+    (what the "other" column is made of)."""
+    used = [(after[pid][1] - before.get(pid, (None, 0.0))[1], after[pid][0]) for pid in after if pid not in ours]
+    return [{"cores": round(cpu / seconds, 3), "process": what} for cpu, what in sorted(used, reverse=True)[:top]
+            if cpu / seconds >= 0.01]
+
+
 def cores(a: tuple[float, dict], b: tuple[float, dict]) -> dict[str, float]:
     """Cores busy per group between two samples (CPU seconds per second); "other": the rest of the
     machine, "machine": all of it."""
@@ -184,6 +203,16 @@ class Run:
             for h in self.running.cluster.routing.shards.values():
                 if h.pid:
                     self.shard_node[h.pid] = self.nodes.get(h.node_id, h.node_id)
+
+    def our_pids(self) -> set[int]:
+        me = psutil.Process()
+        pids = {me.pid, *(c.pid for c in me.children(recursive=True))}
+        for pg in self.pgs.values():
+            try:
+                pids |= {pg.pid, *(c.pid for c in psutil.Process(pg.pid).children(recursive=True))}
+            except psutil.Error:
+                pass
+        return pids
 
     async def sample(self) -> tuple[float, dict]:
         self.note_shards()
@@ -292,10 +321,13 @@ class Run:
         """Warm-up, then a measured window of the load running now."""
         log(f"{name}: {self.args.warmup:.0f} s warm-up, then {self.args.seconds:.0f} s measured")
         await asyncio.sleep(self.args.warmup)
+        everyone = await asyncio.to_thread(every_process)
         a = await self.sample()
         await asyncio.sleep(self.args.seconds)
         b = await self.sample()
-        record = {"config": name, "t_from": a[0], "t_to": b[0], "cores": cores(a, b), "placement": self.placement()}
+        ours = await asyncio.to_thread(self.our_pids)
+        record = {"config": name, "t_from": a[0], "t_to": b[0], "cores": cores(a, b), "placement": self.placement(),
+                  "others": others(everyone, await asyncio.to_thread(every_process), ours, b[0] - a[0])}
         self.windows.append(record)
         log(f"{name}: cores {record['cores']}")
         return record
@@ -311,11 +343,13 @@ class Run:
         adding = asyncio.create_task(add_node_in_thread(self.ray_cluster))
         node, node_up = None, None
         timeline: list[dict] = []
-        restored_at = balanced_at = None
+        restored_at = balanced_at = first_move = None
         while time.time() - t0 < self.args.join_limit:
             if node is None and adding.done():
                 node, node_up = adding.result(), time.time()
                 self.nodes[node.node_id] = "worker"
+            if first_move is None and any(routing.owner.get(m) != owners_before[m] for m in self.population):
+                first_move = time.time()
             placement = self.placement()
             timeline.append({"t": round(time.time() - t0, 2), "shards": {n: len(v) for n, v in placement["shards"].items()},
                              "metastores": placement["metastores_per_node"],
@@ -348,8 +382,7 @@ class Run:
             "marks": {"node started (Ray)": round(node_up - t0, 2),
                       "node seen by the supervisor": first("node_joined"),
                       "shard on the new node serving": first("shard_started", node=node.node_id),
-                      "first metastore moved": min((e["t"] for e in events if e["event"] in ("rebalanced", "shards_retiring")),
-                                                   default=None),
+                      "first metastore moved": round(first_move - t0, 2) if first_move else None,
                       "surplus shard retired": last("shard_retired"),
                       "placement restored": round(restored_at - t0, 2) if restored_at else None,
                       "load balanced": round(balanced_at - t0, 2) if balanced_at else None},
@@ -460,6 +493,9 @@ def markdown(run: dict) -> str:
         f"- **Machine:** {machine_line(run['machine'], run.get('pg_version'))}. **2 cores for everything**: "
         "every Ray node, shard, PostgreSQL server and Locust share them, so a second node adds processes, "
         "not cores (the *cores busy* columns show where the CPU went).",
+        *([f"- **Locust** {run['locust']}" + (" from a virtualenv of its own (`--locust-python`: installed beside "
+            "delta-sharing, which pins requests <= 2.33.0, it would upgrade requests past that pin)."
+            if "--locust-python" in run["command"] else ".")] if run.get("locust") else []),
         f"- **What:** the paper mix (`loadtest/workload.py` `MIX`: 98 % reads, 2 % writes) from Locust "
         f"({run['users']} users, `loadtest/locustfile.py`) through the router, over {len(sizes)} metastores of "
         f"{sum(sizes):,} tables (largest {max(sizes):,}, median {sorted(sizes)[len(sizes) // 2]}); each user picks "
@@ -484,6 +520,12 @@ def markdown(run: dict) -> str:
             f"| {_per({n: len(v) for n, v in p['shards'].items()})} | {_per(p['metastores_per_node'])} "
             f"| {k['router']:.2f} | {shards:.2f} | {k['Ray']:.2f} | {pg:.2f} | {k['Locust']:.2f} | {k['other']:.2f} "
             f"| **{k['machine']:.2f}** |")
+    busy_others = [c for c in configs if c["cores"]["other"] >= 0.1 and c.get("others")]
+    if busy_others:
+        lines += ["", "*Other*: the machine's CPU outside this run's processes (kernel softirq for loopback "
+                  "traffic included); where it reached 0.1 core, the busiest other processes were: "
+                  + "; ".join(f"{c['config']}: " + ", ".join(f"`{o['process'][:60]}` {o['cores']:.2f}"
+                                                            for o in c["others"][:3]) for c in busy_others) + "."]
     ops = sorted({op for c in configs for op in c["ops"]}, key=lambda op: -max(c["ops"].get(op, {}).get("requests", 0)
                                                                                for c in configs))
     lines += ["", "p50 / p99 ms per request type (req/s in the first configuration):", "",
@@ -514,10 +556,61 @@ def markdown(run: dict) -> str:
         ]
         if m.get("load balanced") is None:
             lines.append(f"The load was not balanced within the {join['limit']:.0f} s the run allows.")
+    lines += ["", *reading(run)]
     lines += ["", "![The four configurations, then the node joining: requests, p99, metastores per node, "
               "cores busy](img/cluster-mix.png)", ""]
     lines += ["Raw numbers: `loadtest/out/" + run["raw_file"] + "` (not committed)."]
     return "\n".join(lines)
+
+
+def _span(values: list[float], fmt: str = "{:,.0f}") -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+
+def reading(run: dict) -> list[str]:
+    """What the numbers say, from the numbers (so that a new run rewrites it too)."""
+    r = run["result"]
+    configs, join = r["configs"], r["join"]
+    if not configs:
+        return []
+    ncores = run["machine"]["cores"]
+    k = [c["cores"] for c in configs]
+    rps = [c["rps"] for c in configs]
+    shards = [c["shards on head"] + c["shards on worker"] for c in k]
+    out = [
+        f"**Reading.** The four configurations answer {_span(rps)} req/s (p99 "
+        f"{_span([c['p99_ms'] for c in configs])} ms), within {100 * (max(rps) - min(rps)) / max(rps):.0f} % of each "
+        f"other: **this machine is the limit, not the design.** {_span([c['machine'] for c in k], '{:.2f}')} of its "
+        f"{ncores} cores were busy in every window, {_span([c['Locust'] for c in k], '{:.2f}')} of them Locust making "
+        f"the load and {_span([c['router'] for c in k], '{:.2f}')} the router; the shards used "
+        f"{_span(shards, '{:.2f}')} cores whether they ran on one Ray node or two, because the second node is a second "
+        "raylet on the same two cores, not a second machine (Ray's own processes: "
+        f"{_span([c['Ray'] for c in k], '{:.2f}')} cores). Two home databases split PostgreSQL's work "
+        f"({_span([c['PostgreSQL pg-a'] + c['PostgreSQL pg-b'] for c in k], '{:.2f}')} cores in all) without "
+        "changing the total, and PostgreSQL is far from being the bottleneck at this mix (98 % reads, served from "
+        "the shards' caches). What two real machines would give (the shards' and PostgreSQL's CPU on other cores "
+        "than the router's and the clients') cannot be measured here; the per-process cores above are what "
+        "such a split would move.",
+    ]
+    if join:
+        d, m = join["during"], join["marks"]
+        inside = [b for b in join["bins"] if 0 <= b["t"] < (m.get("placement restored") or join["t_done"] - join["t0"])]
+        ray_peak = max((c["Ray"] for c in join["cores_over_time"] if 0 <= c["t"] <= join["t_done"] - join["t0"]),
+                       default=0.0)
+        after = join["placement_after"]
+        out += ["",
+                f"The join failed **{d['failures']}** of {d['requests']:,} requests. While Ray started the new node's "
+                f"processes (up to {ray_peak:.2f} cores for Ray, the grey band) the answered rate fell to "
+                f"{min((b['answered'] for b in inside), default=0):,}/s, then came back as the moves went on. "
+                "*Node started (Ray)* is when `Cluster.add_node` returned (it waits for the node to register; the "
+                "supervisor, polling Ray's node table, may see it first). Moves go by load, not count: the worker "
+                f"took {after['metastores_per_node'].get('worker', 0)} metastores carrying "
+                f"{after['load_share_per_node'].get('worker', 0):.0%} of the load (the Zipf-hot ones), so the "
+                "2 nodes x 2 databases window ran on that split; 2 nodes x 1 database was a fresh start, which "
+                "keeps the assignment by shard name from the 1-node run "
+                f"({_per(configs[1]['placement']['metastores_per_node']) if len(configs) > 1 else '–'})."]
+    return out
 
 
 def bench_entry(run: dict) -> str:
@@ -532,6 +625,9 @@ def bench_entry(run: dict) -> str:
         "Details, per request type and the node-join timeline: "
         "[cluster.md](cluster.md#measured-the-paper-mix-over-100-metastores-1-and-2-nodes-1-and-2-databases).", "",
         "| configuration | req/s | p99 ms | cores busy (of 2) |", "|---|---:|---:|---:|", *rows, "",
+        "The configurations differ by less than the machine lets them: every window had the 2 cores nearly all "
+        "busy (Locust, the load, took about a third of them), so a second Ray node on the same cores adds no "
+        "throughput here.", "",
         f"A node joining: placement restored in {marks.get('placement restored', '–')} s, load balanced in "
         f"{marks.get('load balanced', '–')} s, {r['join'].get('during', {}).get('failures', '–')} requests failed.",
     ])
@@ -547,6 +643,26 @@ def locust_python() -> str:
         return ""
 
 
+def locust_version(python: str) -> str | None:
+    import subprocess
+    try:
+        return subprocess.run([python, "-c", "import locust; print(locust.__version__)"], capture_output=True,
+                              text=True, timeout=60).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def publish(record: dict, docs: bool) -> None:
+    from .plots_cluster import plot_mix
+    plot_mix(record, PNG)
+    section = markdown(record)
+    print(section, flush=True)
+    if docs:
+        write_section(CLUSTER_MD, HEADING, section)
+        write_section(BENCHMARKS_MD, BENCH_HEADING, bench_entry(record))
+        log(f"wrote {CLUSTER_MD.name}, {BENCHMARKS_MD.name} and {PNG.name}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="each measured window")
@@ -560,7 +676,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="the JSON (default loadtest/out/cluster-mix-*.json)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/ (the JSON and PNG only)")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="run nothing: write the docs and the picture again from this run's JSON")
     args = parser.parse_args(argv)
+    if args.report:
+        return publish(json.loads(args.report.read_text()), not args.no_docs)
     if not args.locust_python:
         parser.error("Locust is not installed here (pip install -e '.[load]'), or pass --locust-python")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -582,20 +702,14 @@ def main(argv=None) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(RAY_DIR, ignore_errors=True)
     record = {"command": command, "date": date, "machine": info, "minutes": (time.time() - began) / 60,
+              "locust": locust_version(args.locust_python),
               "users": args.users, "seconds": args.seconds, "warmup": args.warmup,
               "pg_version": getattr(run.pgs.get("pg-a"), "version", None), "result": result}
     OUT.mkdir(parents=True, exist_ok=True)
     out = args.out or OUT / f"cluster-mix-{time.strftime('%Y%m%d-%H%M%S')}.json"
     record["raw_file"] = out.name
     out.write_text(json.dumps(record, indent=1, default=str))
-    from .plots_cluster import plot_mix
-    plot_mix(record, PNG)
-    section = markdown(record)
-    print(section, flush=True)
-    if not args.no_docs:
-        write_section(CLUSTER_MD, HEADING, section)
-        write_section(BENCHMARKS_MD, BENCH_HEADING, bench_entry(record))
-        log(f"wrote {CLUSTER_MD.name}, {BENCHMARKS_MD.name} and {PNG.name}")
+    publish(record, not args.no_docs)
     log(f"raw numbers in {out}")
 
 
