@@ -72,6 +72,7 @@ class DeltaCommitService:
         latest, published = head if head is not None else await tx.delta_head(table.id)
         head = rules.Head.of(latest, published)
         publish = backfilled if backfilled is not None and backfilled > head.published else None
+        below = published if published is not None else -1     # every version up to it is published
         if info is None:
             rules.check_backfill(head, backfilled, latest is not None)
         else:
@@ -80,12 +81,12 @@ class DeltaCommitService:
             # The report of what is published goes with the commit (backfilled is below its version).
             await tx.add_delta_commit(table.id, info.version, info.file_name, info.file_size,
                                       info.file_modification_timestamp, info.timestamp, info.inline_content,
-                                      publish_up_to=publish)
+                                      publish_up_to=publish, published=below)
             publish = None
             if changed is not None:
                 await tx.put(changed)
         if publish is not None:
-            await tx.publish_delta_commits(table.id, publish)
+            await tx.publish_delta_commits(table.id, publish, below)
 
     async def get_commits(self, caller: Caller, body: dict) -> dict:
         req = rules.parse_get_commits(body)

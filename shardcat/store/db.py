@@ -808,9 +808,7 @@ class Store:
         latest published version, the unpublished commits with start <= version <= end, oldest first)."""
         async with (await self.home(metastore_id)).acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             version, table = await _versioned_one_by_id(conn, metastore_id, table_id)
-            head = await conn.fetchrow(
-                """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
-                   FROM delta_commits WHERE table_id = $1""", uuid.UUID(table_id))
+            head = await conn.fetchrow(f"SELECT {_DELTA_HEAD}", uuid.UUID(table_id))
             rows = await conn.fetch(
                 """SELECT * FROM delta_commits WHERE table_id = $1 AND NOT published AND version >= $2
                      AND ($3::bigint IS NULL OR version <= $3) ORDER BY version LIMIT $4""",
@@ -1331,17 +1329,14 @@ class WriteTx:
         """`get_by_id` and `delta_head` of a table in one round trip."""
         row = await self._conn.fetchrow(
             f"""SELECT {_ASSET_COLUMNS}, h.latest, h.published
-                FROM (SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
-                      FROM delta_commits WHERE table_id = $1) h
+                FROM (SELECT {_DELTA_HEAD}) h
                 LEFT JOIN assets a ON a.id = $1 AND a.metastore_id = $2""",
             uuid.UUID(table_id), uuid.UUID(self.metastore_id))
         return (_asset(row) if row["id"] is not None else None), row["latest"], row["published"]
 
     async def delta_head(self, table_id: str) -> tuple[int | None, int | None]:
         """(latest ratified version, latest published version) of a table; None where there is none."""
-        row = await self._conn.fetchrow(
-            """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
-               FROM delta_commits WHERE table_id = $1""", uuid.UUID(table_id))
+        row = await self._conn.fetchrow(f"SELECT {_DELTA_HEAD}", uuid.UUID(table_id))
         return row["latest"], row["published"]
 
     async def delta_commit_at(self, table_id: str, version: int) -> dict | None:
@@ -1351,9 +1346,9 @@ class WriteTx:
 
     async def add_delta_commit(self, table_id: str, version: int, file_name: str, file_size: int,
                                file_modification_timestamp: int, commit_timestamp: int, content: str | None,
-                               publish_up_to: int | None = None) -> None:
+                               publish_up_to: int | None = None, published: int = -1) -> None:
         """Ratify a commit; with `publish_up_to` (below `version`), then `publish_delta_commits` up to
-        it in the same round trip."""
+        it in the same round trip (`published`: the table's latest published version before)."""
         self.dirty = True
         args = (uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
                 file_modification_timestamp, commit_timestamp, content, now_ms())
@@ -1365,17 +1360,21 @@ class WriteTx:
             await self._conn.execute(
                 f"""WITH added AS (INSERT INTO delta_commits {_DELTA_COMMIT_VALUES})
                     UPDATE delta_commits SET published = true, content = NULL
-                    WHERE table_id = $1 AND version <= $10 AND NOT published""", *args, publish_up_to)
+                    WHERE table_id = $1 AND version > $11 AND version <= $10 AND NOT published""",
+                *args, publish_up_to, published)
         self.touch(table_id, "DELTA_COMMIT")
         if publish_up_to is not None:
             self.touch(table_id, "DELTA_PUBLISH")
 
-    async def publish_delta_commits(self, table_id: str, up_to: int) -> None:
-        """Mark versions <= up_to published; an inline commit's content is no longer needed then."""
+    async def publish_delta_commits(self, table_id: str, up_to: int, published: int = -1) -> None:
+        """Mark versions <= up_to published; an inline commit's content is no longer needed then.
+        `published`: the table's latest published version before (every version up to it is
+        published already), so the update walks the few versions above it, not the table's history."""
         self.dirty = True
         await self._conn.execute(
             """UPDATE delta_commits SET published = true, content = NULL
-               WHERE table_id = $1 AND version <= $2 AND NOT published""", uuid.UUID(table_id), up_to)
+               WHERE table_id = $1 AND version > $3 AND version <= $2 AND NOT published""",
+            uuid.UUID(table_id), up_to, published)
         self.touch(table_id, "DELTA_PUBLISH")
 
 
@@ -1390,6 +1389,13 @@ async def _insert_assets(conn, assets: list[Asset]) -> None:
         [a.name for a in assets], [a.full_name for a in assets], [a.storage_path for a in assets],
         [a.info for a in assets], [a.written_at for a in assets])
 
+
+# A table's latest and latest published Delta versions, of table $1: each a walk down the primary
+# key from the top that stops at the first row that answers (the published one past the unpublished
+# few, bounded by the table's limit), not an aggregate over every commit the table ever had.
+_DELTA_HEAD = """(SELECT version FROM delta_commits WHERE table_id = $1 ORDER BY version DESC LIMIT 1) AS latest,
+                 (SELECT version FROM delta_commits WHERE table_id = $1 AND published
+                  ORDER BY version DESC LIMIT 1) AS published"""
 
 _DELTA_COMMIT_VALUES = """(table_id, version, metastore_id, file_name, file_size, file_modification_timestamp,
                                 commit_timestamp, content, ratified_at)
