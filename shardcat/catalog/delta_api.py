@@ -294,13 +294,13 @@ class DeltaApi:
             if req.table_uuid != table.id:
                 raise requirement_failed(f"assert-table-uuid failed: table '{table.full_name}' is {table.id}, "
                                           f"not {req.table_uuid}.")
-            latest, _ = await tx.delta_head(table.id)
-            before = etag(table, latest)
+            head = await tx.delta_head(table.id)
+            before = etag(table, head[0])
             changed = apply_updates(table, req, caller.name, now)
             if commits:
                 rules.check_table(table, table.id, table.storage_path)   # catalog-managed MANAGED Delta only
                 await self.commits.ratify(tx, table, req.commit, req.backfilled,
-                                          changed if req.commit is not None else None)
+                                          changed if req.commit is not None else None, head=head)
                 if req.commit is None and changed is not None:
                     await tx.put(changed)
             elif changed is not None:
