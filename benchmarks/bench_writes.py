@@ -127,6 +127,7 @@ class HttpTarget:
         self.tables: list[dict] = []
         self.heads: list[int] = []
         self.clients: dict[tuple[str, int], ShardClient] = {}
+        self.shard_pids: list[int] = []     # the shard actor's process (shard_actor_pids)
 
     async def setup(self) -> None:
         status, body = await h.call("GET", f"{self.server.api}/shardcat/routing", self.server.token)
@@ -200,6 +201,31 @@ def cpu_seconds(pids: list[int]) -> float:
     return h.tree_cpu_total(pids)
 
 
+def shard_actor_pids(server_pid: int) -> list[int]:
+    """The shard actors' processes in a server's tree: Ray titles an actor's process after its class
+    (`ray::ShardActor...`). With `--shards 1`, the one process that owns the metastore."""
+    found = []
+    for proc in psutil.Process(server_pid).children(recursive=True):
+        try:
+            if "ray::ShardActor" in " ".join(proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def process_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds so far of these processes alone (not their children)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
 def own_cpu_seconds() -> float:
     """CPU seconds of this process alone (the load, and the in-process shards), not of its children."""
     t = psutil.Process(os.getpid()).cpu_times()
@@ -207,8 +233,9 @@ def own_cpu_seconds() -> float:
 
 
 async def closed_loop(op, writers: int, seconds: float, server_pids: list[int] = (),
-                      pg_pids: list[int] = ()) -> dict:
-    cpu0 = (cpu_seconds(list(server_pids)), cpu_seconds(list(pg_pids)), own_cpu_seconds())
+                      pg_pids: list[int] = (), shard_pids: list[int] = ()) -> dict:
+    cpu0 = (cpu_seconds(list(server_pids)), cpu_seconds(list(pg_pids)), own_cpu_seconds(),
+            process_cpu_seconds(list(shard_pids)))
     latencies: list[float] = []
     errors = 0
     deadline = time.monotonic() + seconds
@@ -229,12 +256,13 @@ async def closed_loop(op, writers: int, seconds: float, server_pids: list[int] =
     started = time.perf_counter()
     await asyncio.gather(*(writer(i) for i in range(writers)))
     wall = time.perf_counter() - started
-    cpu1 = (cpu_seconds(list(server_pids)), cpu_seconds(list(pg_pids)), own_cpu_seconds())
+    cpu1 = (cpu_seconds(list(server_pids)), cpu_seconds(list(pg_pids)), own_cpu_seconds(),
+            process_cpu_seconds(list(shard_pids)))
     latencies.sort()
     return {"per_s": len(latencies) / wall, "p50_ms": h.percentile(latencies, 50) * 1e3 if latencies else 0,
             "p99_ms": h.percentile(latencies, 99) * 1e3 if latencies else 0, "errors": errors,
             "server_cores": (cpu1[0] - cpu0[0]) / wall, "pg_cores": (cpu1[1] - cpu0[1]) / wall,
-            "own_cores": (cpu1[2] - cpu0[2]) / wall}
+            "own_cores": (cpu1[2] - cpu0[2]) / wall, "shard_cores": (cpu1[3] - cpu0[3]) / wall}
 
 
 async def postgres_limit(store: Store, writers: int, seconds: float, pg_pids: list[int] = ()) -> dict:
@@ -265,6 +293,10 @@ async def start_servers(tmp: Path, pg: h.Postgres, writers: int) -> dict[str, Ht
         servers[name] = HttpTarget(server)
         await servers[name].setup()
         await servers[name].managed_tables(writers)
+        servers[name].shard_pids = shard_actor_pids(server.child.pid)
+        if len(servers[name].shard_pids) != 1:
+            raise RuntimeError(f"shardcat ({name}): expected one shard actor process, found "
+                               f"{servers[name].shard_pids}")
     return servers
 
 
@@ -291,13 +323,15 @@ async def run(args, tmp, pg: h.Postgres) -> dict:
                         for name in VARIANTS:
                             target = targets[name] if path == IN_PROCESS else servers[name]
                             server_pids = [] if path == IN_PROCESS else [target.server.child.pid]
+                            shard_pids = [] if path == IN_PROCESS else target.shard_pids
                             fn = target.op(op, path)
                             await closed_loop(fn, writers, args.warmup)
-                            w = await closed_loop(fn, writers, args.seconds, server_pids, pg_pids)
+                            w = await closed_loop(fn, writers, args.seconds, server_pids, pg_pids, shard_pids)
                             rows.setdefault((op, path, name, writers), []).append(w)
                             h.log(f"  round {round_ + 1} {op} {path} {name} x{writers}: {w['per_s']:,.0f}/s "
                                   f"p50 {w['p50_ms']:.1f} ms p99 {w['p99_ms']:.1f} ms errors {w['errors']} "
-                                  f"(cores: server {w['server_cores']:.2f}, PostgreSQL {w['pg_cores']:.2f}, "
+                                  f"(cores: server {w['server_cores']:.2f}, shard actor {w['shard_cores']:.2f}, "
+                                  f"PostgreSQL {w['pg_cores']:.2f}, "
                                   f"this process {w['own_cores']:.2f})")
                 await postgres_limit(store, writers, args.warmup)
                 w = await postgres_limit(store, writers, args.seconds, pg_pids)
@@ -341,15 +375,17 @@ def report(run_info: dict) -> str:
              f"as many connections as writers, at most {POOL}. {run_info['rounds']} alternating windows of "
              f"{run_info['seconds']:g} s per row (after {run_info.get('warmup', 1):g} s of warm-up each); the "
              "median window. Cores: CPU seconds per second of the server process tree (router, shard actor, "
-             "Ray), of PostgreSQL (all its backends) and of the benchmark's own process (the client; in-process "
-             "rows: the shards too).",
+             "Ray) and, in brackets, of the shard actor's process alone (the one process that owns the "
+             "metastore), of PostgreSQL (all its backends) and of the benchmark's own process (the client; "
+             "in-process rows: the shards too).",
              "",
-             "| write | path | variant | writers | writes/s | p50 ms | p99 ms | errors | cores: server / "
-             "PostgreSQL / benchmark |",
+             "| write | path | variant | writers | writes/s | p50 ms | p99 ms | errors | cores: server (shard actor) "
+             "/ PostgreSQL / benchmark |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for op, path, name, writers, r in run_info["rows"]:
-        cores = (f"{r['server_cores']:.2f} / {r['pg_cores']:.2f} / {r['own_cores']:.2f}"
-                 if "pg_cores" in r else "–")
+        server = (f"{r['server_cores']:.2f} ({r['shard_cores']:.2f})" if path != IN_PROCESS and "shard_cores" in r
+                  else "–" if path == IN_PROCESS else f"{r['server_cores']:.2f}")
+        cores = (f"{server} / {r['pg_cores']:.2f} / {r['own_cores']:.2f}" if "pg_cores" in r else "–")
         lines.append(f"| {op} | {path} | {name} | {writers} | {r['per_s']:,.0f} | {_ms(r['p50_ms'])} | "
                      f"{_ms(r['p99_ms'])} | {r['errors']:.0f} | {cores} |")
     by = {(op, path, name, writers): r for op, path, name, writers, r in run_info["rows"]}
@@ -402,13 +438,28 @@ def report(run_info: dict) -> str:
                                 f"{r['pg_cores'] / r['per_s'] * 1e6:,.0f}, benchmark "
                                 f"{r['own_cores'] / r['per_s'] * 1e6:,.0f})" if r["per_s"] else f"{op} {path} –")
         if busy:
-            lines += ["", f"Where the ceiling is: cores busy at 32 writers, group commit on, of the machine's "
-                      f"{m['cores']} (server + PostgreSQL + benchmark process): " + "; ".join(busy) + ". Inside "
-                      "a group the writes still run one after the other in the one shard process, each with its "
-                      "own round trips (savepoint, the body's reads and rows) and Python work; what the group "
-                      "saves is the per-write commit, lock wait and version round trips. When the cores are all "
-                      "busy, the ceiling is CPU per write (the shard's Python, PostgreSQL's statements, the HTTP "
-                      "hops), not the commit."]
+            lines += ["", f"Cores busy at 32 writers, group commit on, of the machine's {m['cores']} (server + "
+                      "PostgreSQL + benchmark process): " + "; ".join(busy) + "."]
+        ceiling = []
+        for writers in (32, 128):
+            for path in paths:
+                for op in OPS:
+                    r = by.get((op, path, "group commit on", writers))
+                    if not r or not r["per_s"]:
+                        continue
+                    cores = r["own_cores"] if path == IN_PROCESS else r.get("shard_cores")
+                    if not cores:
+                        continue
+                    ceiling.append(f"| {op} | {path} | {writers} | {r['per_s']:,.0f} | {cores:.2f} | "
+                                   f"{cores / r['per_s'] * 1e6:,.0f} | {r['per_s'] / cores:,.0f} |")
+        if ceiling:
+            lines += ["", "Where the ceiling is: the one process that owns the metastore (the shard actor; "
+                      "in-process, the benchmark's process, which also runs the writers), its cores, its CPU per "
+                      "write, and the writes per second it would make at one full core (1 / its CPU per write: "
+                      "its Python is serial, one event loop, one owner per metastore by design):", "",
+                      "| write | path | writers | writes/s | owner process cores | its CPU µs per write | "
+                      "bound at 1.0 core, writes/s |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+                      *ceiling]
     on = run_info["stats"].get("group commit on", {})
     if on.get("groups"):
         lines += ["", f"With group commit on, the in-process shard wrote {on.get('lone_writes', 0):,} writes alone "

@@ -10,17 +10,24 @@ named "stale read". Grants change SELECT on seeded tables for seeded principals;
 ratify the next version of each metastore's catalog-managed table (a version another user took
 first is a 409, not a failure: the user reads the latest version and proposes after it next
 time). The run stops at its time limit or after LOADTEST_MAX_REQUESTS requests.
+
+Optional: LOADTEST_ZIPF=S picks each user's metastores by Zipf's law with exponent S
+(workload.zipf_weights) instead of by size; LOADTEST_SAMPLES=PATH writes every request (its
+start as Unix time, name, milliseconds, and the failure or nothing) to PATH as CSV when Locust
+quits (SIGTERM included): loadtest/cluster_mix.py cuts its windows out of them.
 """
 
 from __future__ import annotations
 
+import csv
 import itertools
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
-from locust import FastHttpUser, task
+from locust import FastHttpUser, events, task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loadtest.seed import load_population  # noqa: E402
@@ -29,8 +36,25 @@ from loadtest.workload import CATALOG, LOAD_SCHEMA, WRITES, Chooser, alter_reque
 
 _, METASTORES = load_population(Path(os.environ["LOADTEST_POPULATION"]))
 MAX_REQUESTS = int(os.environ.get("LOADTEST_MAX_REQUESTS", "1000000"))
+ZIPF = float(os.environ["LOADTEST_ZIPF"]) if os.environ.get("LOADTEST_ZIPF") else None
+SAMPLES = os.environ.get("LOADTEST_SAMPLES")
 _sent = itertools.count(1)
 _users = itertools.count()
+_samples: list[tuple[float, str, float, str]] = []
+
+
+if SAMPLES:
+    @events.request.add_listener
+    def _record(name, response_time, exception=None, start_time=None, **_):
+        start = start_time if start_time is not None else time.time() - response_time / 1000
+        _samples.append((start, name, response_time, "" if exception is None else str(exception)[:80]))
+
+    @events.quitting.add_listener
+    def _write(**_):
+        with open(SAMPLES, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(("start", "name", "ms", "failure"))
+            out.writerows((f"{t:.4f}", n, f"{ms:.2f}", e) for t, n, ms, e in _samples)
 
 
 class CatalogUser(FastHttpUser):
@@ -39,7 +63,7 @@ class CatalogUser(FastHttpUser):
 
     def on_start(self):
         self.index = next(_users)
-        self.chooser = Chooser(METASTORES, random.Random(self.index))
+        self.chooser = Chooser(METASTORES, random.Random(self.index), zipf=ZIPF)
         self.seen: dict[str, int] = {}           # metastore -> version of the newest acknowledged write
         self.mine: dict[str, list[str]] = {}     # metastore -> own tables present
         self.seq = 0

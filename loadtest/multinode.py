@@ -342,18 +342,10 @@ class Run:
         return {"node": worker, "shards_on_it": sorted(h.name for h in shards)}
 
     async def join(self, worker: str) -> dict:
-        """A machine joins: a node added to the cluster from a thread, so that the router in this
-        process goes on serving meanwhile (Ray's Node sets a SIGTERM handler, which only the main
-        thread may: that step is skipped for it; the run reaps every process of its own at the end)."""
-        def add():
-            set_handler = ray_utils.set_sigterm_handler
-            ray_utils.set_sigterm_handler = lambda handler: None
-            try:
-                return self.add_worker(worker)
-            finally:
-                ray_utils.set_sigterm_handler = set_handler
-        node_id = await asyncio.to_thread(add)
-        return {"node": worker, "node_id": node_id}
+        """A machine joins: a node added to the cluster while the router in this process serves."""
+        node = await add_node_in_thread(self.ray_cluster)
+        self.workers[worker] = node
+        return {"node": worker, "node_id": node.node_id}
 
     async def drain(self, worker: str) -> dict:
         node_id = self.workers[worker].node_id
@@ -383,6 +375,20 @@ class Run:
             if missing:
                 lost[metastore] = missing
         return {"acknowledged_writes": checked, "lost": lost}
+
+
+async def add_node_in_thread(ray_cluster: Cluster):
+    """Add a node to the cluster from a thread, so that the router in this process goes on serving
+    meanwhile (Ray's Node sets a SIGTERM handler, which only the main thread may: that step is
+    skipped for it; the run reaps every process of its own at the end). Returns the node."""
+    def add():
+        set_handler = ray_utils.set_sigterm_handler
+        ray_utils.set_sigterm_handler = lambda handler: None
+        try:
+            return ray_cluster.add_node(**NODE)
+        finally:
+            ray_utils.set_sigterm_handler = set_handler
+    return await asyncio.to_thread(add)
 
 
 def reap(ray_dir: str) -> None:

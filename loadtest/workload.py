@@ -92,6 +92,15 @@ class Request:
         return self.op in WRITES
 
 
+def zipf_weights(n: int, exponent: float, seed: int = 11) -> list[float]:
+    """Weights of `n` items by Zipf's law: the item of popularity rank k (0 the hottest) weighs
+    1 / (k + 1) ** exponent. The ranks are dealt to the items in a fixed random order (`seed`),
+    so popularity is not the items' own order (a population is listed largest first)."""
+    ranks = list(range(n))
+    random.Random(seed).shuffle(ranks)
+    return [1.0 / (rank + 1) ** exponent for rank in ranks]
+
+
 def _log_uniform(rng: random.Random, n: int) -> int:
     """A rank in [0, n) with P(k) roughly proportional to 1/(k+1): Zipf(1) in O(1)."""
     return min(n - 1, int((n + 1) ** rng.random()) - 1)
@@ -113,12 +122,15 @@ class Chooser:
     current: Metastore | None = None
     left: int = 0
     recent: dict[str, deque] = field(default_factory=dict)
+    zipf: float | None = None       # metastore popularity by Zipf's law with this exponent (zipf_weights)
 
     def __post_init__(self):
         self._ops = list(MIX)
         self._op_weights = list(MIX.values())
-        # Busier metastores are the bigger ones, less than proportionally.
-        self._ms_weights = [m.tables ** 0.5 for m in self.metastores]
+        if self.zipf is not None:
+            self._ms_weights = zipf_weights(len(self.metastores), self.zipf)
+        else:   # busier metastores are the bigger ones, less than proportionally
+            self._ms_weights = [m.tables ** 0.5 for m in self.metastores]
 
     def metastore(self) -> Metastore:
         if self.current is None or self.left <= 0:

@@ -20,7 +20,8 @@ from ..governance.authorize import authorizer
 from ..entities.values import bigint_text
 from ..web.paging import page_size
 from ..shards.shard import Shard
-from ..web.kit import ok
+from ..web.kit import ok, ShardServing
+from ..web.wire import PREFIX
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
@@ -71,7 +72,9 @@ class ChangeFeed:
                 "has_more": len(rows) > limit}
 
 
-def change_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     feed = ChangeFeed(shard)
 
     async def changes(request):

@@ -25,7 +25,8 @@ from ..shards.locations import require_external_location
 from ..shards.shard import Shard
 from .path_access import authorize_path, authorize_subtree, owner_label, refuse_managed_root
 from .storage import storage_url
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")
 VOLUME_OPERATIONS = ("READ_VOLUME", "WRITE_VOLUME")
@@ -122,7 +123,9 @@ class TemporaryCredentials:
         return await self._vend(caller, url, operation)
 
 
-def temporary_credentials_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = TemporaryCredentials(shard)
 
     def handler(method):

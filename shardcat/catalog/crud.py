@@ -31,12 +31,21 @@ from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, not_found
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import WriteTx
+from ..store.db import UNKNOWN, WriteTx
 from ..web.kit import flag, json_body, ok
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import PARENT_FIELDS, missing, render, type_label
 
 INPUT_ONLY = ("skip_validation", "force")   # request flags, never stored
+
+
+async def _taken_or_fail(tx: WriteTx, namespace: str, full_name: str, refused: CatalogError) -> bool:
+    """Whether a name is taken, read after the write was refused for another reason; that refusal
+    stands if the read cannot be made (the transaction is in error)."""
+    try:
+        return await tx.get(namespace, full_name) is not None
+    except Exception:
+        raise refused from None
 
 
 class TypeService:
@@ -190,17 +199,26 @@ class TypeService:
             parent = await self._parent_in_tx(tx, parent_full)
             gone = missing(self.parent_type, parent_full) if parent is not None else None
             authz.require_or_missing(t.name, "create", None, gone, parent=parent)
-            if await tx.get(t.namespace, full_name):
+            taken = tx.known(t.namespace, full_name)
+            if taken is not UNKNOWN and taken is not None:
                 raise already_exists(f"{self.label} '{full_name}' already exists.")
+            # Not read yet: the names' unique constraint decides it as the asset is put (one round
+            # trip less); a refusal before that still answers "already exists" first, as if read.
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
                     "updated_at": now, "updated_by": caller.name}
-            asset = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type=t.name, namespace=t.namespace,
+            fresh = str(uuid.uuid4())
+            asset = Asset(id=fresh, metastore_id=state.id, type=t.name, namespace=t.namespace,
                           parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
                           storage_path=None, info=info)
-            asset = await self.on_create(tx, state, asset, parent, flags)
-            authz.require_storage(state, asset)     # storage inside an external location
             try:
-                return await tx.put(asset)
+                asset = await self.on_create(tx, state, asset, parent, flags)
+                authz.require_storage(state, asset)     # storage inside an external location
+            except CatalogError as refused:
+                if taken is UNKNOWN and await _taken_or_fail(tx, t.namespace, full_name, refused):
+                    raise already_exists(f"{self.label} '{full_name}' already exists.") from None
+                raise
+            try:
+                return await tx.put(asset, new=asset.id == fresh)     # not a staging table's id
             except KeyError:
                 raise already_exists(f"{self.label} '{full_name}' already exists.") from None
 

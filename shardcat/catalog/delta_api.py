@@ -38,8 +38,8 @@ from ..entities.values import now_ms
 from ..governance.vending import vend
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import WriteTx
-from ..web.kit import encode_json, json_body
-from ..web.wire import HEAD_HEADER
+from ..web.kit import encode_json, json_body, ShardServing
+from ..web.wire import HEAD_HEADER, PREFIX
 from .credentials import TemporaryCredentials
 from .delta_commits import MAX_UNPUBLISHED, DeltaCommitService
 from .service import CatalogService
@@ -294,13 +294,13 @@ class DeltaApi:
             if req.table_uuid != table.id:
                 raise requirement_failed(f"assert-table-uuid failed: table '{table.full_name}' is {table.id}, "
                                           f"not {req.table_uuid}.")
-            latest, _ = await tx.delta_head(table.id)
-            before = etag(table, latest)
+            head = await tx.delta_head(table.id)
+            before = etag(table, head[0])
             changed = apply_updates(table, req, caller.name, now)
             if commits:
                 rules.check_table(table, table.id, table.storage_path)   # catalog-managed MANAGED Delta only
                 await self.commits.ratify(tx, table, req.commit, req.backfilled,
-                                          changed if req.commit is not None else None)
+                                          changed if req.commit is not None else None, head=head)
                 if req.commit is None and changed is not None:
                     await tx.put(changed)
             elif changed is not None:
@@ -364,8 +364,9 @@ class DeltaApi:
         return {"storage-credentials": [credential_json(vended, operation)]}
 
 
-def delta_api_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
     """The UC Delta API's routes under `prefix`/delta/v1."""
+    shard = serving.shard
     api = DeltaApi(shard, DeltaCommitService(shard, MAX_UNPUBLISHED))
     base = f"{prefix}/delta/v1"
     schema = f"{base}/catalogs/{{catalog}}/schemas/{{schema}}"

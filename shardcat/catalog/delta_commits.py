@@ -25,7 +25,8 @@ from ..governance.authorize import authorizer, require_data_access
 from ..store.db import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
 MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
@@ -42,7 +43,7 @@ class DeltaCommitService:
         authz = await authorizer(self.shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
-            table = await tx.get_by_id(commit.table_id)
+            table, latest, published = await tx.table_with_delta_head(commit.table_id)
             missing = rules.missing_table(commit.table_id)
             if table is None or table.type != "table":
                 raise missing
@@ -51,7 +52,8 @@ class DeltaCommitService:
             rules.check_table(table, commit.table_id, commit.table_uri)
             changed = rules.apply_metadata(table, commit.metadata, caller.name, now) \
                 if commit.info is not None and commit.metadata is not None else None
-            await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed)
+            await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed,
+                              head=(latest, published))
             return {}
 
         try:
@@ -60,26 +62,30 @@ class DeltaCommitService:
             return {}     # the replay rolled back; the accepted commit stands
 
     async def ratify(self, tx: WriteTx, table: Asset, info: rules.CommitInfo | None, backfilled: int | None,
-                     changed: Asset | None = None) -> None:
+                     changed: Asset | None = None, head: tuple[int | None, int | None] | None = None) -> None:
         """Ratify a proposed commit and/or record a published-version report, inside a metastore write:
         the one implementation behind both `/delta/preview/commits` and the Delta API's add-commit
         (catalog/delta_api.py). `table` is the (already checked and authorized) catalog-managed table;
         `changed` is the table as a metadata-changing commit leaves it, written with the commit.
         Raises rules.AlreadyRatified for a replay of the accepted commit (the write must roll back
         and report success), CatalogError for a refused proposal."""
-        latest, published = await tx.delta_head(table.id)
+        latest, published = head if head is not None else await tx.delta_head(table.id)
         head = rules.Head.of(latest, published)
+        publish = backfilled if backfilled is not None and backfilled > head.published else None
         if info is None:
             rules.check_backfill(head, backfilled, latest is not None)
         else:
             existing = await tx.delta_commit_at(table.id, info.version) if info.version <= head.latest else None
             rules.check_proposal(head, info, existing, backfilled, rules.max_unpublished(table, self.max_unpublished))
+            # The report of what is published goes with the commit (backfilled is below its version).
             await tx.add_delta_commit(table.id, info.version, info.file_name, info.file_size,
-                                      info.file_modification_timestamp, info.timestamp, info.inline_content)
+                                      info.file_modification_timestamp, info.timestamp, info.inline_content,
+                                      publish_up_to=publish)
+            publish = None
             if changed is not None:
                 await tx.put(changed)
-        if backfilled is not None and backfilled > head.published:
-            await tx.publish_delta_commits(table.id, backfilled)
+        if publish is not None:
+            await tx.publish_delta_commits(table.id, publish)
 
     async def get_commits(self, caller: Caller, body: dict) -> dict:
         req = rules.parse_get_commits(body)
@@ -106,7 +112,9 @@ async def _query_or_body(request: web.Request) -> dict:
     return body
 
 
-def delta_commit_routes(shard: Shard, prefix: str, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     commits = DeltaCommitService(shard, max_unpublished)
 
     async def post(request):

@@ -47,8 +47,9 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer, denied
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import MetastoreGone, WriteTx
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from .changes import _touched
+from ..web.wire import PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +274,9 @@ class EventService:
                                                            "Cache-Control": "no-cache"})
 
 
-def event_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = EventService(shard)
 
     async def create(request):

@@ -26,7 +26,8 @@ from ..store.db import WriteTx
 from ..entities.types import FUNCTION
 from .crud import TypeService
 from ..shards.shard import MetastoreState, Shard
-from ..web.kit import json_body, ok, required_query
+from ..web.kit import json_body, ok, required_query, ShardServing
+from ..web.wire import PREFIX
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)
@@ -154,7 +155,9 @@ async def create_function_rule(tx: WriteTx, state: MetastoreState, asset: Asset,
     return dataclasses.replace(asset, info=info)
 
 
-def function_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     functions = Functions(shard)
 
     async def create(request):

@@ -42,10 +42,11 @@ from ..shards.locations import require_external_location
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store import history
 from ..store.db import WriteTx
-from ..web.kit import encode_json, json_body, ok
+from ..web.kit import encode_json, json_body, ok, ShardServing
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
 from . import assets
 from .service import CatalogService
+from ..web.wire import PREFIX
 
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
 # What /v1/config lists: the operations of the endpoint registry (web/registry.py).
@@ -696,9 +697,10 @@ def _error_response(e: IcebergError) -> web.Response:
     return web.Response(status=e.status, body=encode_json(body), content_type="application/json")
 
 
-def iceberg_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
     """The Iceberg REST catalog's routes: each operation of the endpoint registry under each base, with and
     without a warehouse prefix."""
+    shard = serving.shard
 
     ice = IcebergCatalog(shard)
 

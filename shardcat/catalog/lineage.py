@@ -28,7 +28,8 @@ from ..governance.authorize import authorizer
 from .dependencies import VIEW_TYPES
 from .service import CatalogService
 from ..shards.shard import Shard
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 MAX_SOURCES = 1000
 MAX_DEPTH = 10
@@ -182,7 +183,9 @@ class LineageService:
         return out
 
 
-def lineage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = LineageService(shard)
 
     async def report(request):

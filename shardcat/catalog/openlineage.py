@@ -33,10 +33,11 @@ from ..errors import CatalogError, invalid, not_found
 from ..governance import audit
 from ..governance.authorize import authorizer
 from ..shards.shard import Shard
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from .dependencies import VIEW_TYPES
 from .lineage import MAX_JOB_CHARS, MAX_SOURCES
 from .service import CatalogService
+from ..web.wire import PREFIX
 
 RECORDED = ("COMPLETE",)
 MAX_FIELDS = 10_000
@@ -242,7 +243,9 @@ async def dropped_table_dependents(shard: Shard, caller: Caller, asset) -> list[
 LINEAGE_TRACKING = "/api/2.0/lineage-tracking"
 
 
-def openlineage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = OpenLineageService(shard)
 
     async def intake(request):

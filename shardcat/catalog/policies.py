@@ -26,9 +26,10 @@ from ..governance import abac
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import WriteTx
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import missing
+from ..web.wire import PREFIX
 
 _KIND = {"CATALOG": "catalog", "SCHEMA": "schema", "TABLE": "table"}
 _ALIAS = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -255,7 +256,9 @@ def _find(stored: dict, kind: str, key: str, name: str) -> dict:
     raise not_found(f"Policy '{name:.100}' does not exist on {kind} '{key}'.")
 
 
-def policy_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = PolicyService(shard)
     on = f"{prefix}/policies/{{on_securable_type}}/{{on_securable_fullname}}"
 

@@ -46,9 +46,10 @@ from ..governance.authorize import Authz, authorizer
 from ..governance.index import privilege_index
 from ..shards.shard import RECONCILE_GAP, Shard
 from ..store import history
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_token, encode_token, page_size
 from .versions import version_asked
+from ..web.wire import PREFIX
 
 MAX_NODES = 100_000      # nodes one request may visit
 HELD = 8                 # snapshots a shard holds for the next pages of queries
@@ -347,7 +348,9 @@ def _expired(version: int) -> CatalogError:
                                                "retention window: run the query again without a page_token.")
 
 
-def query_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = QueryService(shard)
 
     async def query(request):

@@ -29,8 +29,9 @@ from ..store import history
 from ..store.history import READ_AT
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
-from ..web.kit import ok
+from ..web.kit import ok, ShardServing
 from .tags import check_key, check_value
+from ..web.wire import PREFIX
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200
@@ -143,7 +144,9 @@ class SearchService:
         return out
 
 
-def search_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = SearchService(shard)
 
     async def search(request):

@@ -36,7 +36,8 @@ from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
 from .crud import MetastoreLevel, crud_routes
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
 OBJECT_TYPES = ("TABLE", "SCHEMA", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "VOLUME", "MODEL", "FUNCTION",
@@ -488,9 +489,11 @@ class Providers(MetastoreLevel):
 # ---- routes -----------------------------------------------------------------------------
 
 
-def sharing_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
 
 
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     shares = Shares(shard)
     recipients = Recipients(shard, shares)
     providers = Providers(shard)

@@ -29,9 +29,10 @@ from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.db import WriteTx
 from ..store.history import READ_AT, PastRead
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked
+from ..web.wire import PREFIX
 
 PINNABLE = ("catalog", "schema")
 # Table properties that make a table catalog-managed: a clone's plain log is not.
@@ -357,7 +358,9 @@ def _clonable(tree: list[Asset], authz) -> tuple[list[Asset], list[dict]]:
     return chosen, skipped
 
 
-def snapshot_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = SnapshotService(shard)
 
     async def create(request):

@@ -46,7 +46,8 @@ from ..web.paging import decode_token, encode_token, page_size
 from .assets import render
 from .path_access import authorize_path
 from .crud import MetastoreLevel, crud_routes
-from ..web.kit import ok
+from ..web.kit import ok, ShardServing
+from ..web.wire import PREFIX
 
 PURPOSES = ("STORAGE", "SERVICE")
 # The identity shardcat would assume AWS roles as; real vending comes with governance.
@@ -417,7 +418,9 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
 # ---- routes ------------------------------------------------------------------------
 
 
-def storage_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     credentials = Credentials(shard)
     storage_credentials = Credentials(shard, "STORAGE", "Storage credential")
     storage_credentials.list_key = "storage_credentials"   # the 2.1 API's list key

@@ -28,10 +28,11 @@ from ..errors import already_exists, invalid, not_found
 from ..governance.authorize import authorizer, denied, is_metastore_admin
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import WriteTx
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..entities.values import now_ms
 from .assets import missing
+from ..web.wire import PREFIX
 
 # The path's entity_type (Databricks' plural spelling; singular and any case taken too) -> asset type.
 ENTITY_TYPES = {
@@ -351,7 +352,9 @@ def _body_assignment(body: dict) -> dict:
     return inner if isinstance(inner, dict) else body
 
 
-def tag_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = TagService(shard)
     one = f"{prefix}/entity-tag-assignments/{{entity_type}}/{{entity_name}}/tags/{{tag_key}}"
 

@@ -35,10 +35,11 @@ from ..shards.group_commit import PendingWrite, speculate, undo_speculation
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store.conflicts import MAX_READ_AGE, changed_after, first_change_after
 from ..store.db import WriteTx
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from .delta_commits import DeltaCommitService
 from .iceberg_rest import IcebergCatalog, IcebergError
 from .service import CatalogService
+from ..web.wire import PREFIX
 
 MAX_OPERATIONS = 100
 MAX_READS = 1000
@@ -313,7 +314,9 @@ async def _check_metastore(tx: WriteTx, read_at: int) -> None:
                        f"after version {read_at} that the transaction read; nothing was written.")
 
 
-def transaction_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = TransactionService(shard)
 
     async def post(request):

@@ -31,7 +31,7 @@ from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.db import WRITER, WriteTx
 from ..store.history import READ_AT, PastRead
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
 from ..web.wire import AS_OF_VERSION_HEADER, PREFIX
 from .assets import render
 
@@ -378,7 +378,9 @@ def start_purging(shard: Shard):
     return start, stop
 
 
-def version_routes(shard: Shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = VersionService(shard)
 
     async def get_history(request):

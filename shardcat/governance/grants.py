@@ -31,7 +31,8 @@ from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
 from .index import privilege_index
-from ..web.kit import json_body, ok
+from ..web.kit import json_body, ok, ShardServing
+from ..web.wire import PREFIX
 
 MAX_AUTHORIZE_ITEMS = 1000
 
@@ -251,7 +252,9 @@ async def _is_account_admin(store, principal: str) -> bool:
     return await is_account_admin(store, principal)
 
 
-def grants_routes(shard, prefix: str) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     service = PermissionsService(shard)
     item = "/{securable_type}/{full_name}"
 

@@ -8,12 +8,12 @@ CatalogError and rendered by the error middleware.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 
 from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance.authorize import authorizer
-from ..governance.grants import grants_routes
 from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_routes
 from ..governance.audit import annotate as annotate_audit
@@ -22,34 +22,16 @@ from ..openapi import openapi_routes
 from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.db import MetastoreGone
-from ..catalog.changes import change_routes
-from ..catalog.events import event_routes
-from ..catalog.credentials import temporary_credentials_routes
-from ..catalog.delta_api import delta_api_routes
-from ..catalog.delta_commits import delta_commit_routes
-from ..catalog.iceberg_rest import iceberg_routes
-from ..catalog.functions import function_routes
-from ..catalog.lineage import lineage_routes
-from ..catalog.openlineage import dropped_table_dependents, openlineage_routes
+from ..catalog.openlineage import dropped_table_dependents
 from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
 from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
-from ..catalog.queries import query_routes
-from ..catalog.search import search_routes
-from ..catalog.tags import tag_routes
-from ..catalog.snapshots import snapshot_routes
-from ..catalog.versions import start_purging, version_routes, versions_middleware
-from ..catalog.transactions import transaction_routes
-from ..catalog.policies import policy_routes
+from ..catalog.versions import start_purging, versions_middleware
 from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
-from ..catalog.sharing import sharing_routes
-from ..catalog.delta_sharing.activation import activation_routes
-from ..catalog.delta_sharing.server import sharing_protocol_routes
-from ..catalog.storage import storage_routes
 from ..web import registry
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
 from ..web.metrics import OBSERVED, Observed
@@ -282,6 +264,23 @@ class Serving:
 SERVING = web.AppKey("serving", Serving)
 
 
+def shard_routes(serving: Serving) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names it for their endpoints): a
+    metastore's own fields, the catalog tree's types, staging tables, table summaries, models and
+    model versions, and the batched resolve."""
+    resolver = serving.resolver
+
+    async def resolve(request):
+        annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
+        return ok_json(await resolved_json(resolver, request["caller"], await request.read()))
+
+    async def resolve_stats(request):
+        return ok(resolver.stats_of(request["caller"]))
+
+    api = ShardApi(serving.catalogs, MetastoreService(serving.shard))
+    return [*api.routes(), web.post(f"{PREFIX}/resolve", resolve), web.get(f"{PREFIX}/resolve/stats", resolve_stats)]
+
+
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
                    max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
     """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
@@ -296,31 +295,15 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
     app.on_startup.append(purge_start)
     app.on_cleanup.append(purge_stop)
-    api = ShardApi(CatalogService(shard), MetastoreService(shard))
-    resolver = ResolveService(shard)
-    app[SERVING] = Serving(shard, authenticator, api.catalogs, resolver, audit_log)
+    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log)
+    app[SERVING] = serving
     app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
-
-    async def resolve(request):
-        annotate_audit(None, None)      # a batch names many securables: its items carry their decisions
-        return ok_json(await resolved_json(resolver, request["caller"], await request.read()))
-
-    async def resolve_stats(request):
-        return ok(resolver.stats_of(request["caller"]))
-
-    # Each module's handlers; which endpoints there are, and in what order, is the registry's.
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log), *explorer_routes(authenticator.identity_provider),
-                *api.routes(), *function_routes(shard, PREFIX),
-                web.post(f"{PREFIX}/resolve", resolve),
-                web.get(f"{PREFIX}/resolve/stats", resolve_stats),
-                *storage_routes(shard, PREFIX), *temporary_credentials_routes(shard, PREFIX),
-                *sharing_routes(shard, PREFIX), *sharing_protocol_routes(shard), *activation_routes(shard),
-                *delta_commit_routes(shard, PREFIX), *delta_api_routes(shard, PREFIX),
-                *search_routes(shard, PREFIX), *query_routes(shard, PREFIX), *tag_routes(shard, PREFIX), *policy_routes(shard, PREFIX),
-                *change_routes(shard, PREFIX), *event_routes(shard, PREFIX), *lineage_routes(shard, PREFIX),
-                *openlineage_routes(shard, PREFIX), *iceberg_routes(shard, PREFIX), *version_routes(shard, PREFIX),
-                *snapshot_routes(shard, PREFIX),
-                *transaction_routes(shard, PREFIX),
-                *audit_routes(audit_log), *grants_routes(shard, PREFIX), *extra_routes]
+    # The app's own handlers (probes, the document, the explorer, the audit log; the account's in one
+    # process), then those of each module the endpoint registry names for the shard's endpoints.
+    # Which endpoints there are, and in what order, is the registry's; this function names no module.
+    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log),
+                *explorer_routes(authenticator.identity_provider), *audit_routes(audit_log), *extra_routes]
+    for module in registry.modules(registry.SHARD):
+        handlers += import_module(f"shardcat.{module}").shard_routes(serving)
     app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
     return app

@@ -3,11 +3,14 @@ together into the next one (issue 33).
 
 Each write keeps its own version bump and change-log row (`Store.write_batch`), so the log, the
 version headers and the invariants of docs/design.md stay as they are; what the group shares is
-one transaction and one commit (one fsync). The writes run in arrival order, each inside a
-savepoint: a write whose body fails is rolled back alone and fails alone, and a later write
-validates against everything the earlier ones did (their rows through the transaction, their
-storage paths through the state's tries, applied as each write ends and undone if the group
-does not commit). Every write of a group is acknowledged after the commit, and only then; the
+one transaction and one commit (one fsync). The writes run in arrival order, first without a
+savepoint each (a round trip less per write): a write whose body fails before it changed any row
+fails alone, nothing of it to undo. One that fails after, or on a database error (a unique
+violation, say), spoils the group: its transaction is rolled back and the group runs again with a
+savepoint per write, where the failing write is rolled back alone and fails alone (store/db.py
+`WriteBatch`). A later write validates against everything the earlier ones did (their rows
+through the transaction, their storage paths through the state's tries, applied as each write
+ends and undone if the group does not commit). Every write of a group is acknowledged after the commit, and only then; the
 cache, the followers and the version move only then too. The one thing visible earlier is a
 storage path in the tries, for the few milliseconds the group's transaction lasts: a path lookup
 then may name an asset whose write is not acknowledged yet (reading the asset itself finds

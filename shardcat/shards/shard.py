@@ -23,7 +23,7 @@ from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store import history
 from ..store.history import READ_AT
-from ..store.db import WRITER, MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
+from ..store.db import WRITER, GroupSpoiled, MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
 
@@ -146,7 +146,7 @@ class Shard:
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
         self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
-                      "lone_writes": 0, "groups": 0, "grouped_writes": 0}
+                      "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.followers: list[Follower] = [CacheFollower(cache)]
@@ -472,7 +472,10 @@ class Shard:
                 pending.settle()
 
     async def _commit_group(self, state: MetastoreState, batch: list[PendingWrite]) -> None:
-        """One group in one transaction: each write in arrival order in a savepoint of its own.
+        """One group in one transaction: each write in arrival order, first without savepoints
+        (a write that fails before it changed anything fails alone all the same); if one fails
+        after it changed rows or on a database error, the group is rolled back and runs again with
+        a savepoint per write, so that one fails alone and the others commit (Store.write_batch).
         A VersionConflict (another owner wrote) retries the whole group on fresh state; a failure
         of the transaction itself (the database went away, the commit failed) fails every write.
         A group of one is a plain write: no savepoint, nothing deferred, as without group commit."""
@@ -486,14 +489,21 @@ class Shard:
             self.stats["groups"] += 1
             self.stats["grouped_writes"] += 1
             return
+        savepoints = False      # optimistic first: a write that cannot fail alone spoils the group
         async with state.write_lock:
             for _ in range(WRITE_ATTEMPTS):
                 for pending in batch:
                     pending.reset()
                 try:
-                    async with self.store.write_batch(state.id, state.version) as group:
+                    async with self.store.write_batch(state.id, state.version, savepoints=savepoints) as group:
                         for pending in batch:
                             await self._write_in_group(state, group, pending)
+                except GroupSpoiled:
+                    # Rolled back whole: again with a savepoint per write, so the failing one fails alone.
+                    undo_speculation(state, batch)
+                    self.stats["group_replays"] += 1
+                    savepoints = True
+                    continue
                 except VersionConflict:
                     undo_speculation(state, batch)
                     self.stats["write_conflicts"] += 1
@@ -529,7 +539,7 @@ class Shard:
         try:
             async with group.write() as tx:
                 pending.result = await pending.body(tx, state)
-        except (VersionConflict, MetastoreGone):
+        except (VersionConflict, MetastoreGone, GroupSpoiled):
             raise
         except Exception as e:
             if is_db_unavailable(e) or group.conn.is_closed():

@@ -869,11 +869,19 @@ class Store:
                 raise moved
 
     @asynccontextmanager
-    async def write_batch(self, metastore_id: str, expected_version: int):
+    async def write_batch(self, metastore_id: str, expected_version: int, *, savepoints: bool = True):
         """Many writes to a metastore in one transaction (group commit, shards/group_commit.py), as
         `async with store.write_batch(ms, v) as batch:` and then `async with batch.write() as tx:`
-        per write. Each write is what `write` makes of it (a version of its own, a change-log row)
-        inside a savepoint: one that fails is rolled back alone. All commit together, or none.
+        per write. Each write is what `write` makes of it (a version of its own, a change-log row).
+        All commit together, or none.
+
+        With `savepoints`, each write runs inside a savepoint: one that fails is rolled back alone.
+        Without (optimistic: one round trip less per write), a write that fails before it changed
+        anything (`WriteTx.dirty`) still fails alone, as nothing of it is to undo; one that fails
+        after, or on a database error, raises `GroupSpoiled`, which rolls the whole transaction
+        back: the caller replays the group with savepoints. Without savepoints, too, the rows of
+        new assets (`WriteTx.put(new=True)`) wait and go in one statement with the group's next one
+        (consecutive creates: one insert for all of them); a name taken among them spoils the group.
 
         The metastore's row is locked once, conditioned on the expected version as `write` does;
         the writes take the versions after it in turn, and the row's new version and the
@@ -892,8 +900,9 @@ class Store:
                 else:
                     if row["version"] != expected_version:
                         raise VersionConflict(metastore_id, expected_version, row["version"])
-                    batch = WriteBatch(conn, metastore_id, expected_version)
+                    batch = WriteBatch(conn, metastore_id, expected_version, savepoints)
                     yield batch
+                    await batch.flush_at_end()
                     if batch.logged:
                         await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
                                            uuid.UUID(metastore_id), batch.version)
@@ -987,45 +996,142 @@ async def _log_write(conn, tx: "WriteTx") -> None:
     await conn.execute(_LOG_WRITE, *_log_row(tx))
 
 
+class GroupSpoiled(Exception):
+    """A write of an optimistic group (no savepoints) failed where it cannot fail alone: after it
+    changed rows, or on a database error. The group's transaction is rolled back; replay it with
+    savepoints. The write's own error is the cause."""
+
+
+def _from_database(error: BaseException) -> bool:
+    """Whether a database error is in the error's chain (the body may have turned it into its own):
+    the transaction may be aborted then, whatever the body did."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, (asyncpg.PostgresError, asyncpg.InterfaceError)):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
 class WriteBatch:
     """The writes of one group commit, in one open transaction that holds the metastore's row;
     `version` is the metastore's version after the writes that went through so far (a rolled-back
     write leaves it as it was), `logged` those writes, whose change-log rows the commit appends."""
 
-    def __init__(self, conn, metastore_id: str, expected_version: int):
+    def __init__(self, conn, metastore_id: str, expected_version: int, savepoints: bool = True):
         self.conn = conn
         self.metastore_id = metastore_id
         self.version = expected_version
         self.logged: list[WriteTx] = []
+        self.savepoints = savepoints
         self._savepoint = False
+        # Optimistic groups: new assets' rows not sent yet, and the connection the writes see,
+        # which sends them before any statement of its own.
+        self.deferred: list[Asset] = []
+        self._conn = conn if savepoints else _FlushingConnection(self)
         # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
         # locked, so its assets change only through the group's own puts and deletes meanwhile.
         self.reads: dict[tuple[str, str], Asset | None] = {}
 
     @asynccontextmanager
     async def write(self):
-        # One savepoint name, released and set again in one round trip (simple protocol: two statements).
-        await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
-                                else "SAVEPOINT group_write")
-        self._savepoint = True
-        tx = WriteTx(self.conn, self.metastore_id, self.version + 1, self.reads)
+        if self.savepoints:
+            # One savepoint name, released and set again in one round trip (simple protocol: two statements).
+            await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
+                                    else "SAVEPOINT group_write")
+            self._savepoint = True
+        tx = WriteTx(self._conn, self.metastore_id, self.version + 1, self.reads)
+        if not self.savepoints:
+            tx.defer = self.deferred.append
         tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
-        except BaseException:
+        except Exception as e:
+            if not self.savepoints:
+                if is_db_unavailable(e) or self.conn.is_closed():
+                    raise                   # the transaction is lost: no replay saves the group
+                if tx.dirty or _from_database(e):
+                    raise GroupSpoiled(str(e)) from e
+                raise                       # nothing of it was sent that changed anything: it fails alone
             self.reads.clear()              # they may hold what the rolled-back write did
             if not self.conn.is_closed():
                 await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
             raise
+        except BaseException:
+            if self.savepoints:
+                self.reads.clear()
+                if not self.conn.is_closed():
+                    await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
+            raise
         self.version = tx.version
         self.logged.append(tx)
+
+    async def flush(self) -> None:
+        """Send the deferred rows of new assets, in one statement."""
+        if self.deferred:
+            rows, self.deferred = self.deferred, []
+            await _insert_assets(self.conn, rows)
+
+    async def flush_at_end(self) -> None:
+        """`flush` once the writes are done; a row refused then (a name taken) spoils the group."""
+        try:
+            await self.flush()
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            if is_db_unavailable(e) or self.conn.is_closed():
+                raise
+            raise GroupSpoiled(str(e)) from e
+
+
+class _FlushingConnection:
+    """The connection as an optimistic group's writes see it: before each statement (and savepoint)
+    it sends the group's deferred rows, so every read sees every earlier write of the group."""
+
+    def __init__(self, batch: WriteBatch):
+        self._batch = batch
+        self._conn = batch.conn
+
+    async def execute(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.execute(*args, **kwargs)
+
+    async def executemany(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.executemany(*args, **kwargs)
+
+    async def fetch(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetchval(*args, **kwargs)
+
+    @asynccontextmanager
+    async def transaction(self, **kwargs):
+        await self._batch.flush()           # not inside the savepoint: its rollback must not take them
+        async with self._conn.transaction(**kwargs):
+            yield
+
+    def is_closed(self) -> bool:
+        return self._conn.is_closed()
+
+
+UNKNOWN = object()     # `WriteTx.known`: not read yet
 
 
 class WriteTx:
     """The inside of one metastore write: reads see everything committed before it."""
 
     def __init__(self, conn, metastore_id: str, version: int, reads: dict | None = None):
-        self.conn = conn
+        self._conn = conn
+        # Whether this write may have changed rows: set before each statement that does, and when
+        # its connection is taken for statements of the caller's own (`conn`). A write of an
+        # optimistic group that fails while not dirty fails alone (WriteBatch).
+        self.dirty = False
         self.metastore_id = metastore_id
         self.version = version
         # Assets read by name in this transaction, (namespace, full name) -> the asset or None: read
@@ -1042,6 +1148,14 @@ class WriteTx:
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
         self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
         self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
+        self.defer = None       # an optimistic group's: takes a new asset's row, sent with the group's next statement
+
+    @property
+    def conn(self):
+        """The write's connection, for statements of the caller's own (store/history.py,
+        store/conflicts.py): the write counts as having changed rows from then on."""
+        self.dirty = True
+        return self._conn
 
     def touch(self, securable_id: str, change: str, type_name: str | None = None, full_name: str | None = None):
         """Record that this write changed a securable, and how: CREATE, UPDATE, DELETE, PERMISSIONS,
@@ -1064,9 +1178,14 @@ class WriteTx:
             return self.reads[key]
         except KeyError:
             pass
-        _, asset = await _get_asset(self.conn, self.metastore_id, namespace, full_name)
+        _, asset = await _get_asset(self._conn, self.metastore_id, namespace, full_name)
         self.reads[key] = asset
         return asset
+
+    def known(self, namespace: str, full_name: str):
+        """The asset under a name (None: no asset) if this write, or its group, has read it already;
+        `UNKNOWN` otherwise. No round trip."""
+        return self.reads.get((namespace, full_name), UNKNOWN)
 
     def forget_reads(self) -> None:
         """Part of the transaction was rolled back (a savepoint): what was read may have changed."""
@@ -1081,10 +1200,10 @@ class WriteTx:
             del reads[key]
 
     async def has_children(self, parent_id: str) -> bool:
-        return await self.conn.fetchval("SELECT EXISTS (SELECT 1 FROM assets WHERE parent_id = $1)", uuid.UUID(parent_id))
+        return await self._conn.fetchval("SELECT EXISTS (SELECT 1 FROM assets WHERE parent_id = $1)", uuid.UUID(parent_id))
 
     async def descendants(self, asset_id: str) -> list[Asset]:
-        rows = await self.conn.fetch(
+        rows = await self._conn.fetch(
             f"""WITH RECURSIVE below AS (
                     SELECT * FROM assets WHERE parent_id = $1
                     UNION ALL SELECT a.* FROM assets a JOIN below b ON a.parent_id = b.id)
@@ -1094,21 +1213,33 @@ class WriteTx:
         return [_asset(r) for r in rows]
 
     async def update_metastore(self, info: dict, name: str) -> None:
+        self.dirty = True
         try:
-            await self.conn.execute(
+            await self._conn.execute(
                 "UPDATE metastores SET info = $2, name = $3 WHERE id = $1", uuid.UUID(self.metastore_id), info, name
             )
         except asyncpg.UniqueViolationError:
             raise KeyError(name) from None
         self.touch(self.metastore_id, "UPDATE", "metastore", name)
 
-    async def put(self, asset: Asset) -> Asset:
-        """Insert or replace an asset; returns it stamped with this write's version."""
+    async def put(self, asset: Asset, *, new: bool = False) -> Asset:
+        """Insert or replace an asset; returns it stamped with this write's version. `new`: its id
+        was made by this write (no row has it): in an optimistic group its row may wait for the
+        group's next statement (WriteBatch), a name taken then spoiling the group."""
         asset = dataclasses.replace(asset, written_at=self.version)
+        self.dirty = True
+        if new and self.defer is not None:
+            self.defer(asset)
+            self._changed({asset.id}, [(asset.namespace, asset.full_name)])
+            self.created.add(asset.id)
+            self.touch(asset.id, "CREATE", asset.type, asset.full_name)
+            self.parents.add(asset.parent_id)
+            self.written[asset.id] = asset
+            return asset
         try:
             # The state this replaces (written by an earlier write) goes to the history in the same
             # statement: one round trip, as before (migration 0012, docs/versions.md).
-            inserted = await self.conn.fetchval(
+            inserted = await self._conn.fetchval(
                 f"""WITH old AS (SELECT * FROM assets WHERE id = $1 AND written_at < $10),
                     kept AS (INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at)
                              SELECT {_ASSET_COLUMNS}, $10 FROM old ON CONFLICT DO NOTHING)
@@ -1137,15 +1268,9 @@ class WriteTx:
         """Insert many assets that do not exist yet (new ids: a clone's), in one statement; a name
         taken raises KeyError. Returns them stamped with this write's version."""
         stamped = [dataclasses.replace(a, written_at=self.version) for a in assets]
+        self.dirty = True
         try:
-            await self.conn.execute(
-                f"""INSERT INTO assets ({_ASSET_COLUMNS})
-                    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
-                                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
-                [uuid.UUID(a.id) for a in stamped], [uuid.UUID(a.metastore_id) for a in stamped],
-                [a.type for a in stamped], [a.namespace for a in stamped], [uuid.UUID(a.parent_id) for a in stamped],
-                [a.name for a in stamped], [a.full_name for a in stamped], [a.storage_path for a in stamped],
-                [a.info for a in stamped], [a.written_at for a in stamped])
+            await _insert_assets(self._conn, stamped)
         except asyncpg.UniqueViolationError as e:
             raise KeyError(str(e)) from None
         for a in stamped:
@@ -1161,13 +1286,14 @@ class WriteTx:
         Delta commits stay too (undrop needs them); the history's purge deletes them."""
         ids = [a.id for a in assets]
         self._changed(set(ids), [])
+        self.dirty = True
         if any(a.written_at == self.version for a in assets):
             # Changed earlier in this same write: the state kept is the one before it (its grants
             # read before the delete takes them).
-            await self.conn.execute(
+            await self._conn.execute(
                 f"""UPDATE asset_history h SET dropped = true, grants = {_HELD_GRANTS.replace('gone.', 'h.')}
                     WHERE id = ANY($1::uuid[]) AND replaced_at = $2""", ids, self.version)
-        await self.conn.execute(
+        await self._conn.execute(
             f"""WITH gone AS (DELETE FROM assets WHERE id = ANY($1::uuid[]) RETURNING *)
                 INSERT INTO asset_history ({_ASSET_COLUMNS}, replaced_at, dropped, grants)
                 SELECT {_ASSET_COLUMNS}, $2, true, {_HELD_GRANTS} FROM gone WHERE written_at < $2
@@ -1182,7 +1308,7 @@ class WriteTx:
     async def grants_on(self, securable_id: str) -> dict[str, set[str]]:
         """{principal: privileges} held on a securable, as of this write."""
         held: dict[str, set[str]] = {}
-        for r in await self.conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
+        for r in await self._conn.fetch("SELECT principal, privilege FROM grants WHERE securable_id = $1",
                                        uuid.UUID(securable_id)):
             held.setdefault(r["principal"], set()).add(r["privilege"])
         return held
@@ -1191,8 +1317,9 @@ class WriteTx:
                          at: int) -> None:
         """Replace every grant on a securable (the metastore itself when not `is_asset`) with `held`."""
         sid = uuid.UUID(securable_id)
-        await self.conn.execute("DELETE FROM grants WHERE securable_id = $1", sid)
-        await self.conn.executemany(
+        self.dirty = True
+        await self._conn.execute("DELETE FROM grants WHERE securable_id = $1", sid)
+        await self._conn.executemany(
             "INSERT INTO grants VALUES ($1, $2, $3, $4, $5, $6, $7)",
             [(uuid.UUID(self.metastore_id), sid, sid if is_asset else None, p, priv, granted_by, at)
              for p, privs in held.items() for priv in privs])
@@ -1201,38 +1328,77 @@ class WriteTx:
     # ---- Delta commits of catalog-managed tables (shardcat/delta/commits.py) ----
 
     async def get_by_id(self, asset_id: str) -> Asset | None:
-        row = await self.conn.fetchrow(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = $1 AND metastore_id = $2",
+        row = await self._conn.fetchrow(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = $1 AND metastore_id = $2",
                                        uuid.UUID(asset_id), uuid.UUID(self.metastore_id))
         return _asset(row) if row else None
 
+    async def table_with_delta_head(self, table_id: str) -> tuple[Asset | None, int | None, int | None]:
+        """`get_by_id` and `delta_head` of a table in one round trip."""
+        row = await self._conn.fetchrow(
+            f"""SELECT {_ASSET_COLUMNS}, h.latest, h.published
+                FROM (SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
+                      FROM delta_commits WHERE table_id = $1) h
+                LEFT JOIN assets a ON a.id = $1 AND a.metastore_id = $2""",
+            uuid.UUID(table_id), uuid.UUID(self.metastore_id))
+        return (_asset(row) if row["id"] is not None else None), row["latest"], row["published"]
+
     async def delta_head(self, table_id: str) -> tuple[int | None, int | None]:
         """(latest ratified version, latest published version) of a table; None where there is none."""
-        row = await self.conn.fetchrow(
+        row = await self._conn.fetchrow(
             """SELECT max(version) AS latest, max(version) FILTER (WHERE published) AS published
                FROM delta_commits WHERE table_id = $1""", uuid.UUID(table_id))
         return row["latest"], row["published"]
 
     async def delta_commit_at(self, table_id: str, version: int) -> dict | None:
-        row = await self.conn.fetchrow("SELECT * FROM delta_commits WHERE table_id = $1 AND version = $2",
+        row = await self._conn.fetchrow("SELECT * FROM delta_commits WHERE table_id = $1 AND version = $2",
                                        uuid.UUID(table_id), version)
         return dict(row) if row else None
 
     async def add_delta_commit(self, table_id: str, version: int, file_name: str, file_size: int,
-                               file_modification_timestamp: int, commit_timestamp: int, content: str | None) -> None:
-        await self.conn.execute(
-            """INSERT INTO delta_commits (table_id, version, metastore_id, file_name, file_size,
-                   file_modification_timestamp, commit_timestamp, content, ratified_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-            uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
-            file_modification_timestamp, commit_timestamp, content, now_ms())
+                               file_modification_timestamp: int, commit_timestamp: int, content: str | None,
+                               publish_up_to: int | None = None) -> None:
+        """Ratify a commit; with `publish_up_to` (below `version`), then `publish_delta_commits` up to
+        it in the same round trip."""
+        self.dirty = True
+        args = (uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
+                file_modification_timestamp, commit_timestamp, content, now_ms())
+        if publish_up_to is None:
+            await self._conn.execute(f"INSERT INTO delta_commits {_DELTA_COMMIT_VALUES}", *args)
+        else:
+            assert publish_up_to < version
+            # The update does not see the row the insert adds (one snapshot): it is above `publish_up_to`.
+            await self._conn.execute(
+                f"""WITH added AS (INSERT INTO delta_commits {_DELTA_COMMIT_VALUES})
+                    UPDATE delta_commits SET published = true, content = NULL
+                    WHERE table_id = $1 AND version <= $10 AND NOT published""", *args, publish_up_to)
         self.touch(table_id, "DELTA_COMMIT")
+        if publish_up_to is not None:
+            self.touch(table_id, "DELTA_PUBLISH")
 
     async def publish_delta_commits(self, table_id: str, up_to: int) -> None:
         """Mark versions <= up_to published; an inline commit's content is no longer needed then."""
-        await self.conn.execute(
+        self.dirty = True
+        await self._conn.execute(
             """UPDATE delta_commits SET published = true, content = NULL
                WHERE table_id = $1 AND version <= $2 AND NOT published""", uuid.UUID(table_id), up_to)
         self.touch(table_id, "DELTA_PUBLISH")
+
+
+async def _insert_assets(conn, assets: list[Asset]) -> None:
+    """Insert assets that do not exist yet, in one statement (a taken name or id: UniqueViolationError)."""
+    await conn.execute(
+        f"""INSERT INTO assets ({_ASSET_COLUMNS})
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                 $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
+        [uuid.UUID(a.id) for a in assets], [uuid.UUID(a.metastore_id) for a in assets],
+        [a.type for a in assets], [a.namespace for a in assets], [uuid.UUID(a.parent_id) for a in assets],
+        [a.name for a in assets], [a.full_name for a in assets], [a.storage_path for a in assets],
+        [a.info for a in assets], [a.written_at for a in assets])
+
+
+_DELTA_COMMIT_VALUES = """(table_id, version, metastore_id, file_name, file_size, file_modification_timestamp,
+                                commit_timestamp, content, ratified_at)
+                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"""
 
 
 async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:

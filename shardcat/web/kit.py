@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -144,6 +145,13 @@ def routes(app: str, handlers, *, extra: str | None = None) -> list[web.RouteDef
         method, path = next(iter(by_route))
         raise ValueError(f"{method} {path} has a handler but is not in the endpoint registry (web/registry.py)")
     return out
+
+
+class ShardServing(Protocol):
+    """What the shard app gives the `shard_routes(serving)` of each module the endpoint registry
+    names (serving/app.py's `Serving`): the shard and the app's audit log, among others."""
+    shard: Any          # shards/shard.py Shard
+    audit_log: Any      # governance/audit.py AuditLog
 
 
 _FORWARDED_CONTEXT = b"shardcat forwarded client address v1"

@@ -6,7 +6,8 @@ fails alone and leaves nothing behind, the others commit with one version each i
 order; conflicts go to the first; a later write validates against the earlier ones' rows and
 storage paths; groups are bounded; a lone writer waits for nothing; a transaction lost
 mid-group fails every write of it and leaves the shard's state as it was; Delta commits in one
-group are decided in arrival order like any write.
+group are decided in arrival order like any write. A group runs without savepoints first and
+again with them only when a write fails after changing rows or on a database error.
 """
 
 from __future__ import annotations
@@ -109,6 +110,62 @@ def test_a_failing_write_in_the_middle_of_a_group_fails_alone(pg_url, tmp_path):
             # catalog, schema and the held write alone; the four queued behind it in one group
             assert shard.stats["lone_writes"] == 3
             assert shard.stats["groups"] == 1 and shard.stats["grouped_writes"] == 4
+            assert shard.stats["group_replays"] == 1      # the failing write had written a row: with savepoints
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_write_the_database_refuses_fails_alone_and_a_taken_name_is_answered_first(pg_url, tmp_path):
+    """A group first runs without savepoints. A write refused before it changed anything (a check
+    in Python) fails alone there; one the database refuses (a name taken outside what the group
+    has read: the unique constraint decides it, no read first) rolls the group back, and the group
+    runs again with savepoints: that write fails alone, the others commit, one version each.
+    A taken name is answered "already exists" before any other refusal, alone and in a group."""
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            await service.create(caller, "table", _table("taken"))
+            no_location = {"table_type": "EXTERNAL"}        # refused: an EXTERNAL table needs one
+            assert await _outcome(service.create(caller, "table", _table("taken", **no_location))) == "ALREADY_EXISTS"
+            assert await _outcome(service.create(caller, "table", _table("free", **no_location))) \
+                == "INVALID_PARAMETER_VALUE"
+            before = shard.version_of(ms)
+
+            # Refused in Python before any row changed: fails alone, no replay.
+            release, held = await _hold(shard, ms)
+            queued = [asyncio.create_task(_with_version(service.create(caller, "table", _table("a1")))),
+                      asyncio.create_task(_outcome(service.create(caller, "table", _table("free", **no_location)))),
+                      asyncio.create_task(_outcome(service.create(caller, "table", _table("taken", **no_location)))),
+                      asyncio.create_task(_with_version(service.create(caller, "table", _table("a2"))))]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            (a1, v1), invalid, taken, (a2, v2) = await asyncio.gather(*queued)
+            assert invalid == "INVALID_PARAMETER_VALUE" and taken == "ALREADY_EXISTS"
+            assert a1["name"] == "a1" and a2["name"] == "a2" and (v1, v2) == (before + 2, before + 3)
+            assert shard.stats["group_replays"] == 0
+
+            # Refused by the database (unique violation): the group runs again with savepoints.
+            before = shard.version_of(ms)
+            release, held = await _hold(shard, ms)
+            queued = [asyncio.create_task(_with_version(service.create(caller, "table", _table("b1")))),
+                      asyncio.create_task(_outcome(service.create(caller, "table", _table("taken", comment="2nd")))),
+                      asyncio.create_task(_with_version(service.create(caller, "table", _table("b2"))))]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            (b1, v1), duplicate, (b2, v2) = await asyncio.gather(*queued)
+            assert duplicate == "ALREADY_EXISTS"
+            assert b1["name"] == "b1" and b2["name"] == "b2" and (v1, v2) == (before + 2, before + 3)
+            assert shard.stats["group_replays"] == 1
+            assert await _log(store, ms, before) == [before + 1, before + 2, before + 3]
+            assert shard.version_of(ms) == before + 3
+            assert "comment" not in (await service.get(caller, "table", "c.s.taken"))
+            changes = await store.changes(ms, before, 10)
+            created = {(await store.get_asset(ms, "table", f"c.s.{n}"))[1].id for n in ("b1", "b2")}
+            assert {i for c in changes for i in c.changed} == created
         finally:
             await store.close()
 
@@ -278,7 +335,7 @@ def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_pat
 
             release, held = await _hold(shard, ms)
             queued = [asyncio.create_task(_outcome(delta.commit(caller, p)))
-                      for p in (proposal(1), proposal(1), proposal(2))]
+                      for p in (proposal(1), proposal(1), {**proposal(2), "latest_backfilled_version": 1})]
             await asyncio.sleep(0)
             assert len(shard.states[ms].pending) == 3
             release.set()
@@ -286,7 +343,13 @@ def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_pat
             first, second, third = await asyncio.gather(*queued)
             assert first == {} and second == "RESOURCE_CONFLICT" and third == {}   # v2 saw v1 of the same group
             got = await delta.get_commits(caller, {**ref, "start_version": 0})
-            assert [c["version"] for c in got["commits"]] == [1, 2]
+            assert [c["version"] for c in got["commits"]] == [2]    # v1 reported published by v2's proposal
+            assert shard.stats["group_replays"] == 0        # the conflict was decided before any row changed
+            # v2's report that v1 is published went with it (one statement): v1 only is marked
+            async with (await store.home(ms)).acquire() as conn:
+                rows = await conn.fetch("SELECT version, published FROM delta_commits WHERE table_id = $1 "
+                                        "ORDER BY version", uuid.UUID(table["table_id"]))
+            assert [(r["version"], r["published"]) for r in rows] == [(1, True), (2, False)]
         finally:
             await store.close()
 

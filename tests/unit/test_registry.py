@@ -46,3 +46,72 @@ def test_resend_rule_and_audit_names_come_from_the_registry():
 def test_each_endpoint_is_declared_once():
     keys = [(e.method, e.full_path) for e in registry.ENDPOINTS]
     assert len(keys) == len(set(keys))
+
+
+# ---- which module serves an endpoint: the registry's word, not the app's ----------------------------
+
+
+def _shard_app():
+    from shardcat.serving.app import make_shard_app
+    from shardcat.shards.shard import Shard
+    from shardcat.store.memory import MemoryStore
+    from shardcat.web.middleware import Authenticator
+
+    store = MemoryStore()
+    return make_shard_app(Shard(store, "a"), Authenticator(store))
+
+
+def _app_handlers(app: web.Application) -> dict[tuple[str, str], list]:
+    """(method, path template) -> the handlers the app has for it (a GET's HEAD too, by aiohttp)."""
+    out = {}
+    for resource in app.router.resources():
+        info = resource.get_info()
+        for route in resource:
+            out.setdefault((route.method, info.get("path") or info.get("formatter")), []).append(route.handler)
+    return out
+
+
+def test_every_shard_endpoint_is_answered_by_the_module_the_registry_names():
+    from importlib import import_module
+
+    from shardcat.serving.app import SERVING
+
+    app = _shard_app()
+    served = _app_handlers(app)
+    made = {}       # (method, path) -> (module, handler) of each named module's shard_routes
+    for module in registry.modules(registry.SHARD):
+        for r in import_module(f"shardcat.{module}").shard_routes(app[SERVING]):
+            made[(r.method, r.path)] = (module, r.handler)
+    shard_endpoints = [e for e in registry.ENDPOINTS if e.app == registry.SHARD]
+    assert len(shard_endpoints) > 250 and len(registry.modules(registry.SHARD)) > 20
+    for e in shard_endpoints:
+        key = (e.method, e.full_path)
+        assert e.module is not None, f"{e.method} {e.full_path}: the registry names no module for it"
+        assert made.get(key, (None,))[0] == e.module, f"{e.method} {e.full_path}: not made by {e.module}"
+        assert key in served, f"{e.method} {e.full_path}: the shard app does not serve it"
+        # the app's handler is the one that module made (same code), not one from elsewhere
+        assert made[key][1].__code__ in [h.__code__ for h in served[key]], \
+            f"{e.method} {e.full_path}: served by another handler than {e.module}'s"
+
+
+def test_a_new_module_is_served_from_its_registry_lines_alone(monkeypatch):
+    """A module the app has never heard of: its registry group is all it takes to be served."""
+    import sys
+    import types
+
+    async def hello(request):
+        return web.json_response({"hello": request.match_info["name"]})
+
+    module = types.ModuleType("shardcat.catalog.example_protocol")
+    module.shard_routes = lambda serving: [web.get(f"{PREFIX}/example/{{name}}", hello)]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(registry, "ENDPOINTS", registry.ENDPOINTS + registry.served_in(
+        "catalog.example_protocol", registry.E(registry.SHARD, "GET", "/example/{name}", "getExample")))
+    assert _app_handlers(_shard_app())[("GET", f"{PREFIX}/example/{{name}}")] == [hello]
+
+
+def test_a_registered_endpoint_its_module_does_not_make_stops_the_app(monkeypatch):
+    monkeypatch.setattr(registry, "ENDPOINTS", registry.ENDPOINTS + registry.served_in(
+        "catalog.functions", registry.E(registry.SHARD, "GET", "/functions/{name}/example", "getExample")))
+    with pytest.raises(ValueError, match="no module handles it"):
+        _shard_app()

@@ -21,7 +21,7 @@ from ...errors import CatalogError, not_found
 from ...shards.shard import Shard
 from ...store.db import MetastoreGone
 from ...store.sealing import SecretKeyError
-from ...web.kit import ok, public_origin
+from ...web.kit import ok, public_origin, ShardServing
 from ...web.wire import PREFIX, SHARING_PREFIX
 
 PROFILE_VERSION = 1
@@ -105,7 +105,9 @@ class Activation:
                 "expirationTime": _iso(shown["expiration_time"])}
 
 
-def activation_routes(shard: Shard) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     activation = Activation(shard)
 
     async def retrieve(request):

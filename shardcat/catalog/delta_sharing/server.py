@@ -37,7 +37,7 @@ from ...governance.audit import annotate
 from ...governance.authorize import carries_policies
 from ...shards.shard import Shard
 from ...store.db import MetastoreGone
-from ...web.kit import client_address, public_origin
+from ...web.kit import client_address, public_origin, ShardServing
 from ...web.paging import decode_token, encode_token
 from ...web.wire import SHARING_PREFIX
 from . import files
@@ -482,7 +482,9 @@ def _in_thread(fn, *args):
     return run()
 
 
-def sharing_protocol_routes(shard: Shard) -> list[web.RouteDef]:
+def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
+    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    shard = serving.shard
     server = SharingServer(shard)
     base = f"{SHARING_PREFIX}{MS}"
 
