@@ -42,6 +42,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -404,6 +405,11 @@ class Run:
     async def run(self) -> dict:
         await self.start_postgres()
         self.start_ray()
+        # Ray's driver took SIGTERM for itself (sys.exit from a signal handler, which a transport
+        # callback may swallow); from here a signal cancels the run, whose cleanup then runs.
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, me.cancel)
         self.meter = CpuMeter({f"PostgreSQL {name}": pg.pid for name, pg in self.pgs.items()}, self.classify)
         meter_task = asyncio.create_task(self.meter_loop())
         a = self.args
