@@ -206,7 +206,8 @@ class TypeService:
             # trip less); a refusal before that still answers "already exists" first, as if read.
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
                     "updated_at": now, "updated_by": caller.name}
-            asset = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type=t.name, namespace=t.namespace,
+            fresh = str(uuid.uuid4())
+            asset = Asset(id=fresh, metastore_id=state.id, type=t.name, namespace=t.namespace,
                           parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
                           storage_path=None, info=info)
             try:
@@ -217,7 +218,7 @@ class TypeService:
                     raise already_exists(f"{self.label} '{full_name}' already exists.") from None
                 raise
             try:
-                return await tx.put(asset)
+                return await tx.put(asset, new=asset.id == fresh)     # not a staging table's id
             except KeyError:
                 raise already_exists(f"{self.label} '{full_name}' already exists.") from None
 

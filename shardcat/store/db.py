@@ -874,7 +874,9 @@ class Store:
         Without (optimistic: one round trip less per write), a write that fails before it changed
         anything (`WriteTx.dirty`) still fails alone, as nothing of it is to undo; one that fails
         after, or on a database error, raises `GroupSpoiled`, which rolls the whole transaction
-        back: the caller replays the group with savepoints.
+        back: the caller replays the group with savepoints. Without savepoints, too, the rows of
+        new assets (`WriteTx.put(new=True)`) wait and go in one statement with the group's next one
+        (consecutive creates: one insert for all of them); a name taken among them spoils the group.
 
         The metastore's row is locked once, conditioned on the expected version as `write` does;
         the writes take the versions after it in turn, and the row's new version and the
@@ -895,6 +897,7 @@ class Store:
                         raise VersionConflict(metastore_id, expected_version, row["version"])
                     batch = WriteBatch(conn, metastore_id, expected_version, savepoints)
                     yield batch
+                    await batch.flush_at_end()
                     if batch.logged:
                         await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
                                            uuid.UUID(metastore_id), batch.version)
@@ -1017,6 +1020,10 @@ class WriteBatch:
         self.logged: list[WriteTx] = []
         self.savepoints = savepoints
         self._savepoint = False
+        # Optimistic groups: new assets' rows not sent yet, and the connection the writes see,
+        # which sends them before any statement of its own.
+        self.deferred: list[Asset] = []
+        self._conn = conn if savepoints else _FlushingConnection(self)
         # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
         # locked, so its assets change only through the group's own puts and deletes meanwhile.
         self.reads: dict[tuple[str, str], Asset | None] = {}
@@ -1028,7 +1035,9 @@ class WriteBatch:
             await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
                                     else "SAVEPOINT group_write")
             self._savepoint = True
-        tx = WriteTx(self.conn, self.metastore_id, self.version + 1, self.reads)
+        tx = WriteTx(self._conn, self.metastore_id, self.version + 1, self.reads)
+        if not self.savepoints:
+            tx.defer = self.deferred.append
         tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
@@ -1051,6 +1060,59 @@ class WriteBatch:
             raise
         self.version = tx.version
         self.logged.append(tx)
+
+    async def flush(self) -> None:
+        """Send the deferred rows of new assets, in one statement."""
+        if self.deferred:
+            rows, self.deferred = self.deferred, []
+            await _insert_assets(self.conn, rows)
+
+    async def flush_at_end(self) -> None:
+        """`flush` once the writes are done; a row refused then (a name taken) spoils the group."""
+        try:
+            await self.flush()
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            if is_db_unavailable(e) or self.conn.is_closed():
+                raise
+            raise GroupSpoiled(str(e)) from e
+
+
+class _FlushingConnection:
+    """The connection as an optimistic group's writes see it: before each statement (and savepoint)
+    it sends the group's deferred rows, so every read sees every earlier write of the group."""
+
+    def __init__(self, batch: WriteBatch):
+        self._batch = batch
+        self._conn = batch.conn
+
+    async def execute(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.execute(*args, **kwargs)
+
+    async def executemany(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.executemany(*args, **kwargs)
+
+    async def fetch(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args, **kwargs):
+        await self._batch.flush()
+        return await self._conn.fetchval(*args, **kwargs)
+
+    @asynccontextmanager
+    async def transaction(self, **kwargs):
+        await self._batch.flush()           # not inside the savepoint: its rollback must not take them
+        async with self._conn.transaction(**kwargs):
+            yield
+
+    def is_closed(self) -> bool:
+        return self._conn.is_closed()
 
 
 UNKNOWN = object()     # `WriteTx.known`: not read yet
@@ -1081,6 +1143,7 @@ class WriteTx:
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
         self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
         self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
+        self.defer = None       # an optimistic group's: takes a new asset's row, sent with the group's next statement
 
     @property
     def conn(self):
@@ -1154,10 +1217,20 @@ class WriteTx:
             raise KeyError(name) from None
         self.touch(self.metastore_id, "UPDATE", "metastore", name)
 
-    async def put(self, asset: Asset) -> Asset:
-        """Insert or replace an asset; returns it stamped with this write's version."""
+    async def put(self, asset: Asset, *, new: bool = False) -> Asset:
+        """Insert or replace an asset; returns it stamped with this write's version. `new`: its id
+        was made by this write (no row has it): in an optimistic group its row may wait for the
+        group's next statement (WriteBatch), a name taken then spoiling the group."""
         asset = dataclasses.replace(asset, written_at=self.version)
         self.dirty = True
+        if new and self.defer is not None:
+            self.defer(asset)
+            self._changed({asset.id}, [(asset.namespace, asset.full_name)])
+            self.created.add(asset.id)
+            self.touch(asset.id, "CREATE", asset.type, asset.full_name)
+            self.parents.add(asset.parent_id)
+            self.written[asset.id] = asset
+            return asset
         try:
             # The state this replaces (written by an earlier write) goes to the history in the same
             # statement: one round trip, as before (migration 0012, docs/versions.md).
@@ -1192,14 +1265,7 @@ class WriteTx:
         stamped = [dataclasses.replace(a, written_at=self.version) for a in assets]
         self.dirty = True
         try:
-            await self._conn.execute(
-                f"""INSERT INTO assets ({_ASSET_COLUMNS})
-                    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
-                                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
-                [uuid.UUID(a.id) for a in stamped], [uuid.UUID(a.metastore_id) for a in stamped],
-                [a.type for a in stamped], [a.namespace for a in stamped], [uuid.UUID(a.parent_id) for a in stamped],
-                [a.name for a in stamped], [a.full_name for a in stamped], [a.storage_path for a in stamped],
-                [a.info for a in stamped], [a.written_at for a in stamped])
+            await _insert_assets(self._conn, stamped)
         except asyncpg.UniqueViolationError as e:
             raise KeyError(str(e)) from None
         for a in stamped:
@@ -1311,6 +1377,18 @@ class WriteTx:
             """UPDATE delta_commits SET published = true, content = NULL
                WHERE table_id = $1 AND version <= $2 AND NOT published""", uuid.UUID(table_id), up_to)
         self.touch(table_id, "DELTA_PUBLISH")
+
+
+async def _insert_assets(conn, assets: list[Asset]) -> None:
+    """Insert assets that do not exist yet, in one statement (a taken name or id: UniqueViolationError)."""
+    await conn.execute(
+        f"""INSERT INTO assets ({_ASSET_COLUMNS})
+            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                 $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
+        [uuid.UUID(a.id) for a in assets], [uuid.UUID(a.metastore_id) for a in assets],
+        [a.type for a in assets], [a.namespace for a in assets], [uuid.UUID(a.parent_id) for a in assets],
+        [a.name for a in assets], [a.full_name for a in assets], [a.storage_path for a in assets],
+        [a.info for a in assets], [a.written_at for a in assets])
 
 
 _DELTA_COMMIT_VALUES = """(table_id, version, metastore_id, file_name, file_size, file_modification_timestamp,

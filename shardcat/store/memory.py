@@ -153,7 +153,7 @@ class MemoryWriteTx(WriteTx):
         self.meta_name, self.meta_info = name, info
         self.touch(self.metastore_id, "UPDATE", "metastore", name)
 
-    async def put(self, asset: Asset) -> Asset:
+    async def put(self, asset: Asset, *, new: bool = False) -> Asset:
         asset = dataclasses.replace(asset, written_at=self.version)
         clash = _by_name(self.assets, asset.namespace, asset.full_name)
         if clash is not None and clash.id != asset.id:
