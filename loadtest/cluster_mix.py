@@ -42,6 +42,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -54,6 +55,7 @@ import ray
 import uvloop
 from ray.cluster_utils import Cluster
 
+from benchmarks.common import on_sigterm_raise
 from benchmarks.machine import machine, machine_busy, tree_cpu_total
 from benchmarks.processes import Postgres, spawn, stop, stop_all
 from benchmarks.reports import machine_line, now_utc, write_section
@@ -72,6 +74,8 @@ HEADING = "## Measured: the paper mix over 100 metastores, 1 and 2 nodes, 1 and 
 BENCH_HEADING = "## The paper mix over 100 metastores on 1 and 2 nodes, 1 and 2 databases (docs/cluster.md)"
 SHARDS = 2                  # in every configuration: the same total shard count
 STOP_WAIT = 20.0            # seconds for a stopped catalog's shard processes to exit
+START_LIMIT = 300.0         # seconds for a catalog and its shards to start
+SEED_LIMIT = 900.0          # seconds to seed the metastores
 GROUPS = ("router", "shards on head", "shards on worker", "Ray", "PostgreSQL pg-a", "PostgreSQL pg-b",
           "Locust", "other")
 
@@ -225,8 +229,9 @@ class Run:
 
     async def start_catalog(self, layout: str) -> None:
         began = time.time()
-        self.running = await start(ServeConfig(port=0, db=self.layouts[layout], shards=SHARDS,
-                                               data_dir=self.tmp / layout.replace(" ", "-")))
+        self.running = await asyncio.wait_for(start(ServeConfig(port=0, db=self.layouts[layout], shards=SHARDS,
+                                                                data_dir=self.tmp / layout.replace(" ", "-"))),
+                                              START_LIMIT)
         self.note_shards()
         log(f"catalog ({layout}) at {self.running.url} in {time.time() - began:.1f} s: {self.placement()['shards']}")
 
@@ -244,7 +249,8 @@ class Run:
 
     async def seed(self, layout: str) -> Path:
         began = time.time()
-        metastores = await seed(self.running.store, self.running.url, (self.tmp / "storage").as_uri(), self.sizes)
+        metastores = await asyncio.wait_for(seed(self.running.store, self.running.url, (self.tmp / "storage").as_uri(),
+                                                 self.sizes), SEED_LIMIT)
         store = self.running.store
         homes = ({m.id: "db0" for m in metastores} if len(store.databases) == 1 else
                  {m.id: await store.home_name(m.id) for m in metastores})
@@ -399,6 +405,11 @@ class Run:
     async def run(self) -> dict:
         await self.start_postgres()
         self.start_ray()
+        # Ray's driver took SIGTERM for itself (sys.exit from a signal handler, which a transport
+        # callback may swallow); from here a signal cancels the run, whose cleanup then runs.
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, me.cancel)
         self.meter = CpuMeter({f"PostgreSQL {name}": pg.pid for name, pg in self.pgs.items()}, self.classify)
         meter_task = asyncio.create_task(self.meter_loop())
         a = self.args
@@ -680,10 +691,12 @@ def main(argv=None) -> None:
                         help="run nothing: write the docs and the picture again from this run's JSON")
     args = parser.parse_args(argv)
     if args.report:
+        shutil.rmtree(RAY_DIR, ignore_errors=True)      # made when multinode.py was imported; no Ray here
         return publish(json.loads(args.report.read_text()), not args.no_docs)
     if not args.locust_python:
         parser.error("Locust is not installed here (pip install -e '.[load]'), or pass --locust-python")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    on_sigterm_raise()          # SIGTERM ends the run through its cleanup, as Ctrl-C does
     info, date = machine(), now_utc()
     command = shlex.join(["python", "-m", "loadtest.cluster_mix", *(argv if argv is not None else sys.argv[1:])])
     tmp = Path(tempfile.mkdtemp(prefix="shardcat-mix-"))
