@@ -6,7 +6,7 @@
 Each starts its own embedded PostgreSQL and server under a temporary directory, seeds the
 metastores (workload.metastore_sizes), runs, writes CSV/JSON/PNG under loadtest/out/, updates
 its table in docs/benchmarks.md or docs/reliability.md, and stops everything it started.
-Needs the `load` extra (locust, matplotlib).
+Needs matplotlib (the `load` extra); Locust comes from loadtest/locust_env.py.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .locust_env import locust_python
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "loadtest" / "out"
@@ -115,7 +117,7 @@ def run_scenario(name: str) -> None:
         save_population(population, url, metastores)
         prefix = OUT / f"locust-{name}"
         env = {**os.environ, "LOADTEST_POPULATION": str(population), "LOADTEST_MAX_REQUESTS": str(sc.max_requests)}
-        subprocess.run([sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
+        subprocess.run([locust_python(), "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
                         "-u", str(sc.users), "-r", str(sc.users), "-t", f"{sc.seconds}s", "--host", url,
                         "--csv", str(prefix), "--csv-full-history", "--only-summary", "--stop-timeout", "5",
                         "--loglevel", "WARNING"], env=env, timeout=sc.seconds + 120, check=False)

@@ -26,8 +26,8 @@ failures, where shards and metastores were, and the CPU seconds per second (core
 process group: the router's process, the shards (by node), Ray's own processes, each PostgreSQL
 server, Locust, and the rest of the machine. Results: loadtest/out/cluster-mix-*.json, the section
 "Measured: the paper mix ..." of docs/cluster.md, a short entry in docs/benchmarks.md, and
-docs/img/cluster-mix.png (loadtest/plots_cluster.py). Needs Locust (the `load` extra; or
---locust-python, a Python that has it). Everything it started is stopped at the end.
+docs/img/cluster-mix.png (loadtest/plots_cluster.py). Locust comes from
+loadtest/locust_env.py (or --locust-python). Everything it started is stopped at the end.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -54,11 +55,13 @@ import ray
 import uvloop
 from ray.cluster_utils import Cluster
 
+from benchmarks.common import on_sigterm_raise
 from benchmarks.machine import machine, machine_busy, tree_cpu_total
 from benchmarks.processes import Postgres, spawn, stop, stop_all
 from benchmarks.reports import machine_line, now_utc, write_section
 from shardcat.cluster.server import ServeConfig, start
 
+from .locust_env import locust_python, locust_version
 from .samples import Sample, bins, read_samples, summarize
 from .seed import save_population, seed
 from .workload import metastore_sizes, zipf_weights
@@ -72,6 +75,8 @@ HEADING = "## Measured: the paper mix over 100 metastores, 1 and 2 nodes, 1 and 
 BENCH_HEADING = "## The paper mix over 100 metastores on 1 and 2 nodes, 1 and 2 databases (docs/cluster.md)"
 SHARDS = 2                  # in every configuration: the same total shard count
 STOP_WAIT = 20.0            # seconds for a stopped catalog's shard processes to exit
+START_LIMIT = 300.0         # seconds for a catalog and its shards to start
+SEED_LIMIT = 900.0          # seconds to seed the metastores
 GROUPS = ("router", "shards on head", "shards on worker", "Ray", "PostgreSQL pg-a", "PostgreSQL pg-b",
           "Locust", "other")
 
@@ -225,8 +230,9 @@ class Run:
 
     async def start_catalog(self, layout: str) -> None:
         began = time.time()
-        self.running = await start(ServeConfig(port=0, db=self.layouts[layout], shards=SHARDS,
-                                               data_dir=self.tmp / layout.replace(" ", "-")))
+        self.running = await asyncio.wait_for(start(ServeConfig(port=0, db=self.layouts[layout], shards=SHARDS,
+                                                                data_dir=self.tmp / layout.replace(" ", "-"))),
+                                              START_LIMIT)
         self.note_shards()
         log(f"catalog ({layout}) at {self.running.url} in {time.time() - began:.1f} s: {self.placement()['shards']}")
 
@@ -244,7 +250,8 @@ class Run:
 
     async def seed(self, layout: str) -> Path:
         began = time.time()
-        metastores = await seed(self.running.store, self.running.url, (self.tmp / "storage").as_uri(), self.sizes)
+        metastores = await asyncio.wait_for(seed(self.running.store, self.running.url, (self.tmp / "storage").as_uri(),
+                                                 self.sizes), SEED_LIMIT)
         store = self.running.store
         homes = ({m.id: "db0" for m in metastores} if len(store.databases) == 1 else
                  {m.id: await store.home_name(m.id) for m in metastores})
@@ -399,6 +406,11 @@ class Run:
     async def run(self) -> dict:
         await self.start_postgres()
         self.start_ray()
+        # Ray's driver took SIGTERM for itself (sys.exit from a signal handler, which a transport
+        # callback may swallow); from here a signal cancels the run, whose cleanup then runs.
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, me.cancel)
         self.meter = CpuMeter({f"PostgreSQL {name}": pg.pid for name, pg in self.pgs.items()}, self.classify)
         meter_task = asyncio.create_task(self.meter_loop())
         a = self.args
@@ -493,9 +505,9 @@ def markdown(run: dict) -> str:
         f"- **Machine:** {machine_line(run['machine'], run.get('pg_version'))}. **2 cores for everything**: "
         "every Ray node, shard, PostgreSQL server and Locust share them, so a second node adds processes, "
         "not cores (the *cores busy* columns show where the CPU went).",
-        *([f"- **Locust** {run['locust']}" + (" from a virtualenv of its own (`--locust-python`: installed beside "
-            "delta-sharing, which pins requests <= 2.33.0, it would upgrade requests past that pin)."
-            if "--locust-python" in run["command"] else ".")] if run.get("locust") else []),
+        *([f"- **Locust** {run['locust']}, in a virtualenv of its own unless this Python has it "
+            "(`loadtest/locust_env.py`: Locust needs a newer `requests` than the test extra's delta-sharing allows)."]
+          if run.get("locust") else []),
         f"- **What:** the paper mix (`loadtest/workload.py` `MIX`: 98 % reads, 2 % writes) from Locust "
         f"({run['users']} users, `loadtest/locustfile.py`) through the router, over {len(sizes)} metastores of "
         f"{sum(sizes):,} tables (largest {max(sizes):,}, median {sorted(sizes)[len(sizes) // 2]}); each user picks "
@@ -635,23 +647,6 @@ def bench_entry(run: dict) -> str:
 
 # ---- main ------------------------------------------------------------------------------------
 
-def locust_python() -> str:
-    try:
-        import locust  # noqa: F401
-        return sys.executable
-    except ImportError:
-        return ""
-
-
-def locust_version(python: str) -> str | None:
-    import subprocess
-    try:
-        return subprocess.run([python, "-c", "import locust; print(locust.__version__)"], capture_output=True,
-                              text=True, timeout=60).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def publish(record: dict, docs: bool) -> None:
     from .plots_cluster import plot_mix
     plot_mix(record, PNG)
@@ -672,7 +667,8 @@ def main(argv=None) -> None:
     parser.add_argument("--metastores", type=int, default=100)
     parser.add_argument("--max-tables", type=int, default=20_000, help="the largest metastore's tables")
     parser.add_argument("--join-limit", type=float, default=150.0, help="seconds allowed for the join to balance")
-    parser.add_argument("--locust-python", default=locust_python(), help="a Python with Locust installed")
+    parser.add_argument("--locust-python", default=None,
+                        help="a Python with Locust installed (default: this one, or loadtest/out/locust-venv)")
     parser.add_argument("--out", type=Path, default=None, help="the JSON (default loadtest/out/cluster-mix-*.json)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/ (the JSON and PNG only)")
     parser.add_argument("--log-level", default="WARNING")
@@ -680,10 +676,11 @@ def main(argv=None) -> None:
                         help="run nothing: write the docs and the picture again from this run's JSON")
     args = parser.parse_args(argv)
     if args.report:
+        shutil.rmtree(RAY_DIR, ignore_errors=True)      # made when multinode.py was imported; no Ray here
         return publish(json.loads(args.report.read_text()), not args.no_docs)
-    if not args.locust_python:
-        parser.error("Locust is not installed here (pip install -e '.[load]'), or pass --locust-python")
+    args.locust_python = args.locust_python or locust_python()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    on_sigterm_raise()          # SIGTERM ends the run through its cleanup, as Ctrl-C does
     info, date = machine(), now_utc()
     command = shlex.join(["python", "-m", "loadtest.cluster_mix", *(argv if argv is not None else sys.argv[1:])])
     tmp = Path(tempfile.mkdtemp(prefix="shardcat-mix-"))

@@ -61,8 +61,11 @@ from shardcat.router.forward import RETRY_BUDGET_SECONDS  # noqa: E402
 
 PREFIX = "/api/2.1/unity-catalog"
 LOOPBACK = "127.0.0.1"
-NODE = {"node_ip_address": LOOPBACK, "num_cpus": 1}
-HEAD = {**NODE, "include_dashboard": False, "_system_config": {"worker_niceness": 0}}
+# No log monitor (the driver reads no worker logs: log_to_driver=False) and no autoscaler monitor:
+# Python processes of Ray's that this run never uses, started and run on the same cores as
+# everything measured. Ray's own failure detection is left as it is.
+NODE = {"node_ip_address": LOOPBACK, "num_cpus": 1, "include_log_monitor": False}
+HEAD = {**NODE, "include_dashboard": False, "no_monitor": True, "_system_config": {"worker_niceness": 0}}
 WRITE_PAUSE, READ_PAUSE = 0.05, 0.02      # seconds between one client's requests
 RECOVERY_LIMIT = 120.0                    # a phase not recovered in this long is reported as such
 
@@ -143,6 +146,17 @@ def listening(url: str) -> bool:
     with socket.socket() as s:
         s.settimeout(1.0)
         return s.connect_ex((host, int(port))) == 0
+
+
+def leftovers(gone: list) -> tuple[list[str], list[str]]:
+    """Of these dead or stopped shards: those whose process still runs, those whose port still
+    accepts connections."""
+    def running(pid: int | None) -> bool:
+        try:
+            return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    return [h.name for h in gone if running(h.pid)], [h.name for h in gone if listening(h.url)]
 
 
 class Run:
@@ -245,7 +259,7 @@ class Run:
                 break
             await asyncio.sleep(0.1)
         restored_at = time.time() if self.restored() else None
-        await asyncio.sleep(0.5)        # the moves' last requests and a few more of each client
+        await self.settle(time.time(), [h for n, h in shards_before.items() if not routing.shards[n].alive])
         shards_over_time.append((round(time.time() - t0, 2), len(routing.live())))
         events = [e for e in self.cluster.events[events_before:]]
         gone = [h for n, h in shards_before.items() if not routing.shards[n].alive]
@@ -285,15 +299,26 @@ class Run:
             "failed": [{"kind": s.kind, "status": s.status, "code": s.code, "at": round(s.sent - t0, 3),
                         "took": round(s.done - s.sent, 3)} for s in failed],
             "slowest_read": round(max((s.done - s.sent for s in reads), default=0.0), 3),
-            "still_running": [h.name for h in gone if h.pid and psutil.pid_exists(h.pid)
-                              and psutil.Process(h.pid).status() != psutil.STATUS_ZOMBIE],
-            "still_listening": [h.name for h in gone if listening(h.url)],
+            "still_running": leftovers(gone)[0],
+            "still_listening": leftovers(gone)[1],
             "events": [{"t": round(e["t"] - t0, 3), **{k: v for k, v in e.items() if k != "t"}} for e in events],
             "shards_over_time": _changes(shards_over_time),
             "requests_over_time": _bins(samples, t0),
         }
         self.phases.append(record)
         return record
+
+    async def settle(self, mark: float, gone: list, limit: float = 5.0, exit_within: float = 0.5) -> None:
+        """Until every metastore's writer and reader had an answer to a request sent after `mark`, so
+        that whatever the phase did to them shows in the samples, and the processes of the shards
+        `gone` ended or `exit_within` seconds passed (then the phase records those still there);
+        at most `limit` seconds."""
+        wanted = {(m, kind) for m in self.metastores for kind in ("read", "write")}
+        while time.time() - mark < limit:
+            answered = {(s.metastore, s.kind) for s in self.traffic.samples[-400:] if s.sent >= mark}
+            if wanted <= answered and (time.time() - mark >= exit_within or not any(leftovers(gone))):
+                return
+            await asyncio.sleep(0.02)
 
     async def kill_node(self, worker: str) -> dict:
         """A machine lost: its shard processes, raylet and agents SIGKILLed at once."""
@@ -432,7 +457,9 @@ async def main(db: str | None, shards: int, out: Path) -> dict:
         await run.phase("kill-raylet", lambda: run.kill_raylet(other), all_dead)
         await run.phase("drain", lambda: run.drain("worker-3"), lambda details: True)
     finally:
+        stopping = time.time()
         result["verify"] = await run.stop() if hasattr(run, "traffic") else None
+        result["stop_seconds"] = round(time.time() - stopping, 1)
         result["phases"] = run.phases
         result["seconds"] = round(time.time() - began, 1)
         result["acknowledged_writes"] = sum(len(v) for v in run.traffic.acknowledged.values()) \

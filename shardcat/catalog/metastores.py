@@ -8,6 +8,7 @@ are account-level operations for account admins.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from ..auth import Caller
 from ..entities.urls import InvalidUrl, join_url, normalize_url
@@ -91,8 +92,11 @@ def _elsewhere(metastore_id: str) -> CatalogError:
 class AccountService:
     """Account-level operations, served by whoever fronts the cluster: no metastore's version moves."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, measured_load: Callable[[], dict[str, float]] | None = None):
         self.store = store
+        # Each metastore's measured load, where one is kept (the router's routing table): a new
+        # metastore's home database is the least loaded (store/databases.py `home_order`).
+        self.measured_load = measured_load
 
     async def create(self, caller: Caller, body: dict) -> dict:
         require_account_admin(caller, "create a metastore")
@@ -109,7 +113,10 @@ class AccountService:
                 "updated_at": now, "updated_by": caller.name, "delta_sharing_scope": "INTERNAL",
                 "privilege_model_version": "1.0"}
         try:
-            m = await self.store.create_metastore(metastore_id, name, info)
+            if self.measured_load is None:
+                m = await self.store.create_metastore(metastore_id, name, info)
+            else:
+                m = await self.store.create_metastore(metastore_id, name, info, load=self.measured_load())
         except KeyError:
             raise already_exists(f"Metastore '{name}' already exists.") from None
         return render_metastore(m)
@@ -147,7 +154,7 @@ class AccountService:
     async def databases(self, caller: Caller) -> dict:
         """The PostgreSQL servers metastores live in (docs/cluster.md "Home databases")."""
         require_account_admin(caller, "list the databases")
-        return {"databases": await homes.databases(self.store)}
+        return {"databases": await homes.databases(self.store, self.measured_load() if self.measured_load else None)}
 
     async def move(self, caller: Caller, metastore: str, body: dict) -> dict:
         """Move a metastore (by id or name) to another home database, online; the move's timeline."""

@@ -104,7 +104,7 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
                                help="move a metastore to another home database, online (docs/cluster.md)")
     move.add_argument("metastore", metavar="NAME", help="the metastore's name or id")
     move.add_argument("--to", required=True, metavar="DB", dest="database", help="the database's name (db1, ...)")
-    commands.add_parser("databases", parents=[common], help="the PostgreSQL servers and their metastore counts")
+    commands.add_parser("databases", parents=[common], help="the PostgreSQL servers, their metastore counts and loads")
 
 
 def _positive(text: str) -> int:
@@ -276,7 +276,7 @@ QUERIES = {  # command -> (run, JSON of the result, table rows of the result, ta
     "move-metastore": (move_metastore, lambda r: r, lambda r: [{"step": k, "value": v} for k, v in r.items()],
                        ("step", "value")),
     "databases": (list_databases, lambda r: {"databases": r}, lambda r: r,
-                  ("name", "directory", "metastores", "available")),
+                  ("name", "directory", "metastores", "load", "available")),
 }
 
 

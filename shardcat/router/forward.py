@@ -182,7 +182,7 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
-    account = AccountApi(AccountService(store), authenticator, verifier)
+    account = AccountApi(AccountService(store, lambda: routing.load), authenticator, verifier)
     handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(verifier),
                 *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 *account.routes(),

@@ -25,6 +25,7 @@ from ..web.wire import PREFIX, RELAYED_HEADERS
 from ..web import http1
 from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
+from .routing import WRITE_COST
 from ..web.middleware import Authenticator
 from ..web.fronts import answered
 from ..web.metrics import OBSERVED
@@ -73,7 +74,10 @@ class Front:
         if caller is None:
             return None
         metastore_id = metastore_in_path(request.path) or caller.metastore_id
-        shard = self.forwarder.routing.assigned(metastore_id) if metastore_id else None
+        resendable = safe_to_resend(request.method, request.path)
+        # counted against the metastore's load as the router app counts it: a write weighs WRITE_COST
+        shard = self.forwarder.routing.assigned(metastore_id, 1.0 if resendable else WRITE_COST) \
+            if metastore_id else None
         if shard is None:
             return None
         headers = self.forwarder.shard_headers(metastore_id, request.headers)
@@ -83,7 +87,7 @@ class Front:
         except ShardUnreachable:
             return None                     # it never left: the router app sends it, with retries
         except ConnectionLost:
-            if safe_to_resend(request.method, request.path):
+            if resendable:
                 return None                 # a read: the router app sends it again, with retries
             return _unknown_outcome(shard.name)
         if answer.status == 421:            # not the owner (any more): the router app reasserts

@@ -78,6 +78,16 @@ class RoutingTable:
         """A metastore's load: its decayed request count (writes weigh WRITE_COST), plus one."""
         return self.load.get(metastore_id, 0.0) + 1.0
 
+    def least_loaded(self, load: dict[str, float]) -> str:
+        """The shard of `load` (shard name -> its load) with the least; ties (empty shards above all)
+        to the one whose node carries the least of `load`, so that metastores spread over machines
+        and a joined node's new shard is preferred to an empty one beside busy shards; then the first."""
+        per_node: dict[str | None, float] = {}
+        for name, value in load.items():
+            node = self.shards[name].node_id
+            per_node[node] = per_node.get(node, 0.0) + value
+        return min(load, key=lambda name: (load[name], per_node[self.shards[name].node_id]))
+
     def targets(self) -> list[ShardHandle]:
         """The shards that may take metastores: live and not being emptied."""
         return [h for h in self.shards.values() if h.alive and not h.retiring]
@@ -105,7 +115,7 @@ class RoutingTable:
                        [h for h in self.live() if h.name not in tried]
                 if not live:
                     raise LookupError("no live shard")
-                target = min(live, key=lambda h: self.shard_load(h.name))
+                target = self.shards[self.least_loaded({h.name: self.shard_load(h.name) for h in live})]
                 try:
                     await self._assign(metastore_id, target)
                     return target
@@ -168,7 +178,7 @@ class RoutingTable:
                 load = {h.name: self.shard_load(h.name) for h in live}
                 plan: dict[str, list[str]] = {}
                 for metastore_id in sorted(orphans, key=lambda m: -self.weight(m)):   # hottest first
-                    target = min(load, key=load.get)
+                    target = self.least_loaded(load)
                     load[target] += self.weight(metastore_id)
                     plan.setdefault(target, []).append(metastore_id)
                 # The database first, as any assignment: a shard told to own a metastore that the
@@ -211,7 +221,7 @@ class RoutingTable:
         fair = sum(load.values()) / len(load)
         moves: list[tuple[str, str]] = []
         for _ in range(max_moves):
-            busiest, idlest = max(load, key=load.get), min(load, key=load.get)
+            busiest, idlest = max(load, key=load.get), self.least_loaded(load)
             gap = load[busiest] - load[idlest]
             if load[busiest] <= fair * (1 + BALANCED_WITHIN) or gap <= 1.0:
                 break
@@ -250,8 +260,8 @@ class RoutingTable:
             live = self.targets()
             if not live:
                 raise LookupError("no shard left to take the metastores")
-            target = min(live, key=lambda h: self.shard_load(h.name))
-            await self.move(metastore_id, target.name)
+            target = self.least_loaded({h.name: self.shard_load(h.name) for h in live})
+            await self.move(metastore_id, target)
             moved.append(metastore_id)
         return moved
 

@@ -1,4 +1,5 @@
-"""Which PostgreSQL servers a catalog uses: `--db` values and database files read as {name: URL}.
+"""Which PostgreSQL servers a catalog uses: `--db` values and database files read as {name: URL},
+and which of them a new metastore gets as its home (`home_order`, pure).
 
 The first server holds the account directory (docs/cluster.md "Home databases"); every server,
 the first too, is a home for metastores. A value is `NAME=URL` or a bare URL, named `db<i>` by
@@ -8,6 +9,7 @@ its position; a file holds one value a line (`#` starts a comment).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -55,3 +57,25 @@ def as_databases(spec: str | dict[str, str]) -> dict[str, str]:
     if not spec:
         raise DatabaseConfigError("no database given")
     return dict(spec)
+
+
+def home_loads(databases: Iterable[str], homes: Mapping[str, str],
+               load: Mapping[str, float] | None = None) -> dict[str, tuple[float, int]]:
+    """Per database: (its load, how many metastores it is the home of). `homes`: metastore id ->
+    its home; `load`: metastore id -> its measured load (the router's decayed request count, a
+    write weighing WRITE_COST: router/routing.py). A database's load is the sum of its metastores'
+    loads plus one for each, so with nothing measured it is their count."""
+    out = {name: (0.0, 0) for name in databases}
+    for metastore_id, home in homes.items():
+        if home in out:
+            total, count = out[home]
+            out[home] = (total + (load or {}).get(metastore_id, 0.0) + 1.0, count + 1)
+    return out
+
+
+def home_order(databases: Iterable[str], homes: Mapping[str, str],
+               load: Mapping[str, float] | None = None) -> list[str]:
+    """The databases in the order a new metastore tries them as its home: the least loaded first
+    (`home_loads`), ties to the one that is the home of fewer metastores, then to the first listed."""
+    loads = home_loads(databases, homes, load)
+    return sorted(loads, key=lambda name: loads[name])       # (load, count); sorted() keeps the listed order

@@ -26,7 +26,7 @@ import orjson
 
 from ..entities.asset import Asset
 from ..entities.values import now_ms
-from .databases import DatabaseConfigError, as_databases
+from .databases import DatabaseConfigError, as_databases, home_loads, home_order
 from .principals import Principals
 
 
@@ -423,23 +423,28 @@ class Store:
             by_id, id_or_name)
         return str(row) if row else None
 
-    async def home_counts(self) -> dict[str, int]:
-        """How many metastores each configured database is the home of."""
-        counts = {name: 0 for name in self.databases}
-        for row in await self.pool.fetch("SELECT home, count(*) AS n FROM metastore_homes GROUP BY home"):
-            if row["home"] in counts:
-                counts[row["home"]] = row["n"]
-        return counts
+    async def all_homes(self) -> dict[str, str]:
+        """Every metastore's home, as the directory names it: metastore id -> database name."""
+        return {str(row["metastore_id"]): row["home"]
+                for row in await self.pool.fetch("SELECT metastore_id, home FROM metastore_homes")}
 
-    async def create_metastore(self, metastore_id: str, name: str, info: dict, home: str | None = None) -> Metastore:
-        """A new metastore, homed in `home` or else in the database that is the home of the fewest
-        (one that does not answer is passed over for the next). The directory's row first (the name
+    async def home_loads(self, load: dict[str, float] | None = None) -> dict[str, tuple[float, int]]:
+        """Per configured database: (its load, how many metastores it is the home of), `load` being
+        each metastore's measured load (store/databases.py `home_loads`)."""
+        return home_loads(self.databases, await self.all_homes(), load)
+
+    async def create_metastore(self, metastore_id: str, name: str, info: dict, home: str | None = None,
+                               load: dict[str, float] | None = None) -> Metastore:
+        """A new metastore, homed in `home` or else in the least-loaded database: the sum of its
+        metastores' measured `load` (metastore id -> load, as the router counts requests), plus one
+        each, so the home of the fewest when nothing is measured (store/databases.py `home_order`).
+        One that does not answer is passed over for the next. The directory's row first (the name
         is unique in the account), then the home's; with one database both in one transaction."""
         if home is not None and home not in self.databases:
             raise KeyError(f"database {home}")
         if home is None:
-            counts = await self.home_counts()
-            candidates = sorted(counts, key=lambda n: counts[n])      # ties: in the order listed
+            candidates = [next(iter(self.databases))] if len(self.databases) == 1 else \
+                home_order(self.databases, await self.all_homes(), load)
         else:
             candidates = [home]
         for i, candidate in enumerate(candidates):

@@ -320,10 +320,11 @@ async def recover_moves(store: Store) -> dict[str, int]:
     return await _recover(store)
 
 
-async def databases(store: Store) -> list[dict]:
+async def databases(store: Store, load: dict[str, float] | None = None) -> list[dict]:
     """Each configured database: its name, whether it holds the directory, how many metastores it
-    is the home of, and whether it answers now."""
-    counts = await store.home_counts()
+    is the home of, their measured load (what a new metastore's home is chosen by: `load` is each
+    metastore's, store/databases.py `home_loads`), and whether it answers now."""
+    loads = await store.home_loads(load)
     out = []
     for name, pool in store.databases.items():
         try:
@@ -331,6 +332,6 @@ async def databases(store: Store) -> list[dict]:
             up = True
         except Exception:
             up = False
-        out.append({"name": name, "directory": name == store.directory_name, "metastores": counts.get(name, 0),
-                    "available": up})
+        out.append({"name": name, "directory": name == store.directory_name, "metastores": loads[name][1],
+                    "load": round(loads[name][0], 1), "available": up})
     return out

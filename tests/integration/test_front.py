@@ -13,6 +13,7 @@ import orjson
 import pytest
 from yarl import URL
 
+from shardcat.router.routing import WRITE_COST
 from shardcat.web import http1
 from shardcat.web.shard_client import ConnectionLost
 from shardcat.web.wire import MAX_BODY_BYTES
@@ -66,9 +67,19 @@ def bodies(raw: bytes) -> list:
     return [orjson.loads(part.split(b"\r\n\r\n", 1)[1]) for part in raw.split(b"HTTP/1.1 ")[1:]]
 
 
-async def test_reads_take_the_fast_path_and_answer_as_the_shard_does(cluster, fws):
+def load_of(cluster, fws, monkeypatch) -> callable:
+    """The metastore's measured load in the router's routing table, as a function (its periodic
+    halving held off meanwhile)."""
+    routing = cluster.front.front.forwarder.routing
+    monkeypatch.setattr(routing, "decay", lambda factor=0.5: None)
+    return lambda: routing.load.get(fws.metastore_id, 0.0)
+
+
+async def test_reads_take_the_fast_path_and_answer_as_the_shard_does(cluster, fws, monkeypatch):
     await fws.call("GET", "/catalogs/c")        # the caller's identity is cached after its first request
     before = counts(cluster)
+    load = load_of(cluster, fws, monkeypatch)
+    load_before = load()
     async with fws.session.get(fws.api + "/catalogs/c", headers=fws.headers) as r:
         assert r.status == 200 and (await r.json())["name"] == "c"
         assert len(r.headers["X-Shardcat-Request-Id"]) == 32 and int(r.headers["X-Shardcat-Version"]) >= 1
@@ -78,6 +89,7 @@ async def test_reads_take_the_fast_path_and_answer_as_the_shard_does(cluster, fw
     assert status == 404 and missing["error_code"] == "NOT_FOUND"
     after = counts(cluster)
     assert after["fast"] - before["fast"] == 3 and after["through_app"] == before["through_app"]
+    assert load() - load_before == 3.0          # a read weighs one request in the metastore's load
 
 
 async def test_everything_else_goes_through_the_router_app(cluster, fws, http):
@@ -100,9 +112,12 @@ async def test_writes_take_the_fast_path_and_one_that_loses_its_connection_is_no
                                                                                              monkeypatch):
     await fws.call("GET", "/catalogs/c")        # the caller's identity is cached after its first request
     before = counts(cluster)
+    load = load_of(cluster, fws, monkeypatch)
+    load_before = load()
     status, created = await fws.call("POST", "/schemas", json={"name": "s", "catalog_name": "c"})
     assert status == 200 and created["full_name"] == "c.s"
     assert counts(cluster)["fast"] - before["fast"] == 1 and counts(cluster)["through_app"] == before["through_app"]
+    assert load() - load_before == WRITE_COST       # as through the router app: a write weighs WRITE_COST
     assert (await fws.call("GET", "/schemas/c.s"))[1]["full_name"] == "c.s"   # there, read back
     # The shard applies the write, and the connection is lost before its answer arrives.
     client = cluster.front.front.forwarder.client      # the one both the front and the router app send with

@@ -347,3 +347,84 @@ def test_rebalancing_evens_load_in_bounded_moves_and_isolates_a_hot_metastore():
     # Balanced within BALANCED_WITHIN: nothing moves; a lone metastore never moves.
     assert balance({"m1": "a", "m2": "b", "m3": "c"}, {"m1": 10.0, "m2": 9.0, "m3": 11.0}) == []
     assert balance({"m1": "a"}, {"m1": 100.0}) == []
+
+
+class Owning:
+    """Stands in for a shard actor's `own` and `drop`: records what it was told."""
+
+    def __init__(self):
+        self.owned: list[str] = []
+
+    @property
+    def own(self):
+        return self
+
+    @property
+    def drop(self):
+        return self
+
+    def remote(self, metastores, warm=False):
+        self.owned.extend(metastores)
+
+        async def done():
+            return None
+        return done()
+
+
+class AssignmentsKept:
+    """Stands in for the Store's assignment writes (the routing table writes them before it tells a shard)."""
+
+    async def assign_shard(self, metastore_id, shard):
+        pass
+
+    async def assign_shards(self, plan):
+        pass
+
+
+async def test_a_hot_metastore_ends_with_a_shard_of_its_own_and_new_or_orphaned_ones_go_elsewhere():
+    """docs/cluster.md "Load, and a hot metastore's own shard": round after round (at most MAX_MOVES
+    moves each, as `rebalance` makes them every ~10 s), the hot metastore's neighbours leave and it
+    stays, until it has its shard to itself; that shard, though far above the fair share, is then
+    left alone; a new metastore and a dead shard's metastores go to the least-loaded shards, not to it."""
+    from shardcat.router.routing import MAX_MOVES, RoutingTable
+    routing = RoutingTable(AssignmentsKept())
+    for name in ("a", "b", "c"):
+        routing.add_shard(ShardHandle(name, f"http://{name}", Owning()))
+    routing.owner = {"hot": "a", "c1": "a", "c2": "a", "c3": "a", "c4": "b", "c5": "c"}
+    routing.load = {"hot": 90.0, **{f"c{i}": 3.0 for i in range(1, 6)}}
+    rounds = []
+    while plan := routing.balance_plan():
+        assert len(plan) <= MAX_MOVES and "hot" not in [m for m, _ in plan], plan
+        for metastore, target in plan:
+            routing.owner[metastore] = target
+        rounds.append(plan)
+        assert len(rounds) < 10, rounds
+    assert len(rounds) == 3                                 # c1, c2, c3: one a round
+    assert routing.owner["hot"] == "a" and [m for m, s in routing.owner.items() if s == "a"] == ["hot"]
+    assert routing.shard_load("a") > 2 * sum(map(routing.shard_load, "abc")) / 3     # far above the fair share
+    assert routing.balance_plan(max_moves=10) == []         # and yet nothing more moves: it is alone
+    # A new metastore goes to the least-loaded shard, never to the hot one's.
+    target = await routing.shard_for("new", cost=0)
+    assert target.name != "a" and routing.owner["new"] == target.name
+    # A shard dies: its metastores go to the least-loaded survivor, none to the hot one's shard.
+    other = "b" if target.name == "c" else "c"
+    orphans = sorted(m for m, s in routing.owner.items() if s == other)
+    moved = await routing.shards_died([other])
+    assert sorted(moved) == orphans and {routing.owner[m] for m in orphans} == {target.name}
+    assert [m for m, s in routing.owner.items() if s == "a"] == ["hot"]
+
+
+def test_ties_go_to_the_shard_whose_node_carries_the_least_so_a_joined_node_gets_metastores():
+    """An empty replacement beside busy shards and a joined node's new, empty shard: the new one takes
+    the move (a node that joins gets metastores; the issue's multinode run once gave it none)."""
+    from shardcat.router.routing import RoutingTable
+    routing = RoutingTable(None)
+    for name, node in (("a", "n1"), ("replacement", "n1"), ("b", "n2"), ("new", "n3")):
+        routing.add_shard(ShardHandle(name, f"http://{name}", None, node_id=node))
+    assert routing.least_loaded({"a": 5.0, "replacement": 0.0, "b": 9.0, "new": 0.0}) == "new"
+    assert routing.least_loaded({"a": 5.0, "replacement": 0.0, "b": 0.0}) == "b"        # n2 carries nothing
+    assert routing.least_loaded({"a": 5.0, "replacement": 0.0, "b": 9.0}) == "replacement"
+    assert routing.least_loaded({"a": 1.0, "b": 2.0}) == "a"                                    # no tie: the least
+    routing.owner = {"m1": "a", "m2": "a", "m3": "b"}
+    routing.load = {"m1": 4.0, "m2": 4.0, "m3": 4.0}
+    assert routing.balance_plan(max_moves=1) == [("m1", "new")]       # not to the replacement beside a
