@@ -32,6 +32,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -54,7 +55,7 @@ from ray._private import utils as ray_utils  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from shardcat.auth import hash_token, new_token  # noqa: E402
-from shardcat.cluster.embedded_db import start_embedded_postgres  # noqa: E402
+from shardcat.cluster.embedded_db import start_embedded_postgres, stop_embedded_postgres  # noqa: E402
 from shardcat.cluster.server import ServeConfig, start  # noqa: E402
 from shardcat.entities.values import now_ms  # noqa: E402
 from shardcat.router.forward import RETRY_BUDGET_SECONDS  # noqa: E402
@@ -435,7 +436,8 @@ def _last(events: list[dict], kind: str, t0: float) -> float | None:
 
 async def main(db: str | None, shards: int, out: Path) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="shardcat-multinode-"))
-    if db is None:      # an embedded server of its own, stopped when this process exits
+    embedded = db is None       # an embedded server of its own, stopped (and its data removed) at the end
+    if embedded:
         db = await asyncio.to_thread(start_embedded_postgres, data_dir / "postgres")
     run = Run(db, shards, data_dir)
     began = time.time()
@@ -465,6 +467,10 @@ async def main(db: str | None, shards: int, out: Path) -> dict:
         result["acknowledged_writes"] = sum(len(v) for v in run.traffic.acknowledged.values()) \
             if hasattr(run, "traffic") else 0
         out.write_text(json.dumps(result, indent=1))
+        if embedded:
+            await asyncio.to_thread(stop_embedded_postgres, data_dir / "postgres")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(RAY_DIR, ignore_errors=True)
     return result
 
 
