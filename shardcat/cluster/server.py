@@ -18,6 +18,7 @@ from ..web.http1 import Listening
 from ..web.http_limits import HttpLimits
 from ..router.routing import RoutingTable
 from ..serving.front import start_shard_front
+from ..serving.gc_policy import freeze_survivors_of_full_collections
 from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig, Shard
 from ..store.databases import parse_databases
@@ -102,6 +103,8 @@ async def start(config: ServeConfig) -> Running:
 
 
 async def serve_forever(config: ServeConfig) -> None:
+    if not (config.shards or config.shards_per_node):
+        freeze_survivors_of_full_collections()     # this process holds the shard and its cache
     running = await start(config)
     print(f"shardcat listening on {running.url}/api/2.1/unity-catalog", flush=True)
     print(f"admin token in {running.admin_token_path}", flush=True)

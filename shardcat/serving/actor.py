@@ -27,6 +27,7 @@ import ray
 
 from ..governance import audit, oidc
 from ..web import http1
+from .gc_policy import freeze_survivors_of_full_collections
 from ..web import metrics as web_metrics
 from . import metrics as serving_metrics
 from ..web.middleware import Authenticator
@@ -70,6 +71,7 @@ class ShardActor:
         if os.nice(0) > 0:
             log.warning("shard %s runs at niceness %d: it yields the CPU to every other process on its node; "
                         "start Ray with RAY_worker_niceness=0 (ray-config/README.md)", self.name, os.nice(0))
+        freeze_survivors_of_full_collections()      # the cache's objects out of every full collection
         store = await Store.open(self.db_url)
         store.secrets = SecretBox(self.secret_keys) if self.secret_keys else None
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache,

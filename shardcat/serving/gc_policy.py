@@ -1,0 +1,43 @@
+"""How a serving process's cyclic garbage collector treats the objects that stay: the shard's cache.
+
+A shard keeps tens of thousands of cached assets alive for as long as it owns their metastore, and
+CPython's full collection walks every tracked object each time the heap has grown by a quarter.
+Under a stream of writes that made one pause of ~100-200 ms every few seconds, the p99 of every
+write and read behind it: `python -m benchmarks.bench_writes --writers 32 --paths shard`, createTable
+p99 191 ms with the collector as it comes, 25 ms with it off (docs/benchmarks.md, issue 33).
+
+Here each full collection's survivors are moved to the permanent generation (`gc.freeze`), so the
+next full collection walks only what came after: the pause grows with the new objects, not with the
+cache. What a full collection would still have found among the frozen (a reference cycle that
+became garbage later) is found every `UNFREEZE_EVERY` full collections, when everything is walked
+once more, so nothing cyclic is kept for ever.
+"""
+
+from __future__ import annotations
+
+import gc
+
+UNFREEZE_EVERY = 20      # full collections between two that walk the whole heap
+
+
+class _FreezeSurvivors:
+    def __init__(self):
+        self.full_collections = 0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase != "stop" or info["generation"] != 2:
+            return
+        self.full_collections += 1
+        if self.full_collections % UNFREEZE_EVERY == 0:
+            gc.unfreeze()       # the next full collection walks the whole heap again
+        else:
+            gc.freeze()
+
+
+_POLICY = _FreezeSurvivors()
+
+
+def freeze_survivors_of_full_collections() -> None:
+    """Install the policy in this process (once; calling again does nothing)."""
+    if _POLICY not in gc.callbacks:
+        gc.callbacks.append(_POLICY)

@@ -1,0 +1,28 @@
+"""The serving processes' collector policy: a full collection's survivors are frozen, and every
+UNFREEZE_EVERY-th full collection walks the whole heap again."""
+
+import gc
+
+from shardcat.serving import gc_policy
+
+
+def test_survivors_of_a_full_collection_are_frozen_and_unfrozen_in_turn():
+    gc.unfreeze()
+    before = list(gc.callbacks)
+    try:
+        gc_policy.freeze_survivors_of_full_collections()
+        gc_policy.freeze_survivors_of_full_collections()
+        assert gc.callbacks.count(gc_policy._POLICY) == 1       # installed once
+        kept = [[i] for i in range(1000)]           # tracked objects that survive
+        gc_policy._POLICY.full_collections = 0
+        gc.collect(0)
+        assert gc.get_freeze_count() == 0           # a young collection freezes nothing
+        gc.collect()
+        assert gc.get_freeze_count() >= len(kept)
+        gc_policy._POLICY.full_collections = gc_policy.UNFREEZE_EVERY - 1
+        gc.collect()
+        assert gc.get_freeze_count() == 0           # the whole heap is the collector's again
+        assert gc_policy._POLICY.full_collections == gc_policy.UNFREEZE_EVERY
+    finally:
+        gc.callbacks[:] = before
+        gc.unfreeze()
