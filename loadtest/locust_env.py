@@ -18,6 +18,7 @@ REQUIREMENT = "locust>=2.20"
 
 
 def _has_locust(python: str) -> bool:
+    # In a child: importing Locust patches the importing process's sockets and threads (gevent).
     return subprocess.run([python, "-c", "import locust"], capture_output=True).returncode == 0
 
 
