@@ -188,6 +188,16 @@ def _asset(row) -> Asset:
     )
 
 
+def _asset_of(metastore_id: str, row) -> Asset | None:
+    """The row's asset if it is one of this metastore's. Reads by id check the metastore here, not in
+    SQL: there the id stays the only condition an index can take, where a plan PostgreSQL caches
+    while a metastore is small could take the metastore's names index and, once it grows, walk
+    every asset of the metastore for one id."""
+    if row is None or row["id"] is None or row["metastore_id"] != uuid.UUID(str(metastore_id)):
+        return None
+    return _asset(row)
+
+
 def _metastore(row) -> Metastore:
     return Metastore(id=str(row["id"]), name=row["name"], version=row["version"], info=row["info"])
 
@@ -600,8 +610,7 @@ class Store:
     @_homed
     async def get_asset_by_id(self, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
         rows = await (await self.home(metastore_id)).fetch(
-            """SELECT m.version AS ms_version, a.* FROM metastores m
-                LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = $2 WHERE m.id = $1""",
+            "SELECT m.version AS ms_version, a.* FROM metastores m LEFT JOIN assets a ON a.id = $2 WHERE m.id = $1",
             uuid.UUID(metastore_id), uuid.UUID(asset_id),
         )
         return _versioned_one(metastore_id, rows)
@@ -610,7 +619,7 @@ class Store:
     async def get_assets_by_ids(self, metastore_id: str, ids: list[str]) -> tuple[int, list[Asset]]:
         rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
-               LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = ANY($2::uuid[]) WHERE m.id = $1""",
+               LEFT JOIN assets a ON a.id = ANY($2::uuid[]) WHERE m.id = $1""",
             uuid.UUID(metastore_id), ids,
         )
         return _versioned_many(metastore_id, rows)
@@ -629,7 +638,7 @@ class Store:
         rows = await (await self.home(metastore_id)).fetch(
             """SELECT m.version AS ms_version, a.* FROM metastores m
                LEFT JOIN LATERAL (
-                   SELECT * FROM assets WHERE metastore_id = m.id AND id = ANY($4::uuid[])
+                   SELECT * FROM assets WHERE id = ANY($4::uuid[])
                    UNION ALL
                    SELECT a.* FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
                    JOIN assets a ON a.metastore_id = m.id AND a.namespace = k.namespace
@@ -1326,18 +1335,16 @@ class WriteTx:
     # ---- Delta commits of catalog-managed tables (shardcat/delta/commits.py) ----
 
     async def get_by_id(self, asset_id: str) -> Asset | None:
-        row = await self._conn.fetchrow(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = $1 AND metastore_id = $2",
-                                       uuid.UUID(asset_id), uuid.UUID(self.metastore_id))
-        return _asset(row) if row else None
+        row = await self._conn.fetchrow(f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = $1", uuid.UUID(asset_id))
+        return _asset_of(self.metastore_id, row)
 
     async def table_with_delta_head(self, table_id: str) -> tuple[Asset | None, int | None, int | None]:
         """`get_by_id` and `delta_head` of a table in one round trip."""
         row = await self._conn.fetchrow(
             f"""SELECT {_ASSET_COLUMNS}, h.latest, h.published
-                FROM (SELECT {_DELTA_HEAD}) h
-                LEFT JOIN assets a ON a.id = $1 AND a.metastore_id = $2""",
-            uuid.UUID(table_id), uuid.UUID(self.metastore_id))
-        return (_asset(row) if row["id"] is not None else None), row["latest"], row["published"]
+                FROM (SELECT {_DELTA_HEAD}) h LEFT JOIN assets a ON a.id = $1""",
+            uuid.UUID(table_id))
+        return _asset_of(self.metastore_id, row), row["latest"], row["published"]
 
     async def delta_head(self, table_id: str) -> tuple[int | None, int | None]:
         """(latest ratified version, latest published version) of a table; None where there is none."""
@@ -1395,9 +1402,9 @@ async def _insert_assets(conn, assets: list[Asset]) -> None:
         [a.info for a in assets], [a.written_at for a in assets])
 
 
-# A table's latest and latest published Delta versions, of table $1: each a walk down the primary
-# key from the top that stops at the first row that answers (the published one past the unpublished
-# few, bounded by the table's limit), not an aggregate over every commit the table ever had.
+# A table's latest and latest published Delta versions, of table $1: each a walk down an index from
+# the top that stops at its first entry (the primary key; the published commits' partial index), not
+# an aggregate over every commit the table ever had nor a filter that a cached plan may turn into one.
 _DELTA_HEAD = """(SELECT version FROM delta_commits WHERE table_id = $1 ORDER BY version DESC LIMIT 1) AS latest,
                  (SELECT version FROM delta_commits WHERE table_id = $1 AND published
                   ORDER BY version DESC LIMIT 1) AS published"""
@@ -1420,7 +1427,7 @@ async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) ->
 def _versioned_many(metastore_id: str, rows) -> tuple[int, list[Asset]]:
     if not rows:
         raise MetastoreGone(metastore_id)
-    return rows[0]["ms_version"], [_asset(r) for r in rows if r["id"] is not None]
+    return rows[0]["ms_version"], [a for a in (_asset_of(metastore_id, r) for r in rows) if a is not None]
 
 
 def _versioned_one(metastore_id: str, rows) -> tuple[int, Asset | None]:
@@ -1431,7 +1438,7 @@ def _versioned_one(metastore_id: str, rows) -> tuple[int, Asset | None]:
 async def _versioned_one_by_id(conn, metastore_id: str, asset_id: str) -> tuple[int, Asset | None]:
     rows = await conn.fetch(
         """SELECT m.version AS ms_version, a.* FROM metastores m
-           LEFT JOIN assets a ON a.metastore_id = m.id AND a.id = $2 WHERE m.id = $1""",
+           LEFT JOIN assets a ON a.id = $2 WHERE m.id = $1""",
         uuid.UUID(metastore_id), uuid.UUID(asset_id),
     )
     return _versioned_one(metastore_id, rows)
