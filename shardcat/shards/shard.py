@@ -400,12 +400,14 @@ class Shard:
             after = batch[-1].name
             want = min(want * 4, MAX_LISTING_BATCH)
 
-    async def write(self, metastore_id: str, body):
+    async def write(self, metastore_id: str, body, *, prefetch: tuple[str, str] | None = None):
         """Run `body(tx, state)` as one metastore write, retrying on version conflicts.
 
         `body` validates against the transaction's reads and the state's trie, then
         writes through `tx`. A CatalogError from it rolls the whole write back.
-        Writes that queue behind one in flight commit together (group_commit.py).
+        Writes that queue behind one in flight commit together (group_commit.py); `prefetch`
+        names what the body will read first (`WriteBatch.prefetch`), which a group reads for all
+        its writes in one statement.
         """
         state = await self.state(metastore_id)
         body = _written_by(WRITER.get(), body)
@@ -420,7 +422,7 @@ class Shard:
             result, version = await self._write_alone(state, body)
             WRITTEN_VERSION.set(version)
             return result
-        pending = PendingWrite(body, asyncio.get_running_loop().create_future())
+        pending = PendingWrite(body, asyncio.get_running_loop().create_future(), prefetch)
         # Its writer may have stopped waiting (cancelled): the outcome is then nobody's to read.
         pending.done.add_done_callback(lambda done: done.cancelled() or done.exception())
         state.pending.append(pending)
@@ -496,6 +498,7 @@ class Shard:
                     pending.reset()
                 try:
                     async with self.store.write_batch(state.id, state.version, savepoints=savepoints) as group:
+                        await group.prefetch([pending.prefetch for pending in batch if pending.prefetch])
                         for pending in batch:
                             await self._write_in_group(state, group, pending)
                 except GroupSpoiled:

@@ -1035,10 +1035,27 @@ class WriteBatch:
         # Optimistic groups: new assets' rows not sent yet, and the connection the writes see,
         # which sends them before any statement of its own.
         self.deferred: list[Asset] = []
+        self.deferred_commits: list[tuple] = []     # `add_delta_commit`'s statements' arguments
         self._conn = conn if savepoints else _FlushingConnection(self)
         # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
         # locked, so its assets change only through the group's own puts and deletes meanwhile.
         self.reads: dict[tuple[str, str], Asset | None] = {}
+        # Likewise Delta tables with their heads, by table id (`WriteTx.heads`; `prefetch` fills it).
+        self.heads: dict[str, tuple[Asset | None, int | None, int | None]] = {}
+
+    async def prefetch(self, keys: list[tuple[str, str]]) -> None:
+        """Read ahead, in one statement, what the group's writes say they will read (`Shard.write`'s
+        `prefetch`): ("delta_head", table id) reads the table and its Delta head, for
+        `WriteTx.table_with_delta_head`. Unknown kinds are ignored."""
+        ids = sorted({key for kind, key in keys if kind == "delta_head" and key not in self.heads})
+        if not ids:
+            return
+        try:
+            rows = await self.conn.fetch(_DELTA_HEADS, [uuid.UUID(i) for i in ids])
+        except ValueError:
+            return      # an id that is no uuid: each write reads (and refuses) its own
+        for row in rows:
+            self.heads[str(row["table_id"])] = (_asset_of(self.metastore_id, row), row["latest"], row["published"])
 
     @asynccontextmanager
     async def write(self):
@@ -1047,9 +1064,10 @@ class WriteBatch:
             await self.conn.execute("RELEASE SAVEPOINT group_write; SAVEPOINT group_write" if self._savepoint
                                     else "SAVEPOINT group_write")
             self._savepoint = True
-        tx = WriteTx(self._conn, self.metastore_id, self.version + 1, self.reads)
+        tx = WriteTx(self._conn, self.metastore_id, self.version + 1, self.reads, self.heads)
         if not self.savepoints:
             tx.defer = self.deferred.append
+            tx.defer_commit = self.deferred_commits.append
         tx.earlier = tuple(self.logged)     # not in the change log until the group commits (store/conflicts.py)
         try:
             yield tx
@@ -1060,13 +1078,13 @@ class WriteBatch:
                 if tx.dirty or _from_database(e):
                     raise GroupSpoiled(str(e)) from e
                 raise                       # nothing of it was sent that changed anything: it fails alone
-            self.reads.clear()              # they may hold what the rolled-back write did
+            tx.forget_reads()               # they may hold what the rolled-back write did
             if not self.conn.is_closed():
                 await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
             raise
         except BaseException:
             if self.savepoints:
-                self.reads.clear()
+                tx.forget_reads()
                 if not self.conn.is_closed():
                     await self.conn.execute("ROLLBACK TO SAVEPOINT group_write")
             raise
@@ -1074,10 +1092,14 @@ class WriteBatch:
         self.logged.append(tx)
 
     async def flush(self) -> None:
-        """Send the deferred rows of new assets, in one statement."""
+        """Send the deferred rows of new assets, in one statement, then the deferred Delta commits,
+        in one round trip (each its own statement, as a write alone sends it: one plan for both)."""
         if self.deferred:
             rows, self.deferred = self.deferred, []
             await _insert_assets(self.conn, rows)
+        if self.deferred_commits:
+            commits, self.deferred_commits = self.deferred_commits, []
+            await self.conn.executemany(_ADD_DELTA_COMMIT, commits)
 
     async def flush_at_end(self) -> None:
         """`flush` once the writes are done; a row refused then (a name taken) spoils the group."""
@@ -1133,7 +1155,7 @@ UNKNOWN = object()     # `WriteTx.known`: not read yet
 class WriteTx:
     """The inside of one metastore write: reads see everything committed before it."""
 
-    def __init__(self, conn, metastore_id: str, version: int, reads: dict | None = None):
+    def __init__(self, conn, metastore_id: str, version: int, reads: dict | None = None, heads: dict | None = None):
         self._conn = conn
         # Whether this write may have changed rows: set before each statement that does, and when
         # its connection is taken for statements of the caller's own (`conn`). A write of an
@@ -1146,6 +1168,9 @@ class WriteTx:
         # writes, their common parents). Kept true by `put` and `delete`, the only ways a write
         # changes assets; whoever rolls back part of the transaction calls `forget_reads`.
         self.reads: dict[tuple[str, str], Asset | None] = {} if reads is None else reads
+        # Delta tables read in this transaction with their heads, id -> (table or None, latest,
+        # published): kept true by `add_delta_commit`, `publish_delta_commits`, `put` and `delete`.
+        self.heads: dict[str, tuple[Asset | None, int | None, int | None]] = {} if heads is None else heads
         self.changed: set[str] = set()         # ids this write changed; `touch` says how, for the change feed
         self.parents: set[str] = set()
         self.written: dict[str, Asset] = {}   # id -> new state
@@ -1156,6 +1181,7 @@ class WriteTx:
         self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
         self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
         self.defer = None       # an optimistic group's: takes a new asset's row, sent with the group's next statement
+        self.defer_commit = None    # likewise a Delta commit's statement (WriteBatch.flush)
 
     @property
     def conn(self):
@@ -1197,12 +1223,15 @@ class WriteTx:
     def forget_reads(self) -> None:
         """Part of the transaction was rolled back (a savepoint): what was read may have changed."""
         self.reads.clear()
+        self.heads.clear()
 
     def _changed(self, ids: set[str], keys: list[tuple[str, str]]) -> None:
         """Assets `ids` were written or deleted, now found under `keys`: their reads go."""
         reads = self.reads
         for key in keys:
             reads.pop(key, None)
+        for asset_id in ids:
+            self.heads.pop(asset_id, None)
         for key in [k for k, a in reads.items() if a is not None and a.id in ids]:
             del reads[key]
 
@@ -1339,17 +1368,31 @@ class WriteTx:
         return _asset_of(self.metastore_id, row)
 
     async def table_with_delta_head(self, table_id: str) -> tuple[Asset | None, int | None, int | None]:
-        """`get_by_id` and `delta_head` of a table in one round trip."""
+        """`get_by_id` and `delta_head` of a table in one round trip, or none when this write or its
+        group has read them already."""
+        try:
+            return self.heads[table_id]
+        except KeyError:
+            pass
         row = await self._conn.fetchrow(
             f"""SELECT {_ASSET_COLUMNS}, h.latest, h.published
                 FROM (SELECT {_DELTA_HEAD}) h LEFT JOIN assets a ON a.id = $1""",
             uuid.UUID(table_id))
-        return _asset_of(self.metastore_id, row), row["latest"], row["published"]
+        self.heads[table_id] = head = (_asset_of(self.metastore_id, row), row["latest"], row["published"])
+        return head
 
     async def delta_head(self, table_id: str) -> tuple[int | None, int | None]:
         """(latest ratified version, latest published version) of a table; None where there is none."""
+        if table_id in self.heads:
+            return self.heads[table_id][1:]
         row = await self._conn.fetchrow(f"SELECT {_DELTA_HEAD}", uuid.UUID(table_id))
         return row["latest"], row["published"]
+
+    def _moved_head(self, table_id: str, latest: int | None, published: int | None) -> None:
+        if table_id in self.heads:
+            table, was_latest, was_published = self.heads[table_id]
+            self.heads[table_id] = (table, was_latest if latest is None else latest,
+                                    was_published if published is None else published)
 
     async def delta_commit_at(self, table_id: str, version: int) -> dict | None:
         row = await self._conn.fetchrow("SELECT * FROM delta_commits WHERE table_id = $1 AND version = $2",
@@ -1362,18 +1405,14 @@ class WriteTx:
         """Ratify a commit; with `publish_up_to` (below `version`), then `publish_delta_commits` up to
         it in the same round trip (`published`: the table's latest published version before)."""
         self.dirty = True
+        assert publish_up_to is None or publish_up_to < version
         args = (uuid.UUID(table_id), version, uuid.UUID(self.metastore_id), file_name, file_size,
-                file_modification_timestamp, commit_timestamp, content, now_ms())
-        if publish_up_to is None:
-            await self._conn.execute(f"INSERT INTO delta_commits {_DELTA_COMMIT_VALUES}", *args)
+                file_modification_timestamp, commit_timestamp, content, now_ms(), publish_up_to, published)
+        if self.defer_commit is not None:
+            self.defer_commit(args)
         else:
-            assert publish_up_to < version
-            # The update does not see the row the insert adds (one snapshot): it is above `publish_up_to`.
-            await self._conn.execute(
-                f"""WITH added AS (INSERT INTO delta_commits {_DELTA_COMMIT_VALUES})
-                    UPDATE delta_commits SET published = true, content = NULL
-                    WHERE table_id = $1 AND version > $11 AND version <= $10 AND NOT published""",
-                *args, publish_up_to, published)
+            await self._conn.execute(_ADD_DELTA_COMMIT, *args)
+        self._moved_head(table_id, version, publish_up_to)
         self.touch(table_id, "DELTA_COMMIT")
         if publish_up_to is not None:
             self.touch(table_id, "DELTA_PUBLISH")
@@ -1387,6 +1426,7 @@ class WriteTx:
             """UPDATE delta_commits SET published = true, content = NULL
                WHERE table_id = $1 AND version > $3 AND version <= $2 AND NOT published""",
             uuid.UUID(table_id), up_to, published)
+        self._moved_head(table_id, None, up_to)
         self.touch(table_id, "DELTA_PUBLISH")
 
 
@@ -1409,9 +1449,22 @@ _DELTA_HEAD = """(SELECT version FROM delta_commits WHERE table_id = $1 ORDER BY
                  (SELECT version FROM delta_commits WHERE table_id = $1 AND published
                   ORDER BY version DESC LIMIT 1) AS published"""
 
-_DELTA_COMMIT_VALUES = """(table_id, version, metastore_id, file_name, file_size, file_modification_timestamp,
-                                commit_timestamp, content, ratified_at)
-                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"""
+# Tables by id ($1, an array) with their Delta heads: each a lookup per id (a LIMIT keeps the
+# planner from joining the tables as wholes).
+_DELTA_HEADS = f"""SELECT t.id AS table_id, a.*,
+        (SELECT version FROM delta_commits WHERE table_id = t.id ORDER BY version DESC LIMIT 1) AS latest,
+        (SELECT version FROM delta_commits WHERE table_id = t.id AND published ORDER BY version DESC LIMIT 1) AS published
+    FROM unnest($1::uuid[]) AS t(id) LEFT JOIN LATERAL (SELECT {_ASSET_COLUMNS} FROM assets WHERE id = t.id LIMIT 1) a ON true"""
+
+# Ratify a commit and, when $10 (below its version) is not null, mark the versions above $11 (the
+# latest published before) up to $10 published: an inline commit's content is not needed then. The
+# update does not see the row the insert adds (one snapshot): it is above $10.
+_ADD_DELTA_COMMIT = """WITH added AS (
+        INSERT INTO delta_commits (table_id, version, metastore_id, file_name, file_size, file_modification_timestamp,
+                                   commit_timestamp, content, ratified_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9))
+    UPDATE delta_commits SET published = true, content = NULL
+    WHERE table_id = $1 AND version > $11 AND version <= $10::bigint AND NOT published"""
 
 
 async def _get_asset(conn, metastore_id: str, namespace: str, full_name: str) -> tuple[int, Asset | None]:

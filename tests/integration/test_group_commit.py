@@ -356,6 +356,74 @@ def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_pat
     asyncio.run(scenario())
 
 
+def test_a_groups_delta_commits_read_ahead_and_sent_together_survive_a_replay(pg_url, tmp_path):
+    """A group reads its Delta commits' tables and heads in one statement and sends the commits
+    together (WriteBatch.prefetch, `defer_commit`); what a write of the group ratified is what the
+    next one sees, and a write that spoils the group (it failed after ratifying a commit) takes none
+    of the others with it, and leaves nothing of its own: the group runs again with savepoints,
+    where what the failed write read and ratified is forgotten with its savepoint."""
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            delta = DeltaCommitService(shard)
+            refs = []
+            for name in ("d1", "d2"):
+                staging = await service.create_staging_table(caller, {"name": name, "catalog_name": "c",
+                                                                      "schema_name": "s"})
+                table = await service.create(caller, "table", {
+                    **_table(name), "columns": [{"name": "id", "type_name": "LONG"}],
+                    "storage_location": staging["staging_location"],
+                    "properties": {"delta.feature.catalogManaged": "supported",
+                                   "io.unitycatalog.tableId": staging["id"]}})
+                refs.append({"table_id": table["table_id"], "table_uri": table["storage_location"]})
+
+            def proposal(ref: dict, version: int, **more) -> dict:
+                return {**ref, "commit_info": {"version": version, "timestamp": 1, "file_size": 1,
+                                               "file_name": f"{version:020d}.{uuid.uuid4()}.json",
+                                               "file_modification_timestamp": 1}, **more}
+
+            d1, d2 = refs
+
+            async def ratifies_then_fails(tx, state):
+                """Ratifies d1's version 4 (as the group's last write will) and fails: none of it stays."""
+                _, latest, _ = await tx.table_with_delta_head(d1["table_id"])
+                assert latest == 3
+                await tx.add_delta_commit(d1["table_id"], 4, f"{4:020d}.{uuid.uuid4()}.json", 1, 1, 1, None)
+                raise CatalogError("INVALID_PARAMETER_VALUE", "this write fails after writing a row")
+
+            for replay in (False, True):
+                base = 2 if replay else 0
+                release, held = await _hold(shard, ms)
+                writes = [delta.commit(caller, proposal(d1, base + 1)),
+                          delta.commit(caller, proposal(d2, base // 2 + 1)),
+                          delta.commit(caller, proposal(d1, base + 1)),      # taken by the first, in this group
+                          delta.commit(caller, proposal(d1, base + 2, latest_backfilled_version=base + 1))]
+                if replay:
+                    writes.insert(2, shard.write(ms, ratifies_then_fails))
+                queued = [asyncio.create_task(_outcome(w)) for w in writes]
+                await asyncio.sleep(0)
+                assert len(shard.states[ms].pending) == len(writes)
+                release.set()
+                await held
+                outcomes = await asyncio.gather(*queued)
+                expected = [{}, {}, "RESOURCE_CONFLICT", {}]
+                if replay:
+                    expected.insert(2, "INVALID_PARAMETER_VALUE")
+                assert outcomes == expected
+                assert shard.stats["group_replays"] == (1 if replay else 0)
+            async with (await store.home(ms)).acquire() as conn:
+                rows = await conn.fetch("SELECT table_id, version, published FROM delta_commits "
+                                        "WHERE table_id = ANY($1::uuid[]) ORDER BY table_id, version",
+                                        [uuid.UUID(r["table_id"]) for r in refs])
+            got = {(str(r["table_id"]), r["version"]): r["published"] for r in rows}
+            assert got == {(d1["table_id"], 1): True, (d1["table_id"], 2): True, (d1["table_id"], 3): True,
+                           (d1["table_id"], 4): False, (d2["table_id"], 1): False, (d2["table_id"], 2): False}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
 def test_two_owners_writing_in_groups_lose_nothing_and_share_no_version(pg_url, tmp_path):
     """Two shards own the metastore (a move in progress) and each groups its writers: their groups
     conflict on the metastore's version and run again on fresh state. Every acknowledged write is
