@@ -145,7 +145,8 @@ class _Joined:
     def __getattr__(self, name):
         return getattr(self._shard, name)
 
-    async def write(self, metastore_id: str, body):
+    async def write(self, metastore_id: str, body, *, prefetch=None):
+        """As `Shard.write`, inside the transaction's write (there is no group to read ahead for)."""
         if metastore_id != self._state.id:
             raise invalid("A transaction writes one metastore.")
         tx = self._tx
