@@ -127,6 +127,11 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX, max_unpublished: i
     return [web.post(f"{prefix}/delta/preview/commits", post), web.get(f"{prefix}/delta/preview/commits", get)]
 
 
+def fast_writes(serving: ShardServing, max_unpublished: int = MAX_UNPUBLISHED) -> dict:
+    """A commit, for the shard's front to make itself (serving/front.py), as `post` makes it."""
+    return {("POST", "/delta/preview/commits"): DeltaCommitService(serving.shard, max_unpublished).commit}
+
+
 # ---- table creation: which new managed Delta tables are catalog-managed ----------------
 
 async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:

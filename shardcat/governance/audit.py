@@ -452,20 +452,23 @@ def recorded_elsewhere() -> None:
 def _row(request: web.Request, response: web.StreamResponse, current: dict, route: str, action: str, at: int,
          sent: bytes | None) -> tuple:
     """A request's row in _COLUMNS order, built directly: this runs for every request."""
-    status = response.status
+    body = getattr(response, "body", None)
+    return _row_for(current, route, action, at, request.method, request.match_info, request.get("caller"),
+                    response.status, body if isinstance(body, bytes) else None, sent)
+
+
+def _row_for(current: dict, route: str, action: str, at: int, method: str, match, caller, status: int,
+             body: bytes | None, sent: bytes | None) -> tuple:
     if "securable_type" in current:     # the handler named its securable (`annotate`)
-        kind = current["securable_type"] or _securable_from_route(route, request.match_info)[0]
+        kind = current["securable_type"] or _securable_from_route(route, match)[0]
         name, ident = current["securable_name"], current["securable_id"]
         creates = False
     else:
-        kind, name, ident = _securable_from_route(route, request.match_info)
-        creates = request.method == "POST" and name is None
+        kind, name, ident = _securable_from_route(route, match)
+        creates = method == "POST" and name is None
     # Decode the answer only when it is needed: errors (small) and creates (they name their object).
     # Reads are the bulk of the traffic and their answers can be large; their route names the securable.
-    answer = {}
-    if status >= 400 or creates:
-        body = getattr(response, "body", None)
-        answer = _json_of(body) if isinstance(body, bytes) else {}
+    answer = _json_of(body) if status >= 400 or creates else {}
     if creates:
         # A create names its object in the answer (or, when refused, in the request body).
         name, ident = _from_json(answer if status < 400 else _json_of(sent), kind)
@@ -474,7 +477,7 @@ def _row(request: web.Request, response: web.StreamResponse, current: dict, rout
         if isinstance(answer.get("error"), dict):     # the UC Delta API's shape: {"error": {"type", "message"}}
             answer = {"error_code": answer["error"].get("type"), "message": answer["error"].get("message")}
         error_code, message = _text(answer.get("error_code"), 200), _text(answer.get("message"), 2000)
-    return _row_of(at, current["request_id"], request.get("caller"), action, current["route"], kind, name, ident,
+    return _row_of(at, current["request_id"], caller, action, current["route"], kind, name, ident,
                    status, error_code, message)
 
 
@@ -510,6 +513,13 @@ def answered_row(route: FrontRoute, match: dict, caller, request_id: str, at: in
     and whose handler names none: for a front answering such a request itself (serving/front.py)."""
     kind, name, ident = _securable_from_route(route.route, match)
     return _row_of(at, request_id, caller, route.action, route.label, kind, name, ident, 200, None, None)
+
+
+def written_row(route: FrontRoute, context: answering, caller, at: int, status: int, body: bytes,
+                sent: bytes) -> tuple:
+    """The row the middleware records for a write (a POST without path parameters) that a front
+    answered itself (serving/front.py), `body` its answer, `sent` the request's body."""
+    return _row_for(context.current, route.route, route.action, at, "POST", {}, caller, status, body, sent)
 
 
 def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, name, ident, status: int,

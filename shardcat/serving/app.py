@@ -223,14 +223,7 @@ def _metastore_session(shard: Shard):
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
         except CatalogError as e:
-            written = WRITTEN_VERSION.get()
-            if e.code != "NOT_OWNER" or written is None:
-                raise
-            # NOT_OWNER tells the router that nothing was done here, and it sends the request to the
-            # owner: never so for a write this request applied (the metastore moved after it).
-            raise CatalogError("TEMPORARILY_UNAVAILABLE",
-                               f"The write was applied at metastore version {written}, but the metastore moved "
-                               "to another shard before its answer was made; read it back there.") from None
+            raise after_written(e) from None
         # A write's answer names the version it made (a later write of its group may be applied too).
         version = WRITTEN_VERSION.get()
         if version is None:
@@ -240,6 +233,18 @@ def _metastore_session(shard: Shard):
         return response
 
     return middleware
+
+
+def after_written(error: CatalogError) -> CatalogError:
+    """What a request answers for `error`, raised once its write may have been applied (its version
+    in WRITTEN_VERSION): NOT_OWNER tells the router that nothing was done here, and it sends the
+    request to the owner: never so for a write this request applied (the metastore moved after it)."""
+    written = WRITTEN_VERSION.get()
+    if error.code != "NOT_OWNER" or written is None:
+        return error
+    return CatalogError("TEMPORARILY_UNAVAILABLE",
+                        f"The write was applied at metastore version {written}, but the metastore moved "
+                        "to another shard before its answer was made; read it back there.")
 
 
 def served_version(shard: Shard, metastore_id: str | None, before: MetastoreState | None) -> int | None:
@@ -259,9 +264,18 @@ class Serving:
     catalogs: CatalogService
     resolver: ResolveService
     audit_log: AuditLog
+    max_body_bytes: int = MAX_BODY_BYTES     # the app's limit (413 above it)
 
 
 SERVING = web.AppKey("serving", Serving)
+
+
+def fast_writes(serving: Serving) -> dict:
+    """The creates of the catalog tree's types, for the shard's front to make itself (serving/front.py):
+    (method, path) -> work(caller, body) -> the answer, as the app's handlers make them."""
+    catalogs = serving.catalogs
+    return {("POST", f"/{path}"): (lambda caller, body, type_name=type_name: catalogs.create(caller, type_name, body))
+            for type_name, path, _, _ in CRUD}
 
 
 def shard_routes(serving: Serving) -> list[web.RouteDef]:
@@ -295,7 +309,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
     app.on_startup.append(purge_start)
     app.on_cleanup.append(purge_stop)
-    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log)
+    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log, max_body_bytes)
     app[SERVING] = serving
     app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
     # The app's own handlers (probes, the document, the explorer, the audit log; the account's in one

@@ -1,19 +1,25 @@
 """A shard's public HTTP/1.1 server: answers the gets and lists of catalogs, schemas, tables and
-volumes and the batched resolve itself, and relays every other request to the shard's aiohttp
-app behind it.
+volumes, the batched resolve, the creates of those types and Delta commits itself, and relays
+every other request to the shard's aiohttp app behind it.
 
-aiohttp.web's request and response machinery was most of a shard's work per cached read. The
-front answers such a read with the same service calls, records the same audit row and sends
-the same headers as the app would, building no aiohttp objects. It answers only the plain
-success: a request it cannot parse simply, or whose caller, lookup or authorization fails in
-any way, goes to the app unchanged (a read, so nothing is done twice), and the app stays the one
-definition of errors, retries and everything else.
+aiohttp.web's request and response machinery was most of a shard's work per cached read, and
+near half of its work per write. The front answers such a request with the same service calls,
+records the same audit row and sends the same headers as the app would, building no aiohttp
+objects. It answers only the plain success: a read it cannot parse simply, or whose caller,
+lookup or authorization fails in any way, goes to the app unchanged (a read, so nothing is done
+twice), and the app stays the one definition of errors, retries and everything else. So does a
+write refused before anything was written (a CatalogError below 500, and no version written):
+the app refuses it again as it always does. A write that fails otherwise may have been applied:
+the front answers that failure itself, as the app would, and never sends the write again.
 """
 
 from __future__ import annotations
 
 import time
+from importlib import import_module
 from typing import Awaitable, Callable
+
+import orjson
 
 from aiohttp import web
 
@@ -24,11 +30,15 @@ from ..web.http_limits import HttpLimits
 from ..web.shard_client import Address, Answer, ShardClient
 from ..errors import CatalogError
 from ..web import registry
-from ..web.kit import reading_at_least
+from ..entities.secrets import scrub, secret_values
+from ..store.db import WRITER, MetastoreGone
+from ..shards.shard import WRITTEN_VERSION
+from ..web.kit import encode_json, json_object, reading_at_least
+from ..web.middleware import unexpected_error
 from ..web.fronts import answered
 from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
-from .app import CRUD, SERVING, found_json, listed_json, resolved_json, served_version
+from .app import CRUD, SERVING, after_written, found_json, listed_json, resolved_json, served_version
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
@@ -37,8 +47,11 @@ _UNDER = PREFIX + "/"
 # What this front can answer itself; of that, what the endpoint registry says it does answer.
 _CAN = {("POST", "/resolve")} | {("GET", f"/{s}") for _, s, _, _ in CRUD} | {("GET", f"/{s}/{{{k}}}") for _, s, k, _ in CRUD}
 _FAST = frozenset((e.method, e.path) for e in registry.served_by(registry.SHARD) if e.fast)
-if not _FAST <= _CAN:
-    raise ValueError(f"the shard front cannot answer {sorted(_FAST - _CAN)} itself: unmark `fast` in web/registry.py")
+# Writes are made by the work their module's `fast_writes(serving)` gives (a POST without path parameters).
+_FAST_WRITES = [e for e in registry.served_by(registry.SHARD) if e.fast and (e.method, e.path) not in _CAN]
+if any(e.method != "POST" or "{" in e.path or e.module is None for e in _FAST_WRITES):
+    raise ValueError(f"the shard front cannot answer {[(e.method, e.path) for e in _FAST_WRITES]} itself: "
+                     "unmark `fast` in web/registry.py")
 
 
 class _Route:
@@ -74,6 +87,15 @@ class ShardFront:
         self.audit_log = serving.audit_log
         self.app_address = app_address
         self.client = ShardClient()
+        self.max_body_bytes = serving.max_body_bytes
+        # path under the prefix -> (route, work(caller, body)) of each write this front makes itself
+        self.writes = {}
+        for e in _FAST_WRITES:
+            work = import_module(f"shardcat.{e.module}").fast_writes(serving).get((e.method, e.path))
+            if work is None:
+                raise ValueError(f"shardcat.{e.module}.fast_writes gives no {e.method} {e.path}: unmark `fast` "
+                                 "in web/registry.py or add it there")
+            self.writes[e.path] = (_Route(e.method, e.path), work)
         # requests answered each way; of those through the app, the ones the front tried first.
         # Plain ints in the app's `Observed`, which its /metrics reads (web/metrics.py).
         observed = app[OBSERVED]
@@ -86,7 +108,12 @@ class ShardFront:
         return await answered(self, request, self._answer_itself(request))
 
     async def _answer_itself(self, request: http1.Request) -> Answer | None:
-        """The answer of a plain, successful read; None for the app to answer."""
+        """The answer of a plain, successful read, or of a write; None for the app to answer."""
+        if request.method == "POST":
+            raw = request.raw_path      # an exact path: no query, no escapes
+            write = self.writes.get(raw[len(PREFIX):]) if raw.startswith(_UNDER) else None
+            if write is not None:
+                return await self._write(request, *write)
         target = self._target(request)
         if target is None:
             return None
@@ -111,6 +138,50 @@ class ShardFront:
         if version is not None:
             headers[VERSION_HEADER] = str(version)
         return Answer(200, headers, body)
+
+    async def _write(self, request: http1.Request, route: _Route, work) -> Answer | None:
+        """A write's answer, made as the app would make it (its middlewares: serving/app.py
+        `make_shard_app`); None for the app to answer: a request it must see (no caller known
+        here, a body over its limit) or one refused before anything was written."""
+        if len(request.body) > self.max_body_bytes:
+            return None
+        caller = await self._caller(request)
+        if caller is None:
+            return None
+        at = int(time.time() * 1000)
+        request_id = audit.new_request_id()
+        before = self.shard.states.get(caller.metastore_id)
+        WRITTEN_VERSION.set(None)
+        writer = WRITER.set(caller.name)
+        context = audit.answering(self.audit_log, request_id, route.audit)
+        try:
+            with context:
+                answer = await work(caller, json_object(request.body))
+            status, body = 200, encode_json(answer)
+        except Exception as e:
+            if WRITTEN_VERSION.get() is None and (isinstance(e, MetastoreGone) or
+                                                  isinstance(e, CatalogError) and e.status < 500):
+                self.stats["tried_first"] += 1
+                return None         # nothing written: the app refuses it again, as always
+            error = after_written(e) if isinstance(e, CatalogError) else unexpected_error(e, "POST", request.path)
+            try:
+                secrets = secret_values(orjson.loads(request.body))
+            except Exception:       # not JSON: nothing of it is in the message
+                secrets = None
+            status = error.status
+            body = orjson.dumps({"error_code": error.code,
+                                 "message": scrub(error.message, secrets) if secrets else error.message})
+        finally:
+            WRITER.reset(writer)
+        self.audit_log.submit_row(audit.written_row(route.audit, context, caller, at, status, body, request.body))
+        request.operation = route.audit.action
+        headers = {"Content-Type": "application/json", "Date": http1.http_date(), audit.REQUEST_ID_HEADER: request_id}
+        version = WRITTEN_VERSION.get()
+        if version is None:
+            version = served_version(self.shard, caller.metastore_id, before)
+        if version is not None:
+            headers[VERSION_HEADER] = str(version)
+        return Answer(status, headers, body)
 
     def _target(self, request: http1.Request) -> tuple[_Route, dict, Callable[[Caller], Awaitable[bytes]]] | None:
         """(the route, its path parameters, the work answering for a caller) of a request the front

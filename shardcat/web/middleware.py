@@ -47,14 +47,20 @@ def error_middleware(max_body_bytes: int):
             return error_response(_HTTP_CODES.get(e.status, "BAD_REQUEST"), _http_message(request, e, max_body_bytes),
                                   e.status)
         except Exception as e:
-            if is_db_unavailable(e):     # PostgreSQL down or restarting: retryable, not a server bug
-                log.warning("database unavailable serving %s %s: %r", request.method, request.path, e)
-                return error_response("TEMPORARILY_UNAVAILABLE",
-                                      "The catalog database is unavailable; try again shortly.")
-            log.exception("internal error serving %s %s", request.method, request.path)
-            return error_response("INTERNAL_ERROR", "The server failed to handle the request; it has been logged.")
+            error = unexpected_error(e, request.method, request.path)
+            return web.json_response(error.to_json(), status=error.status)
 
     return errors
+
+
+def unexpected_error(e: Exception, method: str, path: str) -> CatalogError:
+    """What a request that failed with an error other than a CatalogError answers (logged here):
+    also for a front that answers a write itself (serving/front.py)."""
+    if is_db_unavailable(e):     # PostgreSQL down or restarting: retryable, not a server bug
+        log.warning("database unavailable serving %s %s: %r", method, path, e)
+        return CatalogError("TEMPORARILY_UNAVAILABLE", "The catalog database is unavailable; try again shortly.")
+    log.exception("internal error serving %s %s", method, path, exc_info=e)
+    return CatalogError("INTERNAL_ERROR", "The server failed to handle the request; it has been logged.")
 
 
 async def _without_secrets(request: web.Request, message: str) -> str:

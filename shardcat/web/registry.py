@@ -41,7 +41,8 @@ class Endpoint:
     action: str                     # the audit log's name for it
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
-    fast: bool = False              # the shard's front answers it itself (serving/front.py)
+    fast: bool = False              # the shard's front answers it itself (serving/front.py); a write:
+                                    # its module's `fast_writes(serving)` makes it
     public: bool = False            # served without an API token (names no securable, or checks its own token)
     audited: bool = True            # False: not an audit event (probes, metrics, the explorer's files)
     prefix: str = PREFIX
@@ -114,22 +115,22 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "GET", "/metastore_summary", "getMetastoreSummary", securable="METASTORE"),
         E(SHARD, "POST", "/staging-tables", "createStagingTable", securable="TABLE"),
         E(SHARD, "POST", "/table-summaries", "listTableSummaries", securable="SCHEMA", read_only=True),
-        E(SHARD, "POST", "/catalogs", "createCatalog", securable="CATALOG"),
+        E(SHARD, "POST", "/catalogs", "createCatalog", securable="CATALOG", fast=True),
         E(SHARD, "GET", "/catalogs", "listCatalogs", securable="CATALOG", fast=True),
         E(SHARD, "GET", "/catalogs/{name}", "getCatalog", securable="CATALOG", fast=True),
         E(SHARD, "PATCH", "/catalogs/{name}", "updateCatalog", securable="CATALOG"),
         E(SHARD, "DELETE", "/catalogs/{name}", "deleteCatalog", securable="CATALOG"),
-        E(SHARD, "POST", "/schemas", "createSchema", securable="SCHEMA"),
+        E(SHARD, "POST", "/schemas", "createSchema", securable="SCHEMA", fast=True),
         E(SHARD, "GET", "/schemas", "listSchemas", securable="SCHEMA", fast=True),
         E(SHARD, "GET", "/schemas/{full_name}", "getSchema", securable="SCHEMA", fast=True),
         E(SHARD, "PATCH", "/schemas/{full_name}", "updateSchema", securable="SCHEMA"),
         E(SHARD, "DELETE", "/schemas/{full_name}", "deleteSchema", securable="SCHEMA"),
-        E(SHARD, "POST", "/tables", "createTable", securable="TABLE"),
+        E(SHARD, "POST", "/tables", "createTable", securable="TABLE", fast=True),
         E(SHARD, "GET", "/tables", "listTables", securable="TABLE", fast=True),
         E(SHARD, "GET", "/tables/{full_name}", "getTable", securable="TABLE", fast=True),
         E(SHARD, "PATCH", "/tables/{full_name}", "updateTable", securable="TABLE"),
         E(SHARD, "DELETE", "/tables/{full_name}", "deleteTable", securable="TABLE"),
-        E(SHARD, "POST", "/volumes", "createVolume", securable="VOLUME"),
+        E(SHARD, "POST", "/volumes", "createVolume", securable="VOLUME", fast=True),
         E(SHARD, "GET", "/volumes", "listVolumes", securable="VOLUME", fast=True),
         E(SHARD, "GET", "/volumes/{name}", "getVolume", securable="VOLUME", fast=True),
         E(SHARD, "PATCH", "/volumes/{name}", "updateVolume", securable="VOLUME"),
@@ -231,7 +232,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           securable="RECIPIENT", public=True),
     ),
     *served_in("catalog.delta_commits",
-        E(SHARD, "POST", "/delta/preview/commits", "createCommit"),
+        E(SHARD, "POST", "/delta/preview/commits", "createCommit", fast=True),
         E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
     ),
     *served_in("catalog.iceberg_rest", *_iceberg()),

@@ -1,10 +1,12 @@
-"""A shard's front (shardcat/shards/front.py): the plain gets, lists and batched resolves it
+"""A shard's front (shardcat/serving/front.py): the plain gets, lists and batched resolves it
 answers itself answer as the shard app does (body, headers, audit rows), and every failure or
-unusual request goes to the app. The session's server serves its in-process shard behind this front; a shard actor does too."""
+unusual request goes to the app; so do the creates and Delta commits it makes, except that a
+write that failed after it was applied is answered by the front and never sent again. The session's server serves its in-process shard behind this front; a shard actor does too."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from yarl import URL
@@ -192,3 +194,126 @@ async def test_a_shard_actor_answers_behind_its_front_as_the_router_does(cluster
     after = (await actor.stats.remote())["front"]
     # Both ways reached the shard's front: two reads answered there twice each, the missing one by the app.
     assert after["fast"] - before["fast"] == 4 and after["through_app"] - before["through_app"] == 2
+
+
+# ---- writes: creates and Delta commits ------------------------------------------------------
+
+def _row_shape(row: dict) -> dict:
+    """An audit row without what differs between two requests (their ids, times, names)."""
+    return {k: v for k, v in row.items()
+            if k not in ("request_id", "at", "event_time", "id", "securable_full_name", "securable_id")}
+
+
+async def _post(ws, path: str, body: dict):
+    async with ws.session.post(ws.api + path, json=body, headers=ws.headers) as r:
+        return r.status, r.headers, await r.json()
+
+
+async def test_creates_are_made_by_the_front_as_the_app_makes_them(server, tws):
+    """The same answer, headers and audit row as the app's (the same create with a query, which
+    only the app takes), and the version header names the version the write made."""
+    bodies = {"/catalogs": lambda n: {"name": n},
+              "/schemas": lambda n: {"name": n, "catalog_name": "c"},
+              "/tables": lambda n: {"name": n, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
+                                    "data_source_format": "DELTA", "columns": []},
+              "/volumes": lambda n: {"name": n, "catalog_name": "c", "schema_name": "s", "volume_type": "MANAGED"}}
+    for path, body in bodies.items():
+        made = {}
+        for name, url in (("fast1", path), ("app1", path + "?x=1")):
+            before = counts(server)
+            status, headers, answer = await _post(tws, url, body(name))
+            after = counts(server)
+            assert status == 200, answer
+            assert (after["fast"] - before["fast"], after["through_app"] - before["through_app"]) == \
+                ((1, 0) if name == "fast1" else (0, 1)), url
+            (row,) = await events(tws, request_id=headers[REQUEST_ID_HEADER])
+            made[name] = (headers, answer, row)
+        (fast_headers, fast, fast_row), (app_headers, app, app_row) = made["fast1"], made["app1"]
+        differ = {"id", "name", "full_name", "created_at", "updated_at", "storage_location", "metastore_id"} | \
+            {k for k in fast if k.endswith("_id")}
+        assert {k: v for k, v in fast.items() if k not in differ} == {k: v for k, v in app.items() if k not in differ}
+        assert fast_headers["Content-Type"] == "application/json" and "Date" in fast_headers
+        assert int(app_headers[VERSION_HEADER]) == int(fast_headers[VERSION_HEADER]) + 1    # one write each
+        assert _row_shape(fast_row) == _row_shape(app_row) and fast_row["status"] == 200
+        assert fast_row["securable_full_name"].endswith("fast1") and fast_row["securable_id"]
+
+
+async def test_a_refused_write_goes_to_the_app_and_is_refused_and_recorded_once(server, tws):
+    for body, code in (({"name": "c"}, "ALREADY_EXISTS"), ({"name": "bad name!"}, "INVALID_PARAMETER_VALUE"),
+                       ({}, "INVALID_PARAMETER_VALUE")):
+        before = counts(server)
+        status, headers, answer = await _post(tws, "/catalogs", body)
+        after = counts(server)
+        assert answer["error_code"] == code, answer
+        assert (after["fast"] - before["fast"], after["through_app"] - before["through_app"],
+                after["tried_first"] - before["tried_first"]) == (0, 1, 1)
+        (row,) = await events(tws, request_id=headers[REQUEST_ID_HEADER])
+        assert row["error_code"] == code and row["action"] == "createCatalog"
+
+
+async def test_a_write_that_failed_after_it_was_applied_is_answered_by_the_front_never_sent_again(server, tws):
+    """The app would make the write a second time: the front answers the failure itself, as the
+    app answers it (500 for an unexpected error, the CatalogError otherwise), and records it."""
+    front = server.front.front
+    route, make = front.writes["/catalogs"]
+
+    def failing_after(error):
+        async def work(caller, body):
+            await make(caller, body)
+            raise error
+        return work
+
+    try:
+        for name, error, status, code in (("late1", RuntimeError("after the write"), 500, "INTERNAL_ERROR"),
+                                          ("late2", ValueError("no"), 500, "INTERNAL_ERROR")):
+            front.writes["/catalogs"] = (route, failing_after(error))
+            before = counts(server)
+            got, headers, answer = await _post(tws, "/catalogs", {"name": name})
+            after = counts(server)
+            assert (got, answer["error_code"]) == (status, code)
+            assert after["through_app"] == before["through_app"] and after["tried_first"] == before["tried_first"]
+            assert VERSION_HEADER in headers
+            (row,) = await events(tws, request_id=headers[REQUEST_ID_HEADER])
+            assert (row["status"], row["error_code"]) == (status, code)
+        from shardcat.errors import CatalogError
+        front.writes["/catalogs"] = (route, failing_after(CatalogError("INVALID_PARAMETER_VALUE", "late refusal")))
+        got, headers, answer = await _post(tws, "/catalogs", {"name": "late3"})
+        assert (got, answer["error_code"]) == (400, "INVALID_PARAMETER_VALUE")     # not ALREADY_EXISTS from a resend
+    finally:
+        front.writes["/catalogs"] = (route, make)
+    for name in ("late1", "late2", "late3"):      # each applied once, by the front
+        status, _ = await tws.call("GET", f"/catalogs/{name}")
+        assert status == 200
+
+
+async def test_delta_commits_are_made_by_the_front(server, tws):
+    status, staging = await tws.call("POST", "/staging-tables", json={"name": "d", "catalog_name": "c",
+                                                                       "schema_name": "s"})
+    assert status == 200, staging
+    status, table = await tws.call("POST", "/tables", json={
+        "name": "d", "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED", "data_source_format": "DELTA",
+        "columns": [{"name": "id", "type_name": "LONG", "position": 0}], "storage_location": staging["staging_location"],
+        "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}})
+    assert status == 200, table
+
+    def commit(version: int) -> dict:
+        return {"table_id": table["table_id"], "table_uri": table["storage_location"],
+                "commit_info": {"version": version, "timestamp": 1, "file_name": f"{version:020d}.{uuid.uuid4()}.json",
+                                "file_size": 1, "file_modification_timestamp": 1}}
+
+    before = counts(server)
+    status, headers, answer = await _post(tws, "/delta/preview/commits", commit(1))
+    assert (status, answer) == (200, {})
+    middle = counts(server)
+    assert (middle["fast"] - before["fast"], middle["through_app"] - before["through_app"]) == (1, 0)
+    (row,) = await events(tws, request_id=headers[REQUEST_ID_HEADER])
+    assert row["action"] == "createCommit" and row["status"] == 200
+    middle = counts(server)
+    status, headers, answer = await _post(tws, "/delta/preview/commits", commit(3))      # not latest + 1
+    after = counts(server)
+    assert status == 400 or status == 409, answer
+    assert (after["fast"] - middle["fast"], after["through_app"] - middle["through_app"]) == (0, 1)
+    status, got = await tws.call("GET", "/delta/preview/commits",
+                                 params={"table_id": table["table_id"], "table_uri": table["storage_location"],
+                                         "start_version": "0"})
+    assert status == 200 and [c["version"] for c in got["commits"]] == [1]
