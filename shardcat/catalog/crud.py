@@ -37,6 +37,8 @@ from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import PARENT_FIELDS, missing, render, type_label
 
 INPUT_ONLY = ("skip_validation", "force")   # request flags, never stored
+# The namespaces of the containers PARENT_FIELDS name, in their order: a catalog, then a schema.
+_CONTAINER_NAMESPACES = (TYPES["catalog"].namespace, TYPES["schema"].namespace)
 
 
 async def _taken_or_fail(tx: WriteTx, namespace: str, full_name: str, refused: CatalogError) -> bool:
@@ -222,7 +224,10 @@ class TypeService:
             except KeyError:
                 raise already_exists(f"{self.label} '{full_name}' already exists.") from None
 
-        return self.written_output(caller, await self.shard.write(caller.metastore(), write), flags)
+        # Its group reads the containers up the tree at once (the table's catalog too: its defaults).
+        above = tuple(("asset", ns, ".".join(parent_names[:i + 1]))
+                      for i, ns in enumerate(_CONTAINER_NAMESPACES[:len(parent_names)]))
+        return self.written_output(caller, await self.shard.write(caller.metastore(), write, prefetch=above), flags)
 
     async def update(self, caller: Caller, name: str, body: dict) -> dict:
         t = self.t

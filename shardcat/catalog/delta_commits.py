@@ -57,7 +57,7 @@ class DeltaCommitService:
             return {}
 
         try:
-            return await self.shard.write(caller.metastore(), write, prefetch=("delta_head", commit.table_id))
+            return await self.shard.write(caller.metastore(), write, prefetch=(("delta_head", commit.table_id),))
         except rules.AlreadyRatified:
             return {}     # the replay rolled back; the accepted commit stands
 

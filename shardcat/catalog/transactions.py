@@ -145,7 +145,7 @@ class _Joined:
     def __getattr__(self, name):
         return getattr(self._shard, name)
 
-    async def write(self, metastore_id: str, body, *, prefetch=None):
+    async def write(self, metastore_id: str, body, *, prefetch=()):
         """As `Shard.write`, inside the transaction's write (there is no group to read ahead for)."""
         if metastore_id != self._state.id:
             raise invalid("A transaction writes one metastore.")

@@ -39,7 +39,7 @@ class PendingWrite:
     what happened to it in the group's latest attempt."""
     body: object
     done: object                      # asyncio.Future the writer awaits
-    prefetch: tuple | None = None     # what its body reads first, read for the whole group at once
+    prefetch: tuple = ()              # what its body reads first, read for the whole group at once
     tx: object = None                 # its WriteTx, once its body ended without an error
     result: object = None
     error: BaseException | None = None

@@ -400,7 +400,7 @@ class Shard:
             after = batch[-1].name
             want = min(want * 4, MAX_LISTING_BATCH)
 
-    async def write(self, metastore_id: str, body, *, prefetch: tuple[str, str] | None = None):
+    async def write(self, metastore_id: str, body, *, prefetch: tuple[tuple, ...] = ()):
         """Run `body(tx, state)` as one metastore write, retrying on version conflicts.
 
         `body` validates against the transaction's reads and the state's trie, then
@@ -498,7 +498,7 @@ class Shard:
                     pending.reset()
                 try:
                     async with self.store.write_batch(state.id, state.version, savepoints=savepoints) as group:
-                        await group.prefetch([pending.prefetch for pending in batch if pending.prefetch])
+                        await group.prefetch([key for pending in batch for key in pending.prefetch])
                         for pending in batch:
                             await self._write_in_group(state, group, pending)
                 except GroupSpoiled:

@@ -909,11 +909,7 @@ class Store:
                         raise VersionConflict(metastore_id, expected_version, row["version"])
                     batch = WriteBatch(conn, metastore_id, expected_version, savepoints)
                     yield batch
-                    await batch.flush_at_end()
-                    if batch.logged:
-                        await conn.execute("UPDATE metastores SET version = $2 WHERE id = $1",
-                                           uuid.UUID(metastore_id), batch.version)
-                        await conn.executemany(_LOG_WRITE, [_log_row(tx) for tx in batch.logged])
+                    await batch.finish()
             if moved is None:
                 return
             if not await self.rehome(metastore_id, moved, deadline):
@@ -1043,19 +1039,26 @@ class WriteBatch:
         # Likewise Delta tables with their heads, by table id (`WriteTx.heads`; `prefetch` fills it).
         self.heads: dict[str, tuple[Asset | None, int | None, int | None]] = {}
 
-    async def prefetch(self, keys: list[tuple[str, str]]) -> None:
-        """Read ahead, in one statement, what the group's writes say they will read (`Shard.write`'s
-        `prefetch`): ("delta_head", table id) reads the table and its Delta head, for
+    async def prefetch(self, keys: list[tuple]) -> None:
+        """Read ahead, a statement per kind, what the group's writes say they will read
+        (`Shard.write`'s `prefetch`): ("asset", namespace, full name) an asset by name, for
+        `WriteTx.get`; ("delta_head", table id) a table and its Delta head, for
         `WriteTx.table_with_delta_head`. Unknown kinds are ignored."""
-        ids = sorted({key for kind, key in keys if kind == "delta_head" and key not in self.heads})
-        if not ids:
-            return
-        try:
-            rows = await self.conn.fetch(_DELTA_HEADS, [uuid.UUID(i) for i in ids])
-        except ValueError:
-            return      # an id that is no uuid: each write reads (and refuses) its own
-        for row in rows:
-            self.heads[str(row["table_id"])] = (_asset_of(self.metastore_id, row), row["latest"], row["published"])
+        names = sorted({key[1:] for key in keys if key[0] == "asset" and key[1:] not in self.reads})
+        if names:
+            rows = await self.conn.fetch(_ASSETS_BY_NAME, uuid.UUID(self.metastore_id),
+                                         [n for n, _ in names], [f for _, f in names])
+            for row in rows:
+                self.reads[row["key_namespace"], row["key_full_name"]] = \
+                    _asset(row) if row["id"] is not None else None
+        ids = sorted({key[1] for key in keys if key[0] == "delta_head" and key[1] not in self.heads})
+        if ids:
+            try:
+                rows = await self.conn.fetch(_DELTA_HEADS, [uuid.UUID(i) for i in ids])
+            except ValueError:
+                return      # an id that is no uuid: each write reads (and refuses) its own
+            for row in rows:
+                self.heads[str(row["table_id"])] = (_asset_of(self.metastore_id, row), row["latest"], row["published"])
 
     @asynccontextmanager
     async def write(self):
@@ -1101,10 +1104,21 @@ class WriteBatch:
             commits, self.deferred_commits = self.deferred_commits, []
             await self.conn.executemany(_ADD_DELTA_COMMIT, commits)
 
-    async def flush_at_end(self) -> None:
-        """`flush` once the writes are done; a row refused then (a name taken) spoils the group."""
+    async def finish(self) -> None:
+        """Once the writes are done, in one statement: the deferred rows of new assets, the
+        metastore's new version and the writes' change-log rows (deferred Delta commits before,
+        in their own round trip). A row refused then (a name taken) spoils the group."""
         try:
-            await self.flush()
+            if self.deferred_commits:
+                await self.flush()
+            if not self.logged and not self.deferred:
+                return
+            new, self.deferred = self.deferred, []
+            logged = [_log_row(tx) for tx in self.logged]
+            await self.conn.execute(
+                _FINISH_GROUP, *_asset_arrays(new), self.version, [r[1] for r in logged],
+                [_uuid_array(r[2]) for r in logged], [_uuid_array(r[3]) for r in logged], [r[4] for r in logged],
+                [_jsonb_text(r[5]) for r in logged], [r[6] for r in logged], uuid.UUID(self.metastore_id))
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             if is_db_unavailable(e) or self.conn.is_closed():
                 raise
@@ -1430,16 +1444,38 @@ class WriteTx:
         self.touch(table_id, "DELTA_PUBLISH")
 
 
+_INSERT_ASSETS = f"""INSERT INTO assets ({_ASSET_COLUMNS})
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                         $7::text[], $8::text[], $9::jsonb[], $10::bigint[])"""
+
+
+def _asset_arrays(assets: list[Asset]) -> tuple:
+    """`_INSERT_ASSETS`' ten arguments: a column each."""
+    return ([uuid.UUID(a.id) for a in assets], [uuid.UUID(a.metastore_id) for a in assets],
+            [a.type for a in assets], [a.namespace for a in assets], [uuid.UUID(a.parent_id) for a in assets],
+            [a.name for a in assets], [a.full_name for a in assets], [a.storage_path for a in assets],
+            [a.info for a in assets], [a.written_at for a in assets])
+
+
 async def _insert_assets(conn, assets: list[Asset]) -> None:
     """Insert assets that do not exist yet, in one statement (a taken name or id: UniqueViolationError)."""
-    await conn.execute(
-        f"""INSERT INTO assets ({_ASSET_COLUMNS})
-            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
-                                 $7::text[], $8::text[], $9::jsonb[], $10::bigint[])""",
-        [uuid.UUID(a.id) for a in assets], [uuid.UUID(a.metastore_id) for a in assets],
-        [a.type for a in assets], [a.namespace for a in assets], [uuid.UUID(a.parent_id) for a in assets],
-        [a.name for a in assets], [a.full_name for a in assets], [a.storage_path for a in assets],
-        [a.info for a in assets], [a.written_at for a in assets])
+    await conn.execute(_INSERT_ASSETS, *_asset_arrays(assets))
+
+
+def _uuid_array(ids: list[str]) -> str:
+    """A uuid[] as PostgreSQL's text for it."""
+    return "{" + ",".join(ids) + "}"
+
+
+# A group's end (WriteBatch.finish): its new assets ($1-$10, as `_INSERT_ASSETS`), metastore $18's
+# new version ($11) and its writes' change-log rows ($12-$17: version, changed, parents, at, details, principal;
+# arrays and JSON as text: an array of arrays of different lengths cannot go as one).
+_FINISH_GROUP = f"""WITH added AS ({_INSERT_ASSETS}),
+    bumped AS (UPDATE metastores SET version = $11 WHERE id = $18)
+    INSERT INTO change_log (metastore_id, version, changed, parents, at, details, principal)
+    SELECT $18, v, c::uuid[], p::uuid[], at, d::jsonb, who
+    FROM unnest($12::bigint[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[])
+         AS t(v, c, p, at, d, who)"""
 
 
 # A table's latest and latest published Delta versions, of table $1: each a walk down an index from
@@ -1448,6 +1484,13 @@ async def _insert_assets(conn, assets: list[Asset]) -> None:
 _DELTA_HEAD = """(SELECT version FROM delta_commits WHERE table_id = $1 ORDER BY version DESC LIMIT 1) AS latest,
                  (SELECT version FROM delta_commits WHERE table_id = $1 AND published
                   ORDER BY version DESC LIMIT 1) AS published"""
+
+# Assets of metastore $1 by (namespace, full name) ($2, $3: arrays), each name with its asset or
+# nulls: a lookup per name (a LIMIT keeps the planner from joining the tables as wholes).
+_ASSETS_BY_NAME = f"""SELECT k.namespace AS key_namespace, k.full_name AS key_full_name, a.*
+    FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
+    LEFT JOIN LATERAL (SELECT {_ASSET_COLUMNS} FROM assets
+                       WHERE metastore_id = $1 AND namespace = k.namespace AND full_name = k.full_name LIMIT 1) a ON true"""
 
 # Tables by id ($1, an array) with their Delta heads: each a lookup per id (a LIMIT keeps the
 # planner from joining the tables as wholes).
