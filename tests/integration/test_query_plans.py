@@ -106,3 +106,33 @@ def test_delta_commits_read_a_few_rows_each_however_the_metastore_grows(pg_url, 
         assert asset_rows < 10 * commits + 20 * TABLES, asset_rows
 
     asyncio.run(scenario())
+
+
+def test_reads_by_id_stay_in_their_metastore(pg_url, tmp_path):
+    """The metastore is checked on the row, not in SQL (`_asset_of`): an id of another metastore's
+    asset finds nothing, whichever read asks (the store's, a write's, a Delta commit's)."""
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=2)
+        try:
+            await store.migrate()
+            ids = {}
+            for label in ("mine", "theirs"):
+                ms = str(uuid.uuid4())
+                await store.create_metastore(ms, f"i-{ms[:8]}", {"storage_root": f"file://{tmp_path}/{ms}"})
+                service = CatalogService(Shard(store, label))
+                catalog = await service.create(Caller("admin", 1, True, 1, ms), "catalog", {"name": "c"})
+                ids[label] = (ms, catalog["id"])
+            (mine, my_catalog), (_, their_catalog) = ids["mine"], ids["theirs"]
+            assert (await store.get_asset_by_id(mine, my_catalog))[1].id == my_catalog
+            assert (await store.get_asset_by_id(mine, their_catalog))[1] is None
+            assert [a.id for a in (await store.get_assets_by_ids(mine, [my_catalog, their_catalog]))[1]] == [my_catalog]
+            assert [a.id for a in (await store.get_assets_by_keys(mine, [], [my_catalog, their_catalog]))[1]] \
+                == [my_catalog]
+            async with store.write(mine, (await store.get_asset_by_id(mine, my_catalog))[0]) as tx:
+                assert (await tx.get_by_id(their_catalog)) is None
+                assert (await tx.table_with_delta_head(their_catalog))[0] is None
+                assert (await tx.get_by_id(my_catalog)).id == my_catalog
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
