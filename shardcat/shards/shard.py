@@ -406,8 +406,8 @@ class Shard:
         `body` validates against the transaction's reads and the state's trie, then
         writes through `tx`. A CatalogError from it rolls the whole write back.
         Writes that queue behind one in flight commit together (group_commit.py); `prefetch`
-        names what the body will read first (`WriteBatch.prefetch`), which a group reads for all
-        its writes in one statement.
+        names what the body will read first (`WriteBatch.lock`), which a group reads for all
+        its writes as it locks the metastore.
         """
         state = await self.state(metastore_id)
         body = _written_by(WRITER.get(), body)
@@ -497,8 +497,8 @@ class Shard:
                 for pending in batch:
                     pending.reset()
                 try:
-                    async with self.store.write_batch(state.id, state.version, savepoints=savepoints) as group:
-                        await group.prefetch([key for pending in batch for key in pending.prefetch])
+                    async with self.store.write_batch(state.id, state.version, savepoints=savepoints,
+                                                      prefetch=[k for p in batch for k in p.prefetch]) as group:
                         for pending in batch:
                             await self._write_in_group(state, group, pending)
                 except GroupSpoiled:

@@ -876,7 +876,8 @@ class Store:
                 raise moved
 
     @asynccontextmanager
-    async def write_batch(self, metastore_id: str, expected_version: int, *, savepoints: bool = True):
+    async def write_batch(self, metastore_id: str, expected_version: int, *, savepoints: bool = True,
+                          prefetch: list[tuple] = ()):
         """Many writes to a metastore in one transaction (group commit, shards/group_commit.py), as
         `async with store.write_batch(ms, v) as batch:` and then `async with batch.write() as tx:`
         per write. Each write is what `write` makes of it (a version of its own, a change-log row).
@@ -890,7 +891,8 @@ class Store:
         new assets (`WriteTx.put(new=True)`) wait and go in one statement with the group's next one
         (consecutive creates: one insert for all of them); a name taken among them spoils the group.
 
-        The metastore's row is locked once, conditioned on the expected version as `write` does;
+        The metastore's row is locked once, conditioned on the expected version as `write` does,
+        in the same statement as what the writes will read first (`prefetch`: WriteBatch.lock);
         the writes take the versions after it in turn, and the row's new version and the
         change-log rows are written once at the end: fewer round trips per write. A moved
         metastore is followed to its new home as `write` does."""
@@ -898,16 +900,15 @@ class Store:
         while True:
             moved = None
             async with (await self.home(metastore_id)).acquire() as conn, conn.transaction():
-                row = await conn.fetchrow("SELECT version, fenced FROM metastores WHERE id = $1 FOR UPDATE",
-                                          uuid.UUID(metastore_id))
+                batch = WriteBatch(conn, metastore_id, expected_version, savepoints)
+                row = await batch.lock(prefetch)
                 if row is None:
                     moved = MetastoreGone(metastore_id)
-                elif row["fenced"]:
+                elif row["ms_fenced"]:
                     moved = MetastoreMoving(metastore_id)
                 else:
-                    if row["version"] != expected_version:
-                        raise VersionConflict(metastore_id, expected_version, row["version"])
-                    batch = WriteBatch(conn, metastore_id, expected_version, savepoints)
+                    if row["ms_version"] != expected_version:
+                        raise VersionConflict(metastore_id, expected_version, row["ms_version"])
                     yield batch
                     await batch.finish()
             if moved is None:
@@ -1036,29 +1037,35 @@ class WriteBatch:
         # The group's reads by name, shared by its writes (`WriteTx.reads`): the metastore's row is
         # locked, so its assets change only through the group's own puts and deletes meanwhile.
         self.reads: dict[tuple[str, str], Asset | None] = {}
-        # Likewise Delta tables with their heads, by table id (`WriteTx.heads`; `prefetch` fills it).
+        # Likewise Delta tables with their heads, by table id (`WriteTx.heads`; `lock` fills it).
         self.heads: dict[str, tuple[Asset | None, int | None, int | None]] = {}
 
-    async def prefetch(self, keys: list[tuple]) -> None:
-        """Read ahead, a statement per kind, what the group's writes say they will read
-        (`Shard.write`'s `prefetch`): ("asset", namespace, full name) an asset by name, for
-        `WriteTx.get`; ("delta_head", table id) a table and its Delta head, for
-        `WriteTx.table_with_delta_head`. Unknown kinds are ignored."""
-        names = sorted({key[1:] for key in keys if key[0] == "asset" and key[1:] not in self.reads})
-        if names:
-            rows = await self.conn.fetch(_ASSETS_BY_NAME, uuid.UUID(self.metastore_id),
-                                         [n for n, _ in names], [f for _, f in names])
+    async def lock(self, keys: list[tuple]):
+        """Lock the metastore's row, and in the same statement read ahead what the group's writes
+        say they will read (`Shard.write`'s `prefetch`): ("asset", namespace, full name) an asset
+        by name, for `WriteTx.get`; ("delta_head", table id) a table and its Delta head, for
+        `WriteTx.table_with_delta_head` (a second kind: a statement of its own). Unknown kinds are
+        ignored. Returns the row's `ms_version` and `ms_fenced`, or None: no such metastore here.
+        The reads share the lock's statement, so its snapshot: if another transaction wrote the
+        metastore before the lock was had, its version is past the expected one and the group
+        does not run on them."""
+        ms = uuid.UUID(self.metastore_id)
+        names = sorted({key[1:] for key in keys if key[0] == "asset"})
+        ids = sorted({key[1] for key in keys if key[0] == "delta_head" and _is_uuid(key[1])})
+        statements = [*([(_LOCK_AND_NAMES, [n for n, _ in names], [f for _, f in names])] if names else []),
+                      *([(_LOCK_AND_HEADS, [uuid.UUID(i) for i in ids])] if ids else [])] or [(_LOCK,)]
+        first = None
+        for sql, *args in statements:
+            rows = await self.conn.fetch(sql, ms, *args)
+            first = first or (rows[0] if rows else None)
             for row in rows:
-                self.reads[row["key_namespace"], row["key_full_name"]] = \
-                    _asset(row) if row["id"] is not None else None
-        ids = sorted({key[1] for key in keys if key[0] == "delta_head" and key[1] not in self.heads})
-        if ids:
-            try:
-                rows = await self.conn.fetch(_DELTA_HEADS, [uuid.UUID(i) for i in ids])
-            except ValueError:
-                return      # an id that is no uuid: each write reads (and refuses) its own
-            for row in rows:
-                self.heads[str(row["table_id"])] = (_asset_of(self.metastore_id, row), row["latest"], row["published"])
+                if row.get("key_namespace") is not None:
+                    self.reads[row["key_namespace"], row["key_full_name"]] = \
+                        _asset(row) if row["id"] is not None else None
+                elif row.get("table_id") is not None:
+                    self.heads[str(row["table_id"])] = (_asset_of(self.metastore_id, row), row["latest"],
+                                                        row["published"])
+        return first
 
     @asynccontextmanager
     async def write(self):
@@ -1462,6 +1469,14 @@ async def _insert_assets(conn, assets: list[Asset]) -> None:
     await conn.execute(_INSERT_ASSETS, *_asset_arrays(assets))
 
 
+def _is_uuid(value) -> bool:
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
 def _uuid_array(ids: list[str]) -> str:
     """A uuid[] as PostgreSQL's text for it."""
     return "{" + ",".join(ids) + "}"
@@ -1485,19 +1500,28 @@ _DELTA_HEAD = """(SELECT version FROM delta_commits WHERE table_id = $1 ORDER BY
                  (SELECT version FROM delta_commits WHERE table_id = $1 AND published
                   ORDER BY version DESC LIMIT 1) AS published"""
 
+# A group's lock of metastore $1's row (WriteBatch.lock), and with it what its writes read first.
+_LOCK = "SELECT version AS ms_version, fenced AS ms_fenced FROM metastores WHERE id = $1 FOR UPDATE"
+
+
+def _locked(read: str) -> str:
+    """`read`'s rows, each with the metastore's locked row's version and fence, in one statement
+    (one row of nulls beside them when `read` has none; no row when there is no metastore)."""
+    return f"""WITH m AS ({_LOCK}) SELECT m.ms_version, m.ms_fenced, r.* FROM m LEFT JOIN LATERAL ({read}) r ON true"""
+
+
 # Assets of metastore $1 by (namespace, full name) ($2, $3: arrays), each name with its asset or
 # nulls: a lookup per name (a LIMIT keeps the planner from joining the tables as wholes).
-_ASSETS_BY_NAME = f"""SELECT k.namespace AS key_namespace, k.full_name AS key_full_name, a.*
+_LOCK_AND_NAMES = _locked(f"""SELECT k.namespace AS key_namespace, k.full_name AS key_full_name, a.*
     FROM unnest($2::text[], $3::text[]) AS k(namespace, full_name)
     LEFT JOIN LATERAL (SELECT {_ASSET_COLUMNS} FROM assets
-                       WHERE metastore_id = $1 AND namespace = k.namespace AND full_name = k.full_name LIMIT 1) a ON true"""
+                       WHERE metastore_id = $1 AND namespace = k.namespace AND full_name = k.full_name LIMIT 1) a ON true""")
 
-# Tables by id ($1, an array) with their Delta heads: each a lookup per id (a LIMIT keeps the
-# planner from joining the tables as wholes).
-_DELTA_HEADS = f"""SELECT t.id AS table_id, a.*,
+# Tables by id ($2, an array) with their Delta heads: a lookup per id, likewise.
+_LOCK_AND_HEADS = _locked(f"""SELECT t.id AS table_id, a.*,
         (SELECT version FROM delta_commits WHERE table_id = t.id ORDER BY version DESC LIMIT 1) AS latest,
         (SELECT version FROM delta_commits WHERE table_id = t.id AND published ORDER BY version DESC LIMIT 1) AS published
-    FROM unnest($1::uuid[]) AS t(id) LEFT JOIN LATERAL (SELECT {_ASSET_COLUMNS} FROM assets WHERE id = t.id LIMIT 1) a ON true"""
+    FROM unnest($2::uuid[]) AS t(id) LEFT JOIN LATERAL (SELECT {_ASSET_COLUMNS} FROM assets WHERE id = t.id LIMIT 1) a ON true""")
 
 # Ratify a commit and, when $10 (below its version) is not null, mark the versions above $11 (the
 # latest published before) up to $10 published: an inline commit's content is not needed then. The

@@ -358,7 +358,7 @@ def test_delta_commits_in_one_group_are_decided_in_arrival_order(pg_url, tmp_pat
 
 def test_a_groups_delta_commits_read_ahead_and_sent_together_survive_a_replay(pg_url, tmp_path):
     """A group reads its Delta commits' tables and heads in one statement and sends the commits
-    together (WriteBatch.prefetch, `defer_commit`); what a write of the group ratified is what the
+    together (WriteBatch.lock, `defer_commit`); what a write of the group ratified is what the
     next one sees, and a write that spoils the group (it failed after ratifying a commit) takes none
     of the others with it, and leaves nothing of its own: the group runs again with savepoints,
     where what the failed write read and ratified is forgotten with its savepoint."""
