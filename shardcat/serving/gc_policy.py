@@ -1,4 +1,5 @@
-"""How a serving process's cyclic garbage collector treats the objects that stay: the shard's cache.
+"""How a serving process's cyclic garbage collector treats the objects that stay (the shard's cache)
+and those that do not (a request's).
 
 A shard keeps tens of thousands of cached assets alive for as long as it owns their metastore, and
 CPython's full collection walks every tracked object each time the heap has grown by a quarter.
@@ -18,6 +19,11 @@ from __future__ import annotations
 import gc
 
 UNFREEZE_EVERY = 20      # full collections between two that walk the whole heap
+# A young collection every this many new tracked objects (CPython's default: 700). A shard's request
+# lives across several awaits, so at 700 most of its objects were walked, some promoted, before it
+# ended; at 20,000 most are gone by then. `python -m benchmarks.cpu_per_write --op createTable`: 180 ->
+# 161 µs of Python per write with it (docs/benchmarks.md, issue 33).
+YOUNG_THRESHOLD = 20_000
 
 
 class _FreezeSurvivors:
@@ -38,6 +44,7 @@ _POLICY = _FreezeSurvivors()
 
 
 def freeze_survivors_of_full_collections() -> None:
-    """Install the policy in this process (once; calling again does nothing)."""
+    """Install the policy in this process (once; calling again does nothing), with its young threshold."""
     if _POLICY not in gc.callbacks:
         gc.callbacks.append(_POLICY)
+        gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])

@@ -8,11 +8,12 @@ from shardcat.serving import gc_policy
 
 def test_survivors_of_a_full_collection_are_frozen_and_unfrozen_in_turn():
     gc.unfreeze()
-    before = list(gc.callbacks)
+    before, thresholds = list(gc.callbacks), gc.get_threshold()
     try:
         gc_policy.freeze_survivors_of_full_collections()
         gc_policy.freeze_survivors_of_full_collections()
         assert gc.callbacks.count(gc_policy._POLICY) == 1       # installed once
+        assert gc.get_threshold() == (gc_policy.YOUNG_THRESHOLD, *thresholds[1:])
         kept = [[i] for i in range(1000)]           # tracked objects that survive
         gc_policy._POLICY.full_collections = 0
         gc.collect(0)
@@ -25,4 +26,5 @@ def test_survivors_of_a_full_collection_are_frozen_and_unfrozen_in_turn():
         assert gc_policy._POLICY.full_collections == gc_policy.UNFREEZE_EVERY
     finally:
         gc.callbacks[:] = before
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
