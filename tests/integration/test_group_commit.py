@@ -17,6 +17,8 @@ import uuid
 
 from shardcat.auth import Caller
 from shardcat.catalog.delta_commits import DeltaCommitService
+from shardcat.catalog.iceberg_rest import IcebergCatalog
+from shardcat.governance.grants import PermissionsService
 from shardcat.catalog.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
@@ -418,6 +420,69 @@ def test_a_groups_delta_commits_read_ahead_and_sent_together_survive_a_replay(pg
             got = {(str(r["table_id"]), r["version"]): r["published"] for r in rows}
             assert got == {(d1["table_id"], 1): True, (d1["table_id"], 2): True, (d1["table_id"], 3): True,
                            (d1["table_id"], 4): False, (d2["table_id"], 1): False, (d2["table_id"], 2): False}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_grants_iceberg_commits_delta_commits_and_creates_commit_in_one_group(pg_url, tmp_path):
+    """Every kind of metastore write gains the same way: queued behind one in flight, a grant, an
+    Iceberg commit, a Delta commit and a create go in one transaction, each with a version of its own."""
+    async def scenario():
+        store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}")
+        try:
+            grantee = f"g-{uuid.uuid4().hex[:8]}"
+            await store.create_principal(grantee, "user")
+            permissions, iceberg, delta = PermissionsService(shard), IcebergCatalog(shard), DeltaCommitService(shard)
+            await service.create(caller, "table", _table("t"))
+            await iceberg.create_table(caller, "c", "s", {"name": "ice", "schema": {
+                "type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}})
+            staging = await service.create_staging_table(caller, {"name": "d", "catalog_name": "c", "schema_name": "s"})
+            table = await service.create(caller, "table", {
+                **_table("d"), "columns": [{"name": "id", "type_name": "LONG"}],
+                "storage_location": staging["staging_location"],
+                "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}})
+            before, groups = shard.version_of(ms), shard.stats["groups"]
+            release, held = await _hold(shard, ms)
+
+            async def first(tx, state):
+                return "first"
+
+            # A write the committer takes alone and waits with for the held one: the four below,
+            # queued meanwhile (the Iceberg commit writes its metadata file first), form the next group.
+            waiting = asyncio.create_task(shard.write(ms, first))
+            state = shard.states[ms]
+            while state.committer is None or state.pending:     # queued, then taken
+                await asyncio.sleep(0)
+            queued = [
+                asyncio.create_task(_outcome(permissions.update(caller, "table", "c.s.t",
+                                                                {"changes": [{"principal": grantee, "add": ["SELECT"]}]}))),
+                asyncio.create_task(_outcome(iceberg.commit(caller, "c.s.ice", {"requirements": [], "updates": [
+                    {"action": "set-properties", "updates": {"team": "sales"}}]}))),
+                asyncio.create_task(_outcome(delta.commit(caller, {
+                    "table_id": table["table_id"], "table_uri": table["storage_location"],
+                    "commit_info": {"version": 1, "timestamp": 1, "file_size": 1, "file_modification_timestamp": 1,
+                                    "file_name": f"{1:020d}.{uuid.uuid4()}.json"}}))),
+                asyncio.create_task(_outcome(service.create(caller, "table", _table("t2")))),
+            ]
+            for _ in range(500):
+                if len(state.pending) == len(queued):
+                    break
+                await asyncio.sleep(0.01)
+            all_queued = len(state.pending) == len(queued)
+            release.set()           # before asserting: a failure must not leave the held write open
+            await held
+            assert all_queued and await waiting == "first"
+            granted, committed, ratified, created = await asyncio.gather(*queued)
+            assert not any(isinstance(o, str) for o in (granted, committed, ratified, created)), \
+                (granted, committed, ratified, created)
+            assert shard.stats["groups"] == groups + 2      # the first alone, then the four in one transaction
+            assert await _log(store, ms, before) == [before + i for i in range(1, 7)]
+            got = await permissions.get(caller, "table", "c.s.t", grantee)
+            assert got["privilege_assignments"][0]["privileges"] == ["SELECT"]
+            assert (await iceberg.load_table(caller, "c.s.ice"))["metadata"]["properties"]["team"] == "sales"
+            assert ratified == {} and created["name"] == "t2"
         finally:
             await store.close()
 
