@@ -61,6 +61,19 @@ async def _outcome(coro):
         return e.code
 
 
+async def _in_one_group(shard: Shard, metastore_id: str, writes: list) -> list:
+    """The outcomes of `writes` (coroutines, not started), queued behind a held write so that they
+    commit as one group."""
+    release, held = await _hold(shard, metastore_id)
+    queued = [asyncio.create_task(_outcome(w)) for w in writes]
+    await asyncio.sleep(0)
+    all_queued = len(shard.states[metastore_id].pending) == len(writes)
+    release.set()           # before asserting: a failure must not leave the held write open
+    await held
+    assert all_queued
+    return await asyncio.gather(*queued)
+
+
 def _table(name: str, **more) -> dict:
     return {"name": name, "catalog_name": "c", "schema_name": "s", "table_type": "MANAGED",
             "data_source_format": "DELTA", "columns": [], **more}
@@ -250,7 +263,6 @@ def test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_b
 
             for rebuild in (False, True):
                 tag = "r" if rebuild else "p"
-                release, held = await _hold(shard, ms)
                 writes = [service.create(caller, "table", ext(f"{tag}a", f"{tag}a")),
                           service.create(caller, "table", ext(f"{tag}b", f"{tag}b")),
                           service.update(caller, "table", f"c.s.{tag}a", {"storage_location":
@@ -260,12 +272,7 @@ def test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_b
                           service.create(caller, "table", ext(f"{tag}c", f"{tag}c")),
                           service.update(caller, "table", f"c.s.{tag}c", {"storage_location":
                                                                          f"file://{tmp_path}/ext/{tag}c2"})]
-                queued = [asyncio.create_task(_outcome(w)) for w in writes]
-                await asyncio.sleep(0)
-                assert len(shard.states[ms].pending) == len(writes)
-                release.set()
-                await held
-                outcomes = await asyncio.gather(*queued)
+                outcomes = await _in_one_group(shard, ms, writes)
                 assert not [o for o in outcomes if isinstance(o, str) and o != "rebuilt"], outcomes
                 state = shard.states[ms]
                 fresh = Shard(store, "fresh")
@@ -395,19 +402,13 @@ def test_a_groups_delta_commits_read_ahead_and_sent_together_survive_a_replay(pg
 
             for replay in (False, True):
                 base = 2 if replay else 0
-                release, held = await _hold(shard, ms)
                 writes = [delta.commit(caller, proposal(d1, base + 1)),
                           delta.commit(caller, proposal(d2, base // 2 + 1)),
                           delta.commit(caller, proposal(d1, base + 1)),      # taken by the first, in this group
                           delta.commit(caller, proposal(d1, base + 2, latest_backfilled_version=base + 1))]
                 if replay:
                     writes.insert(2, shard.write(ms, ratifies_then_fails))
-                queued = [asyncio.create_task(_outcome(w)) for w in writes]
-                await asyncio.sleep(0)
-                assert len(shard.states[ms].pending) == len(writes)
-                release.set()
-                await held
-                outcomes = await asyncio.gather(*queued)
+                outcomes = await _in_one_group(shard, ms, writes)
                 expected = [{}, {}, "RESOURCE_CONFLICT", {}]
                 if replay:
                     expected.insert(2, "INVALID_PARAMETER_VALUE")
