@@ -1102,11 +1102,15 @@ class WriteBatch:
         self.logged.append(tx)
 
     async def flush(self) -> None:
-        """Send the deferred rows of new assets, in one statement, then the deferred Delta commits,
-        in one round trip (each its own statement, as a write alone sends it: one plan for both)."""
+        """Send the deferred rows of new assets, in one statement, then the deferred Delta commits."""
         if self.deferred:
             rows, self.deferred = self.deferred, []
             await _insert_assets(self.conn, rows)
+        await self._send_commits()
+
+    async def _send_commits(self) -> None:
+        """The deferred Delta commits in one round trip (each its own statement, as a write alone
+        sends it: one plan for both)."""
         if self.deferred_commits:
             commits, self.deferred_commits = self.deferred_commits, []
             await self.conn.executemany(_ADD_DELTA_COMMIT, commits)
@@ -1116,8 +1120,7 @@ class WriteBatch:
         metastore's new version and the writes' change-log rows (deferred Delta commits before,
         in their own round trip). A row refused then (a name taken) spoils the group."""
         try:
-            if self.deferred_commits:
-                await self.flush()
+            await self._send_commits()
             if not self.logged and not self.deferred:
                 return
             new, self.deferred = self.deferred, []
