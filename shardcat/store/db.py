@@ -1143,25 +1143,17 @@ class _FlushingConnection:
         self._batch = batch
         self._conn = batch.conn
 
-    async def execute(self, *args, **kwargs):
-        await self._batch.flush()
-        return await self._conn.execute(*args, **kwargs)
+    def _flushing(name: str):
+        """The connection's statement method `name`, sending the deferred rows first."""
+        async def statement(self, *args, **kwargs):
+            await self._batch.flush()
+            return await getattr(self._conn, name)(*args, **kwargs)
+        statement.__name__ = name
+        return statement
 
-    async def executemany(self, *args, **kwargs):
-        await self._batch.flush()
-        return await self._conn.executemany(*args, **kwargs)
-
-    async def fetch(self, *args, **kwargs):
-        await self._batch.flush()
-        return await self._conn.fetch(*args, **kwargs)
-
-    async def fetchrow(self, *args, **kwargs):
-        await self._batch.flush()
-        return await self._conn.fetchrow(*args, **kwargs)
-
-    async def fetchval(self, *args, **kwargs):
-        await self._batch.flush()
-        return await self._conn.fetchval(*args, **kwargs)
+    execute, executemany, fetch, fetchrow, fetchval = map(
+        _flushing, ("execute", "executemany", "fetch", "fetchrow", "fetchval"))
+    del _flushing
 
     @asynccontextmanager
     async def transaction(self, **kwargs):
