@@ -92,10 +92,10 @@ def _elsewhere(metastore_id: str) -> CatalogError:
 class AccountService:
     """Account-level operations, served by whoever fronts the cluster: no metastore's version moves."""
 
-    def __init__(self, store: Store, measured_load: Callable[[], dict[str, float]] | None = None):
+    def __init__(self, store: Store, measured_load: Callable[[], dict[str, float] | None] = lambda: None):
         self.store = store
-        # Each metastore's measured load, where one is kept (the router's routing table): a new
-        # metastore's home database is the least loaded (store/databases.py `home_order`).
+        # Each metastore's measured load, where one is kept (the router's routing table; None
+        # elsewhere): a new metastore's home database is the least loaded (store/databases.py `home_order`).
         self.measured_load = measured_load
 
     async def create(self, caller: Caller, body: dict) -> dict:
@@ -113,10 +113,7 @@ class AccountService:
                 "updated_at": now, "updated_by": caller.name, "delta_sharing_scope": "INTERNAL",
                 "privilege_model_version": "1.0"}
         try:
-            if self.measured_load is None:
-                m = await self.store.create_metastore(metastore_id, name, info)
-            else:
-                m = await self.store.create_metastore(metastore_id, name, info, load=self.measured_load())
+            m = await self.store.create_metastore(metastore_id, name, info, load=self.measured_load())
         except KeyError:
             raise already_exists(f"Metastore '{name}' already exists.") from None
         return render_metastore(m)
@@ -154,7 +151,7 @@ class AccountService:
     async def databases(self, caller: Caller) -> dict:
         """The PostgreSQL servers metastores live in (docs/cluster.md "Home databases")."""
         require_account_admin(caller, "list the databases")
-        return {"databases": await homes.databases(self.store, self.measured_load() if self.measured_load else None)}
+        return {"databases": await homes.databases(self.store, self.measured_load())}
 
     async def move(self, caller: Caller, metastore: str, body: dict) -> dict:
         """Move a metastore (by id or name) to another home database, online; the move's timeline."""

@@ -37,7 +37,9 @@ class MemoryStore:
 
     # ---- metastores ------------------------------------------------------
 
-    async def create_metastore(self, metastore_id: str, name: str, info: dict) -> Metastore:
+    async def create_metastore(self, metastore_id: str, name: str, info: dict, home: str | None = None,
+                               load: dict[str, float] | None = None) -> Metastore:
+        """As Store's; one database here, so no home to choose."""
         if any(m.meta.name == name for m in self._metastores.values()):
             raise KeyError(name)
         meta = Metastore(metastore_id, name, 0, dict(info))
