@@ -21,8 +21,9 @@ import gc
 UNFREEZE_EVERY = 20      # full collections between two that walk the whole heap
 # A young collection every this many new tracked objects (CPython's default: 700). A shard's request
 # lives across several awaits, so at 700 most of its objects were walked, some promoted, before it
-# ended; at 20,000 most are gone by then. `python -m benchmarks.cpu_per_write --op createTable`: 180 ->
-# 161 µs of Python per write with it (docs/benchmarks.md, issue 33).
+# ended; at 20,000 most are gone by then. `python -m benchmarks.bench_writes --writers 32 --paths shard
+# --rounds 1 --no-docs`, two runs each way: createTable 3,139 / 3,247 -> 3,420 / 3,418 per second
+# (docs/benchmarks.md, issue 33).
 YOUNG_THRESHOLD = 20_000
 
 
