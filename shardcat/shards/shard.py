@@ -415,13 +415,8 @@ class Shard:
             result, version = await self._write_alone(state, body)
             WRITTEN_VERSION.set(version)
             return result
-        if not state.write_lock.locked() and not state.pending and (state.committer is None or state.committer.done()):
-            # A lone writer: nothing in flight, nothing queued. It writes at once in its own task;
-            # writers arriving meanwhile queue, and their committer takes the lock after it.
-            self.stats["lone_writes"] += 1
-            result, version = await self._write_alone(state, body)
-            WRITTEN_VERSION.set(version)
-            return result
+        # Every write queues, a lone one too: its committer starts one loop turn later, after the
+        # writers already woken (the answered writers of the last group, say) have queued beside it.
         pending = PendingWrite(body, asyncio.get_running_loop().create_future(), prefetch)
         # Its writer may have stopped waiting (cancelled): the outcome is then nobody's to read.
         pending.done.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -488,8 +483,7 @@ class Shard:
                 pending.tx = _Made(version)
             except Exception as e:
                 pending.error = e
-            self.stats["groups"] += 1
-            self.stats["grouped_writes"] += 1
+            self.stats["lone_writes"] += 1
             return
         savepoints = False      # optimistic first: a write that cannot fail alone spoils the group
         async with state.write_lock:

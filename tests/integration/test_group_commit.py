@@ -230,7 +230,7 @@ def test_groups_are_bounded_and_a_lone_writer_waits_for_nothing(pg_url, tmp_path
             await store.close()
         store, ms, shard, service, caller = await _setup(pg_url, f"file://{tmp_path}", GroupCommitConfig(max_batch=2))
         try:
-            groups, grouped = shard.stats["groups"], shard.stats["grouped_writes"]
+            lone, groups, grouped = shard.stats["lone_writes"], shard.stats["groups"], shard.stats["grouped_writes"]
             release, held = await _hold(shard, ms)
             queued = [asyncio.create_task(service.create(caller, "table", _table(f"b{i}"))) for i in range(5)]
             await asyncio.sleep(0)
@@ -238,8 +238,9 @@ def test_groups_are_bounded_and_a_lone_writer_waits_for_nothing(pg_url, tmp_path
             await held
             names = [t["name"] for t in await asyncio.gather(*queued)]
             assert names == [f"b{i}" for i in range(5)]
-            # the held write alone, then groups of at most two: 2, 2, 1
-            assert shard.stats["groups"] == groups + 3 and shard.stats["grouped_writes"] == grouped + 5
+            # the held write alone, then groups of at most two: 2, 2, and the last write alone
+            assert shard.stats["groups"] == groups + 2 and shard.stats["grouped_writes"] == grouped + 4
+            assert shard.stats["lone_writes"] == lone + 2
         finally:
             await store.close()
 
@@ -446,16 +447,9 @@ def test_grants_iceberg_commits_delta_commits_and_creates_commit_in_one_group(pg
                 "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": staging["id"]}})
             before, groups = shard.version_of(ms), shard.stats["groups"]
             release, held = await _hold(shard, ms)
-
-            async def first(tx, state):
-                return "first"
-
-            # A write the committer takes alone and waits with for the held one: the four below,
-            # queued meanwhile (the Iceberg commit writes its metadata file first), form the next group.
-            waiting = asyncio.create_task(shard.write(ms, first))
             state = shard.states[ms]
-            while state.committer is None or state.pending:     # queued, then taken
-                await asyncio.sleep(0)
+            # The four below queue behind the held write (the Iceberg commit writes its metadata file
+            # first) and form the next group.
             queued = [
                 asyncio.create_task(_outcome(permissions.update(caller, "table", "c.s.t",
                                                                 {"changes": [{"principal": grantee, "add": ["SELECT"]}]}))),
@@ -474,12 +468,12 @@ def test_grants_iceberg_commits_delta_commits_and_creates_commit_in_one_group(pg
             all_queued = len(state.pending) == len(queued)
             release.set()           # before asserting: a failure must not leave the held write open
             await held
-            assert all_queued and await waiting == "first"
+            assert all_queued
             granted, committed, ratified, created = await asyncio.gather(*queued)
             assert not any(isinstance(o, str) for o in (granted, committed, ratified, created)), \
                 (granted, committed, ratified, created)
-            assert shard.stats["groups"] == groups + 2      # the first alone, then the four in one transaction
-            assert await _log(store, ms, before) == [before + i for i in range(1, 7)]
+            assert shard.stats["groups"] == groups + 1      # the held write alone, then the four in one transaction
+            assert await _log(store, ms, before) == [before + i for i in range(1, 6)]
             got = await permissions.get(caller, "table", "c.s.t", grantee)
             assert got["privilege_assignments"][0]["privileges"] == ["SELECT"]
             assert (await iceberg.load_table(caller, "c.s.ice"))["metadata"]["properties"]["team"] == "sales"
@@ -501,17 +495,18 @@ def test_two_owners_writing_in_groups_lose_nothing_and_share_no_version(pg_url, 
             service_b = CatalogService(b)
             before = a.version_of(ms)
             loc = f"file://{tmp_path}/ext2"
+            # t0 first: it holds the path that every sixth write below names, which is then refused.
+            outcomes = [await service_a.create(caller, "table", {
+                **_table("t0"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0"})]
             writes = []
-            for i in range(24):
+            for i in range(1, 24):
                 service = (service_a, service_b)[i % 2]
-                if i % 6 == 5:      # every sixth names a path an earlier one holds: refused
+                if i % 6 == 5:
                     body = {**_table(f"x{i}"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0/inside{i}"}
-                elif i == 0:
-                    body = {**_table("t0"), "table_type": "EXTERNAL", "storage_location": f"{loc}/t0"}
                 else:
                     body = _table(f"t{i}")
                 writes.append(_outcome(service.create(caller, "table", body)))
-            outcomes = await asyncio.gather(*writes)
+            outcomes += await asyncio.gather(*writes)
             acknowledged = [o["name"] for o in outcomes if isinstance(o, dict)]
             refused = [o for o in outcomes if not isinstance(o, dict)]
             assert len(acknowledged) == 20 and len(refused) == 4, outcomes
