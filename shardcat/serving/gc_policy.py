@@ -1,5 +1,6 @@
 """How a serving process's cyclic garbage collector treats the objects that stay (the shard's cache)
-and those that do not (a request's).
+and those that do not (a request's), and how long its collections hold the process (`PAUSES`,
+shown by /metrics: a pause stalls every request the process is answering).
 
 A shard keeps tens of thousands of cached assets alive for as long as it owns their metastore, and
 CPython's full collection walks every tracked object each time the heap has grown by a quarter.
@@ -17,6 +18,7 @@ once more, so nothing cyclic is kept for ever.
 from __future__ import annotations
 
 import gc
+import time
 
 UNFREEZE_EVERY = 20      # full collections between two that walk the whole heap
 # A young collection every this many new tracked objects (CPython's default: 700). A shard's request
@@ -41,11 +43,38 @@ class _FreezeSurvivors:
             gc.freeze()
 
 
+class PauseTimes:
+    """Each generation's collections since install: how many, their seconds in all, the longest."""
+
+    def __init__(self):
+        self.collections = {generation: 0 for generation in range(3)}
+        self.seconds = {generation: 0.0 for generation in range(3)}
+        self.longest = {generation: 0.0 for generation in range(3)}
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took, generation = time.perf_counter() - self._started, info["generation"]
+        self.collections[generation] += 1
+        self.seconds[generation] += took
+        if took > self.longest[generation]:
+            self.longest[generation] = took
+
+
 _POLICY = _FreezeSurvivors()
+PAUSES = PauseTimes()
 
 
 def freeze_survivors_of_full_collections() -> None:
-    """Install the policy in this process (once; calling again does nothing), with its young threshold."""
+    """Install the policy in this process (once; calling again does nothing), with its young
+    threshold, and time every collection from then on (`PAUSES`)."""
     if _POLICY not in gc.callbacks:
-        gc.callbacks.append(_POLICY)
+        gc.callbacks.extend((PAUSES, _POLICY))
         gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+def installed() -> bool:
+    """Whether this process runs the policy (and so times its collections)."""
+    return _POLICY in gc.callbacks

@@ -1,5 +1,5 @@
 """A shard's metrics and probes: `/metrics` (its figures: requests, cache, writes, audit, database
-pool), `/livez` and `/readyz` (ready when PostgreSQL answers). The figures are counters the shard,
+pool, garbage collections), `/livez` and `/readyz` (ready when PostgreSQL answers). The figures are counters the shard,
 its cache, its audit log and its front already keep; this module only reads them (web/metrics.py)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..shards.shard import Shard
 from ..web.kit import healthz
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
                            exposition, probe_answer)
+from . import gc_policy
 
 _CACHE_COUNTS = ("hits", "misses", "evictions")
 
@@ -34,6 +35,11 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     add_pool(figures, shard.store)
     counters["front_fast_answers"] = observed.front.get("fast", 0)
     counters["front_relayed"] = observed.front.get("through_app", 0)
+    if gc_policy.installed():       # a process serving a shard: its collections are timed
+        pauses = gc_policy.PAUSES
+        for name, by_generation in (("gc_collections", pauses.collections), ("gc_pause_seconds", pauses.seconds),
+                                    ("gc_longest_pause_seconds", pauses.longest)):
+            figures.labelled[name] = {str(generation): value for generation, value in by_generation.items()}
     return figures
 
 

@@ -48,6 +48,9 @@ COUNTERS = {
     "front_fast_answers": "Requests the HTTP front answered itself (the fast path).",
     "front_relayed": "Requests the HTTP front relayed to the app behind it.",
     "supervisor_events": "Supervisor events by kind (shard_killed, shard_unresponsive, metastores_reassigned...).",
+    "gc_collections": "Garbage collections of a serving process, by generation (0 young, 2 full).",
+    "gc_pause_seconds": "Seconds a serving process spent in garbage collections, by generation: every request it "
+                        "was answering waited as long.",
 }
 GAUGES = {
     "cache_entries": "Assets in the in-memory caches.",
@@ -61,6 +64,7 @@ GAUGES = {
     "shard_up": "1 for a shard the router counts alive and that answered this scrape, else 0.",
     "shard_metastores": "Metastores the routing table assigns to a shard.",
     "shards": "Shard counts of a Ray cluster: wanted (--shards), possible (what the live eligible nodes allow), live.",
+    "gc_longest_pause_seconds": "The longest garbage collection of a serving process since it started, by generation.",
 }
 
 
@@ -105,7 +109,8 @@ class Observed:
 OBSERVED = web.AppKey("shardcat_observed", Observed)
 
 LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard",
-            "metastore_version": "metastore", "shards": "count"}
+            "metastore_version": "metastore", "shards": "count", "gc_collections": "generation",
+            "gc_pause_seconds": "generation", "gc_longest_pause_seconds": "generation"}
 
 
 class _Snapshots:

@@ -119,6 +119,10 @@ async def test_router_scrape_shows_shards_and_a_kill(cluster, http, tmp_path):
     assert value(samples, "shardcat_requests_total", server=owner, operation="getCatalog", status="200") >= 3
     assert value(samples, "shardcat_writes_total", server=owner) >= 1
     assert value(samples, "shardcat_metastores_owned", server=owner) >= 1
+    # a shard's process times its garbage collections (serving/gc_policy.py), each generation a series
+    for name in ("shardcat_gc_collections_total", "shardcat_gc_pause_seconds_total", "shardcat_gc_longest_pause_seconds"):
+        for generation in "012":
+            assert (name, tuple(sorted({"server": owner, "generation": generation}.items()))) in samples, name
     # the supervisor's shard count goal beside what it has (a shortfall would show: possible < wanted)
     assert value(samples, "shardcat_shards", server="router", count="wanted") == 2
     assert value(samples, "shardcat_shards", server="router", count="possible") == 2
