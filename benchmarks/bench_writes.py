@@ -463,8 +463,8 @@ def report(run_info: dict) -> str:
     on = run_info["stats"].get("group commit on", {})
     if on.get("groups"):
         lines += ["", f"With group commit on, the in-process shard wrote {on.get('lone_writes', 0):,} writes in "
-                  f"transactions of their own (nothing else queued when their committer started) and {on['grouped_writes']:,} queued ones in "
-                  f"{on['groups']:,} transactions ({on['grouped_writes'] / on['groups']:.1f} per transaction on "
+                  "transactions of their own (nothing else queued when their committer started) and "
+                  f"{on['grouped_writes']:,} queued ones in {on['groups']:,} transactions ({on['grouped_writes'] / on['groups']:.1f} per transaction on "
                   "average over the whole run, warm-ups and setup included)."]
     return "\n".join(lines) + "\n"
 

@@ -1,6 +1,7 @@
 """A shard's metrics and probes: `/metrics` (its figures: requests, cache, writes, audit, database
-pool, garbage collections), `/livez` and `/readyz` (ready when PostgreSQL answers). The figures are counters the shard,
-its cache, its audit log and its front already keep; this module only reads them (web/metrics.py)."""
+pool, garbage collections), `/livez` and `/readyz` (ready when PostgreSQL answers). The figures
+are counters the shard, its cache, its audit log, its front and its process's collector policy
+already keep; this module only reads them (web/metrics.py)."""
 
 from __future__ import annotations
 
