@@ -30,8 +30,10 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     gauges["cache_bytes"] = sum(c["bytes"] for c in caches)
     gauges["metastores_owned"] = len(shard.states)
     figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
-    for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops"):
+    for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops", "grouped_writes",
+                "lone_writes", "group_replays"):
         counters[key] = shard.stats.get(key, 0)
+    counters["write_groups"] = shard.stats.get("groups", 0)
     add_audit(figures, audit_log)
     add_pool(figures, shard.store)
     counters["front_fast_answers"] = observed.front.get("fast", 0)

@@ -74,6 +74,8 @@ async def test_counters_match_a_known_workload(ws, server, http):
     assert delta("shardcat_request_duration_seconds_count", operation="getCatalog", status="200") == 5
     assert delta("shardcat_request_duration_seconds_bucket", operation="getCatalog", status="200", le="+Inf") == 5
     assert delta("shardcat_writes_total") == 1
+    # one write, nothing queued beside it: group commit ran it alone
+    assert delta("shardcat_lone_writes_total") == 1 and delta("shardcat_write_groups_total") == 0
     assert delta("shardcat_metastore_version", metastore=ws.metastore_id) == 1     # the one write
     assert delta("shardcat_cache_hits_total") >= 4        # the gets after the first are cached
     assert delta("shardcat_front_fast_answers_total") >= 5
