@@ -21,7 +21,7 @@ when it starts and whenever its last transaction ends, bounded (`max_batch`), an
 nothing more: a lone writer waits one turn of the event loop, no timer (`max_wait` can trade
 latency for bigger groups). That turn matters when a group's answers wake its writers at once:
 they queue together for the next group. Before, the first of them wrote alone and the rest
-waited on it: a transaction more per group, 6-30% of the in-process throughput at 32 writers
+waited on it: a transaction more per group, 6-32% of the in-process throughput at 32 writers
 (docs/benchmarks.md, "what made them faster"). A group of one is a plain write, as without
 group commit.
 """
