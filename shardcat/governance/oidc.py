@@ -4,6 +4,12 @@ e-mail (or, failing that, by its subject); the token then authenticates requests
 principal, or is exchanged for a shardcat token (RFC 8693, `POST /api/1.0/unity-control/auth/tokens`
 with a form, as the open-source Unity Catalog server does). Tokens shardcat mints are unchanged.
 
+Which claims may name a principal (a provider signs what its users typed in as well as what it
+checked): the `email` claim only when the provider verified it (`email_verified`) and only as an
+e-mail address, matched to a principal's e-mails or to a name that is that address; the `sub`
+only to the principal whose externalId binds it to its issuer (`<issuer>#<sub>`, or the bare `sub`
+when one issuer is allowed), never to a plain name such as `admin`.
+
 Checked: the issuer is one configured (before any key is fetched: a token cannot make the server
 fetch from an address of its choosing), the signature with the issuer's key of the token's `kid`
 (asymmetric algorithms only), the audience, the expiry (and not-before). Refusals are 401s that
@@ -146,18 +152,33 @@ class OidcVerifier:
     async def identity(self, token: str) -> Identity:
         """The principal an identity provider's token names, as authentication yields it."""
         claims = await self.claims(token)
-        named = claims.get(self.config.claim)
-        subject = claims.get("sub")
-        found = await self.store.principals.identity_for_login(
-            named if isinstance(named, str) else None, subject if isinstance(subject, str) else None,
-            self.config.workspace_id)
+        found = await self.store.principals.identity_for_login(self._named(claims), self._subjects(claims),
+                                                               self.config.workspace_id)
         if found is None:
             raise unauthenticated("No active shardcat user or service principal matches the identity "
-                                  "provider's token (by e-mail or subject).")
+                                  "provider's token (by verified e-mail or by the subject its externalId binds).")
         exp = claims.get("exp")
         expires_at = int(exp * 1000) if isinstance(exp, (int, float)) else None
         return Identity(found.principal_id, found.name, found.is_account_admin, found.trusted_engine,
                         found.workspace_id, found.groups, expires_at)
+
+    def _named(self, claims: dict) -> str | None:
+        """The configured claim's value, where it may name a principal: the `email` claim only when
+        the provider verified it, and only an e-mail address (so it never meets a plain name)."""
+        value = claims.get(self.config.claim)
+        if not isinstance(value, str) or not value:
+            return None
+        if self.config.claim == "email" and not (_verified(claims.get("email_verified")) and "@" in value):
+            return None
+        return value
+
+    def _subjects(self, claims: dict) -> list[str]:
+        """The externalIds that bind the token's subject: `<issuer>#<sub>`, and the bare `sub` when
+        one issuer is allowed (with several, one issuer's subject could be another's)."""
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            return []
+        return [f"{claims['iss']}#{subject}", *([subject] if len(self.config.issuers) == 1 else [])]
 
     async def exchange(self, form) -> dict:
         """RFC 8693 token exchange: an identity provider's token in, a shardcat token out."""
@@ -182,6 +203,11 @@ class OidcVerifier:
                                                  now_ms() + lifetime * 1000)
         return {"access_token": secret, "issued_token_type": ACCESS_TOKEN, "token_type": "Bearer",
                 "expires_in": lifetime}
+
+
+def _verified(flag) -> bool:
+    """`email_verified` as providers send it: a JSON true (some send the string "true")."""
+    return flag is True or (isinstance(flag, str) and flag.lower() == "true")
 
 
 def _discover(issuer: str) -> dict:

@@ -100,7 +100,7 @@ WITH RECURSIVE me AS (
     SELECT p.id, p.name, p.is_account_admin, p.trusted_engine FROM principals p
     WHERE p.active AND p.kind <> 'group'
       AND ((p.emails @> jsonb_build_array(jsonb_build_object('value', $1::text)) OR p.name = $1::text)
-           OR p.external_id = $2::text OR p.name = $2::text)
+           OR p.external_id = ANY($2::text[]))
     ORDER BY (p.emails @> jsonb_build_array(jsonb_build_object('value', $1::text)) OR p.name = $1::text) DESC,
              p.id
     LIMIT 1
@@ -153,13 +153,14 @@ class Principals:
         return Identity(row["id"], row["name"], row["is_account_admin"], row["trusted_engine"],
                         row["workspace_id"], frozenset(row["groups"]), row["expires_at"])
 
-    async def identity_for_login(self, email: str | None, subject: str | None, workspace_id: int) -> Identity | None:
+    async def identity_for_login(self, email: str | None, subjects: list[str], workspace_id: int) -> Identity | None:
         """The active user or service principal an identity provider's token names, with its groups:
-        by e-mail (one of its emails, or its name) first, else by subject (its external id or name).
-        Its expiry is the caller's to set (the provider's token's)."""
-        if not email and not subject:
+        by `email` (one of its emails, or its name) first, else by one of `subjects` (its external
+        id; governance/oidc.py decides which claims may be given here). Its expiry is the caller's
+        to set (the provider's token's)."""
+        if not email and not subjects:
             return None
-        row = await self.pool.fetchrow(_LOGIN, email, subject)
+        row = await self.pool.fetchrow(_LOGIN, email, list(subjects))
         if row is None:
             return None
         return Identity(row["id"], row["name"], row["is_account_admin"], row["trusted_engine"], workspace_id,

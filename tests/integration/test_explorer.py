@@ -310,7 +310,7 @@ class LoginProvider:
             return web.json_response({"error": "invalid_grant"}, status=400, headers=self._cors(request))
         now = int(time.time())
         id_token = jwt.encode({"iss": self.issuer, "aud": CLIENT_ID, "sub": "u-1", "email": self.login_email,
-                               "iat": now, "exp": now + 300}, self.key, algorithm="RS256", headers={"kid": "login"})
+                               "email_verified": True, "iat": now, "exp": now + 300}, self.key, algorithm="RS256", headers={"kid": "login"})
         return web.json_response({"id_token": id_token, "token_type": "Bearer", "expires_in": 300},
                                  headers=self._cors(request))
 

@@ -44,7 +44,10 @@ class IdentityProvider:
 
     def token(self, *, kid="k1", iss=ISSUER, aud=AUDIENCE, expires_in=300, **claims) -> str:
         now = int(time.time())
-        body = {"iss": iss, "aud": aud, "iat": now, "exp": now + expires_in, "sub": "subject-1", **claims}
+        # the provider vouches for the e-mails it signs, as real providers say (email_verified); None: left out
+        body = {"iss": iss, "aud": aud, "iat": now, "exp": now + expires_in, "sub": "subject-1",
+                "email_verified": True, **claims}
+        body = {k: v for k, v in body.items() if v is not None}
         return jwt.encode(body, self.keys[kid], algorithm="RS256", headers={"kid": kid})
 
 
