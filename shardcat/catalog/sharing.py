@@ -31,7 +31,7 @@ from ..store.sealing import SecretKeyError, seal_info
 from ..entities.types import PROVIDER, RECIPIENT, SHARE
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance import privileges as P
-from ..governance.authorize import Authz, authorizer, carries_policies, denied
+from ..governance.authorize import Authz, Decision, authorizer, carries_policies, denied
 from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
@@ -255,6 +255,15 @@ class Shares(MetastoreLevel):
         return await self._assignments(caller.metastore(), share)
 
 
+def owner_decision(authz: Authz, target: Asset) -> Decision:
+    """Whether a share's owner (`authz`) may share `target`: what reading its data needs (SELECT on
+    a table, on a schema for all its tables), with USE CATALOG and USE SCHEMA above. Decided when
+    the object is added and again at every recipient request (delta_sharing/server.py): a share
+    serves only what its owner may read now, as Databricks has it."""
+    rule = _SCHEMA_DATA if target.type == "schema" else P.rule(target.type, "read_data")
+    return authz.decide(target.type, "read_data", target, rule=rule)
+
+
 async def _may_share(tx, authz: Authz, kind: str, name: str, target: Asset | None) -> None:
     """Whether the caller may add `target` (data object type `kind`, full name `name`) to a share
     it administers. The 2.1 spec: the share owner needs SELECT on each table it adds; Databricks
@@ -265,8 +274,7 @@ async def _may_share(tx, authz: Authz, kind: str, name: str, target: Asset | Non
     missing = not_found(f"{kind.capitalize()} '{name}' does not exist.")
     if target is None or not authz.sees(target.type, target):
         raise missing
-    rule = _SCHEMA_DATA if target.type == "schema" else P.rule(target.type, "read_data")
-    decision = authz.decide(target.type, "read_data", target, rule=rule)
+    decision = owner_decision(authz, target)
     if not decision.allowed:
         raise denied(decision.reason + " Adding it to a share needs that.")
     guarded = [target] if carries_policies(target, authz.policies) else []

@@ -68,21 +68,29 @@ def _missing(kind: str, full_name: str) -> CatalogError:
     """The answer for a securable that does not exist, and for one the caller may not see."""
     return not_found(f"{label(kind).capitalize()} '{full_name}' does not exist.")
 
+class Subjects:
+    """Who a principal other than the caller is, by name: itself and its groups (transitively), and
+    whether it is an account admin (for admins who ask on its behalf, for a share's owner). Kept
+    `ttl` seconds: as fresh as a caller's own identity (the authenticator's 5 s bound)."""
+
+    def __init__(self, store, ttl: float = 5.0):
+        self.store = store
+        self._known = TtlCache(maxsize=10_000, ttl=ttl)
+
+    async def of(self, principal: str) -> tuple[frozenset[str], bool]:
+        found = self._known.get(principal)
+        if found is None:
+            found = (frozenset({principal, *await _groups_of(self.store, principal)}),
+                     await _is_account_admin(self.store, principal))
+            self._known.put(principal, found)
+        return found
+
+
 class PermissionsService:
     def __init__(self, shard, identity_ttl: float = 5.0):
         self.shard = shard
         self.store = shard.store
-        # Who another principal is (its groups, transitively; account admin or not), for admins who
-        # ask on its behalf: as fresh as a caller's own identity (the authenticator's 5 s bound).
-        self.subjects = TtlCache(maxsize=10_000, ttl=identity_ttl)
-
-    async def _subject(self, principal: str) -> tuple[frozenset[str], bool]:
-        found = self.subjects.get(principal)
-        if found is None:
-            found = (frozenset({principal, *await _groups_of(self.store, principal)}),
-                     await _is_account_admin(self.store, principal))
-            self.subjects.put(principal, found)
-        return found
+        self.subjects = Subjects(self.store, identity_ttl)
 
     def _key(self, caller: Caller, type_name: str, full_name: str) -> tuple[str, tuple[str, str] | None]:
         kind = P.securable_type(type_name)
@@ -202,7 +210,7 @@ class PermissionsService:
             principal = check_principal(principal, "principal")
             if not me.admin:
                 raise denied("Only account admins and metastore admins may ask about another principal.")
-            principals, is_account_admin = await self._subject(principal)
+            principals, is_account_admin = await self.subjects.of(principal)
             authz = Authz(caller, index, principals, is_account_admin=is_account_admin, subject=principal)
         parsed, names = [], []
         for i, item in enumerate(items):

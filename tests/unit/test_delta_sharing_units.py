@@ -112,12 +112,14 @@ def test_signed_grants_verify_only_unchanged():
     from shardcat.store.sealing import SecretBox
     from cryptography.fernet import Fernet
     box = SecretBox([Fernet.generate_key()])
-    grant = files.FileGrant("0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d", "s", "t", "r", "a=1/part-0.parquet", 123)
+    grant = files.FileGrant("0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d", "s", "t", "r", "a=1/part-0.parquet", 123, "k")
     payload, mac = files.sign(box, grant)
     assert files.verify(box, payload, mac) == grant
     assert files.verify(SecretBox([Fernet.generate_key()]), payload, mac) is None        # another server's key
-    other, _ = files.sign(box, files.FileGrant(*[*grant.__dict__.values()][:4], "a=2/part-0.parquet", 123))
+    other, _ = files.sign(box, files.FileGrant(*[*grant.__dict__.values()][:4], "a=2/part-0.parquet", 123, "k"))
     assert files.verify(box, other, mac) is None                                       # another file
+    other, _ = files.sign(box, files.FileGrant(*[*grant.__dict__.values()][:6], "k2"))
+    assert files.verify(box, other, mac) is None                                       # another token
     assert files.verify(box, payload, "") is None and files.verify(box, "x", mac) is None
     # A rotated key file (new key first, old after it) still opens the old URLs.
     rotated = SecretBox([Fernet.generate_key(), *box.keys])
@@ -129,7 +131,7 @@ def test_the_router_finds_the_metastore_of_a_sharing_path():
     from shardcat.catalog.delta_sharing import files
     from shardcat.catalog.delta_sharing.routing import metastore_of
     ms = "0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d"
-    payload, _ = files.sign(None, files.FileGrant(ms, "s", "t", "r", "p", 1))
+    payload, _ = files.sign(None, files.FileGrant(ms, "s", "t", "r", "p", 1, "k"))
     assert metastore_of(f"/api/2.1/delta-sharing/metastores/{ms}/shares") == ms
     assert metastore_of(f"/api/2.1/delta-sharing/files/{payload}/p.parquet") == ms
     assert metastore_of(f"/api/2.1/unity-catalog/public/data_sharing_activation/{ms}.abc") == ms

@@ -2,10 +2,11 @@
 
 For `s3://` tables, S3 pre-signed GETs (boto3; $SHARDCAT_S3_ENDPOINT points at an S3-compatible
 server). For `file://` tables shardcat serves the file itself: the URL carries what it may read
-(metastore, share, table, the one file's path in the table, the recipient, the expiry), signed with
-an HMAC-SHA256 under a key derived from the server's secret keys (store/sealing.py), so every shard
-of the server accepts it and a restart does not void it. `server.py` checks the signature, the
-expiry and that the share still holds the table before it answers the bytes.
+(metastore, share, table, the one file's path in the table, the recipient and its token, the
+expiry), signed with an HMAC-SHA256 under a key derived from the server's secret keys
+(store/sealing.py), so every shard of the server accepts it and a restart does not void it.
+`server.py` checks the signature, the expiry, the token and that the share still serves the table
+before it answers the bytes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class FileGrant:
     recipient_id: str
     path: str           # the file as the table's log names it
     expires_ms: int
+    token_id: str       # the recipient token it was handed out under: the URL dies with it
 
 
 def _keys(box) -> list[bytes]:
@@ -56,7 +58,7 @@ def _unb64(text: str) -> bytes:
 def sign(box, grant: FileGrant) -> tuple[str, str]:
     """(the grant as URL text, its signature)."""
     payload = _b64(json.dumps([grant.metastore_id, grant.share_id, grant.table_id, grant.recipient_id,
-                               grant.path, grant.expires_ms], separators=(",", ":")).encode())
+                               grant.path, grant.expires_ms, grant.token_id], separators=(",", ":")).encode())
     mac = hmac.new(_keys(box)[0], payload.encode(), hashlib.sha256).digest()
     return payload, _b64(mac)
 

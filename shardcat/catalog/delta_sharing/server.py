@@ -5,8 +5,10 @@ profile's endpoint) and carries a recipient's bearer token. The token is checked
 against the recipient as the catalog has it now: known, unexpired (a rotated token until its
 grace period ends), from an address on the recipient's IP access list. The recipient sees the
 shares it holds SELECT on, and in them only the shared objects (tables, and the tables of shared
-schemas) under their shared names; anything else is "not found", the same for what does not exist
-and for what exists outside its shares. Errors are the protocol's JSON (`errorCode`, `message`).
+schemas) under their shared names, and of those only what the share's owner may still read
+(`sharing.owner_decision`, decided on the privilege index in memory at every request); anything
+else is "not found", the same for what does not exist and for what exists outside its shares.
+Errors are the protocol's JSON (`errorCode`, `message`).
 
 A table is read from its Delta log (tables.py) at the version asked; history (a version, a
 timestamp, a starting version) only where the share enables history sharing, from the object's
@@ -34,12 +36,15 @@ from ...entities.values import now_ms
 from ...errors import CatalogError
 from ...governance import abac
 from ...governance.audit import annotate
-from ...governance.authorize import carries_policies
+from ...governance.authorize import Authz, carries_policies
+from ...governance.grants import Subjects
+from ...governance.index import privilege_index
 from ...shards.shard import Shard
 from ...store.db import MetastoreGone
 from ...web.kit import client_address, public_origin, ShardServing
 from ...web.paging import decode_token, encode_token
 from ...web.wire import SHARING_PREFIX
+from ..sharing import owner_decision
 from . import files
 from .predicates import FileFacts, may_match, parse_hint, parse_sql_hints, partition_filter
 from .tables import TableLog, TableLogError, open_log
@@ -161,6 +166,7 @@ class SharedTable:
 class SharingServer:
     def __init__(self, shard: Shard):
         self.shard = shard
+        self.subjects = Subjects(shard.store)    # share owners' groups, as fresh as a caller's own
 
     # ---- who is asking ----
 
@@ -220,27 +226,42 @@ class SharingServer:
             raise not_found(f"Share '{name:.255}' does not exist or is not shared with this recipient.")
         return share
 
+    async def owner(self, ms: str, share: Asset) -> Authz:
+        """The share's owner as governance sees it now (its groups, at most a few seconds old; its
+        grants, current: the shard's privilege index, no database round trip once loaded)."""
+        name = share.info.get("owner") or ""
+        principals, account_admin = await self.subjects.of(name) if name else (frozenset(), False)
+        return Authz(Caller(name, 0, account_admin, 0, ms, groups=principals), await privilege_index(self.shard, ms))
+
     async def tables(self, r: Recipient, share: Asset) -> list[SharedTable]:
-        """The share's tables as the recipient sees them, in (schema, table) order. A table that has
-        come to carry a row filter or column masks (its own or an ABAC policy's) since it was shared
-        is not served: a recipient would read it unfiltered."""
-        out = {}
+        return (await self.served(r, share))[0]
+
+    async def served(self, r: Recipient, share: Asset) -> tuple[list[SharedTable], set[str]]:
+        """The share's tables as the recipient sees them, in (schema, table) order, and the names of
+        its shared schemas. Only what the share's owner may read now is served (SELECT and the USE
+        privileges above, `owner_decision`): an object whose owner lost them is left out, as if no
+        longer shared. A table that has come to carry a row filter or column masks (its own or an
+        ABAC policy's) since it was shared is not served either: a recipient would read it unfiltered."""
+        out, schemas = {}, set()
         policies = await abac.policies_of(self.shard, r.metastore_id)
+        owner = await self.owner(r.metastore_id, share)
         for obj in share.info.get("objects", []):
             if obj.get("status", "ACTIVE") != "ACTIVE":
                 continue
             kind = obj.get("data_object_type")
             if kind == "TABLE":
                 table = await self.shard.lookup(r.metastore_id, "table", obj["name"])
-                if table is None or not _is_delta(table) or carries_policies(table, policies):
+                if table is None or not _is_delta(table) or carries_policies(table, policies) \
+                        or not owner_decision(owner, table).allowed:
                     continue
                 schema, _, name = obj["shared_as"].rpartition(".")
                 out[(schema, name)] = SharedTable(share, schema, name, table, obj)
             elif kind == "SCHEMA":
                 schema_asset = await self.shard.lookup(r.metastore_id, "schema", obj["name"])
-                if schema_asset is None:
+                if schema_asset is None or not owner_decision(owner, schema_asset).allowed:
                     continue
                 schema = obj["shared_as"].rsplit(".", 1)[-1]
+                schemas.add(schema)
                 after = ""
                 while True:
                     batch = await self.shard.children(r.metastore_id, schema_asset.id, "table", after=after,
@@ -251,7 +272,7 @@ class SharingServer:
                     if len(batch) < 1000:
                         break
                     after = batch[-1].name
-        return [out[k] for k in sorted(out)]
+        return [out[k] for k in sorted(out)], schemas
 
     async def table(self, r: Recipient, share_name: str, schema: str, name: str) -> SharedTable:
         share = await self.share(r, share_name)
@@ -398,7 +419,7 @@ class _Urls:
         if not full.startswith("file://"):
             raise _error("FAILED_PRECONDITION", "This server pre-signs only file:// and s3:// storage.")
         grant = files.FileGrant(self.r.metastore_id, self.t.share.id, self.t.table.id, self.r.asset.id, path,
-                                self.expires)
+                                self.expires, self.r.token["id"])
         return files.signed_url(self.origin, SHARING_PREFIX, self.box, grant)
 
 
@@ -503,9 +524,8 @@ def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
         r = await server.recipient(request)
         share = await server.share(r, request.match_info["share"])
         annotate("SHARE", share.name, share.id)
-        names = sorted({t.schema for t in await server.tables(r, share)}
-                       | {o["shared_as"].rsplit(".", 1)[-1] for o in share.info.get("objects", [])
-                          if o.get("data_object_type") == "SCHEMA"})
+        tables, schemas = await server.served(r, share)
+        names = sorted({t.schema for t in tables} | schemas)
         items = [{"name": n, "share": share.name} for n in names]
         return web.json_response(_page(request, items, lambda i: (i["name"],)))
 
@@ -516,10 +536,9 @@ def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
         r = await server.recipient(request)
         share = await server.share(r, request.match_info["share"])
         schema = request.match_info["schema"].lower()
-        tables = [t for t in await server.tables(r, share) if t.schema == schema]
-        declared = any(o["shared_as"].rsplit(".", 1)[-1] == schema for o in share.info.get("objects", [])
-                       if o.get("data_object_type") == "SCHEMA")
-        if not tables and not declared:
+        tables, schemas = await server.served(r, share)
+        tables = [t for t in tables if t.schema == schema]
+        if not tables and schema not in schemas:
             raise not_found(f"Schema '{request.match_info['schema']:.255}' does not exist in share '{share.name}'.")
         items = [_table_item(t) for t in tables]
         return web.json_response(_page(request, items, lambda i: (i["name"],)))
@@ -707,6 +726,11 @@ def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
         if recipient is None or share is None or table is None or \
                 "SELECT" not in (share.info.get("permissions", {}).get(recipient.id) or []):
             raise _error("PERMISSION_DENIED", "This file is no longer shared.")
+        # A URL never outlives the token it was handed out under: expired, or rotated past its grace.
+        token = next((t for t in recipient.info.get("tokens", []) if t.get("id") == grant.token_id), None)
+        if token is None or token["expiration_time"] <= now_ms():
+            raise _error("PERMISSION_DENIED", "The recipient token this file URL was handed out under has "
+                                              "expired or was rotated.")
         r = Recipient(recipient, grant.metastore_id, {})
         address = client_address(request, shard.store.secrets)
         if not _ip_allowed(recipient, address):
