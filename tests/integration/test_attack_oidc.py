@@ -26,7 +26,7 @@ OTHER_ISSUER = "https://other-idp.test.invalid/realm"
 
 
 @pytest.fixture(scope="module")
-async def two_issuers(pg_url, tmp_path_factory, idp):  # noqa: F811
+async def two_issuers(pg_url, tmp_path_factory, idp):
     running = await start(ServeConfig(port=0, data_dir=tmp_path_factory.mktemp("oidc-two"), db=pg_url,
                                       oidc=OidcConfig((ISSUER, OTHER_ISSUER), AUDIENCE, idp.jwks_url)))
     yield running
@@ -53,7 +53,7 @@ async def signs_in_as(server, http, token: str) -> str | None:
 
 
 @pytest.fixture
-async def people(oidc_server):  # noqa: F811
+async def people(oidc_server):
     """bob: a plain user (no e-mail); alice: a user with an e-mail; svc: a service principal;
     carol@...: a user named by its e-mail address; ext: a user bound to subject `<ext>-sub`."""
     bob = await principal(oidc_server, unique("bob"))
@@ -67,7 +67,7 @@ async def people(oidc_server):  # noqa: F811
 
 
 @pytest.mark.parametrize("verified", [None, False, "false", 0, "yes"])
-async def test_an_unverified_email_names_no_one(oidc_server, idp, http, people, verified):  # noqa: F811
+async def test_an_unverified_email_names_no_one(oidc_server, idp, http, people, verified):
     alice, carol = people["alice"], people["carol"]
     for email in (f"{alice}@example.com", carol):
         claims = {"email": email, "sub": unique("nobody"), "email_verified": verified}     # None: left out
@@ -77,7 +77,7 @@ async def test_an_unverified_email_names_no_one(oidc_server, idp, http, people, 
 
 
 @pytest.mark.parametrize("victim", ["admin", "bob", "svc", "ext"])
-async def test_a_verified_email_claim_equal_to_a_plain_name_signs_in_as_no_one(oidc_server, idp, http, people,  # noqa: F811
+async def test_a_verified_email_claim_equal_to_a_plain_name_signs_in_as_no_one(oidc_server, idp, http, people,
                                                                                victim):
     name = "admin" if victim == "admin" else people[victim]
     for verified in (True, "true", None):
@@ -86,7 +86,7 @@ async def test_a_verified_email_claim_equal_to_a_plain_name_signs_in_as_no_one(o
 
 
 @pytest.mark.parametrize("victim", ["admin", "bob", "svc", "carol", "alice email"])
-async def test_a_sub_equal_to_a_name_or_an_email_signs_in_as_no_one(oidc_server, idp, http, people, victim):  # noqa: F811
+async def test_a_sub_equal_to_a_name_or_an_email_signs_in_as_no_one(oidc_server, idp, http, people, victim):
     name = {"admin": "admin", "alice email": f"{people['alice']}@example.com"}.get(victim) or people[victim]
     assert await signs_in_as(oidc_server, http, idp.token(sub=name)) is None
     # Nor with an e-mail claim that names no one beside it.
@@ -94,7 +94,7 @@ async def test_a_sub_equal_to_a_name_or_an_email_signs_in_as_no_one(oidc_server,
                                                           email_verified=True)) is None
 
 
-async def test_the_sub_signs_in_by_the_external_id_that_binds_it(oidc_server, idp, http, people):  # noqa: F811
+async def test_the_sub_signs_in_by_the_external_id_that_binds_it(oidc_server, idp, http, people):
     ext = people["ext"]
     assert await signs_in_as(oidc_server, http, idp.token(sub=f"{ext}-sub")) == ext
     assert await signs_in_as(oidc_server, http, idp.token(sub=ext)) is None          # its name is not a subject
@@ -107,7 +107,7 @@ async def test_the_sub_signs_in_by_the_external_id_that_binds_it(oidc_server, id
                                                           email_verified=False)) == ext
 
 
-async def test_with_two_issuers_a_subject_is_bound_to_its_issuer(two_issuers, idp, http):  # noqa: F811
+async def test_with_two_issuers_a_subject_is_bound_to_its_issuer(two_issuers, idp, http):
     """One issuer's subject is not another's: with several issuers allowed, the externalId names
     the issuer too (`<issuer>#<sub>`); the bare subject binds nothing."""
     bare, bound = unique("bare"), unique("bound")
