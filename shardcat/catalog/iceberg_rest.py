@@ -585,8 +585,8 @@ class IcebergCatalog:
         asset = await self._table(caller, full_name, view)
         await self.catalogs.delete(caller, "table", full_name)
         if purge and asset.storage_path:
-            # Data and metadata go too (local storage; cloud storage is kept), once the table can no
-            # longer be undropped: when its history is purged (catalog/versions.py, docs/versions.md).
+            # A MANAGED table's data and metadata go too (local storage; cloud and EXTERNAL storage are
+            # kept), once it can no longer be undropped: when its history is purged (catalog/versions.py).
             await history.request_storage_purge(self.shard.store, asset.metastore_id, asset.id,
                                                 WRITTEN_VERSION.get())
 

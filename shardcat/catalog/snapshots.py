@@ -18,6 +18,8 @@ from aiohttp import web
 
 from ..auth import Caller
 from ..delta import clone as delta_clone
+from ..delta import vacuum as delta_vacuum
+from ..delta.commits import is_catalog_managed
 from ..entities.asset import Asset
 from ..entities.names import check_name, full_name_key
 from ..entities.types import TYPES
@@ -293,8 +295,8 @@ class SnapshotService:
     # ---- vacuum ---------------------------------------------------------------------------------
 
     async def vacuum(self, caller: Caller, body: dict) -> dict:
-        """Delete a table's data files its Delta snapshot no longer references and no shallow clone
-        references, older than `retention_hours` (default 168). The table's owner, MANAGE or MODIFY."""
+        """Delete the data files a table's own Delta log removed (delta/vacuum.py), longer ago than
+        `retention_hours` (default 168), that no shallow clone references. The table's owner or MODIFY."""
         full_name = body.get("table")
         if not isinstance(full_name, str):
             raise invalid("Missing required field 'table'.")
@@ -310,13 +312,24 @@ class SnapshotService:
         authz.require_data(table, write=True, missing=missing)
         if not table.storage_path or (table.info.get("data_source_format") or "DELTA") != "DELTA":
             raise invalid(f"Table '{full_name}' is not a Delta table with storage.")
+        if table.info.get("table_type") == "MANAGED" and is_catalog_managed(table.info.get("properties")):
+            # A ratified commit not in the log yet may add a removed file back: publish first.
+            _, _, latest, published, _ = await self.store.delta_commits(caller.metastore(), table.id, 0, None, 1)
+            if latest is not None and latest != published:
+                raise CatalogError("FAILED_PRECONDITION", f"Table '{full_name}' has commits up to version {latest} "
+                                                          "not yet published to its _delta_log: publish them first.")
         keep = set()
         for clone_id in (await history.clone_references(self.store, caller.metastore(), [table.id])).get(table.id, []):
             clone = await self.shard.lookup_id(caller.metastore(), clone_id, caller.min_version)
             if clone is not None and clone.storage_path:
                 keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)
-        out = await asyncio.to_thread(delta_clone.vacuum, table.storage_path, keep,
-                                      older_than_ms=now_ms() - int(hours * 3600_000), dry_run=bool(body.get("dry_run")))
+        try:
+            out = await asyncio.to_thread(delta_vacuum.vacuum, table.storage_path, keep,
+                                          older_than_ms=now_ms() - int(hours * 3600_000),
+                                          dry_run=bool(body.get("dry_run")))
+        except delta_vacuum.NoDeltaLog as e:
+            raise invalid(f"Table '{full_name}' cannot be vacuumed: {e}; a vacuum deletes only files a Delta "
+                          "log removed.") from None
         return {"table": key, **out}
 
 

@@ -23,7 +23,7 @@ from ..auth import Caller
 from ..entities.asset import Asset
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
-from ..entities.urls import local_path
+from ..entities.urls import local_path, url_segments
 from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, is_metastore_admin, present_table
@@ -318,15 +318,22 @@ class VersionService:
                 "storage_kept_for_clones": kept}
 
 
+def catalog_allocated(a: Asset) -> bool:
+    """Whether a table's or volume's storage is what the catalog allocated for it: MANAGED, at
+    `<managed root>/tables/<its id>` (`volumes/` for a volume). The only storage ever deleted:
+    an EXTERNAL asset's folder is someone's data, however it was dropped."""
+    kind = a.info.get("table_type") if a.type == "table" else a.info.get("volume_type")
+    return kind == "MANAGED" and bool(a.storage_path) and url_segments(a.storage_path)[-2:] == (f"{a.type}s", a.id)
+
+
 async def delete_storage(store, assets: list[Asset], *, managed: bool) -> tuple[list[str], list[str]]:
-    """Delete the local files of purged assets: a managed table's or volume's (with `managed`) or
-    one whose drop asked for it (Iceberg's purgeRequested); never while a shallow clone references
-    it, never an external one. Returns (deleted urls, urls kept for clones)."""
+    """Delete the local files of purged assets whose storage the catalog allocated: every one with
+    `managed` (an explicit purge), else those whose drop asked for it (Iceberg's purgeRequested);
+    never while a shallow clone references it, never an external one. Returns (deleted urls, urls
+    kept for clones)."""
     doomed = {}
     for a in assets:
-        kind = a.info.get("table_type") or a.info.get("volume_type")
-        if a.storage_path and a.type in ("table", "volume") and (
-                a.info.get("purge_requested") or managed and kind == "MANAGED"):
+        if a.type in ("table", "volume") and catalog_allocated(a) and (managed or a.info.get("purge_requested")):
             doomed[a.id] = a.storage_path
     if not doomed:
         return [], []

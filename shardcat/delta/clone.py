@@ -1,15 +1,13 @@
-"""Shallow clones of Delta tables, and a vacuum that keeps what clones reference.
+"""Shallow clones of Delta tables, and what they reference (which a vacuum keeps: delta/vacuum.py).
 
 A shallow clone is a new table whose `_delta_log` (at its own location) starts with one commit
 adding every live file of the source's snapshot by absolute URL: the source's files are shared,
 nothing is copied, and the clone's later writes go under its own location only. The source's
-files must then outlive the source's own need for them: `vacuum` deletes only files that neither
-the source's snapshot nor any clone's snapshot references.
+files must then outlive the source's own need for them: a vacuum keeps every file a clone's
+snapshot references (`referenced`).
 """
 
 from __future__ import annotations
-
-import pyarrow.fs as pafs
 
 from ..entities.urls import join_url, normalize_url
 from . import log as dlog
@@ -80,32 +78,3 @@ def referenced(location: str) -> set[str]:
     """The absolute URLs of the live files of the table at `location` (none without a log)."""
     state = read_published(dlog.Storage(location))
     return set() if state is None else {absolute(location, p) for p in state.files}
-
-
-def vacuum(location: str, keep: set[str], *, older_than_ms: int, dry_run: bool = False) -> dict:
-    """Delete the data files under `location` that its own snapshot does not reference, that are
-    not in `keep` (what clones reference) and are older than `older_than_ms`; never the log."""
-    storage = dlog.Storage(location)
-    live = referenced(location)
-    root = normalize_url(location)
-    infos = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True, allow_not_found=True))
-    deleted, kept = [], []
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        relative = info.path[len(storage.root):].lstrip("/")
-        if relative.startswith(dlog.LOG_DIR) or relative.startswith("_") or "/_" in relative:
-            continue
-        url = join_url(root, *relative.split("/"))
-        if url in live:
-            continue
-        if url in keep:
-            kept.append(url)
-            continue
-        if info.mtime_ns is not None and info.mtime_ns // 1_000_000 > older_than_ms:
-            continue
-        if not dry_run:
-            storage.fs.delete_file(info.path)
-        deleted.append(url)
-    return {"deleted": sorted(deleted), "kept_for_clones": sorted(kept)}
-

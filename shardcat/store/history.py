@@ -281,10 +281,12 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
         if rows:
             await count_side_write(conn, metastore_id)
         if gone:
-            ids = [uuid.UUID(a.id) for a in gone if a.type == "table"]
+            # An asset undropped since is live again: neither its commits nor its storage go.
+            ids = [uuid.UUID(a.id) for a in gone]
             still = {str(r["id"]) for r in await conn.fetch("SELECT id FROM assets WHERE id = ANY($1::uuid[])", ids)}
+            gone = [a for a in gone if a.id not in still]
             await conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])",
-                               [i for i in ids if str(i) not in still])
+                               [uuid.UUID(a.id) for a in gone if a.type == "table"])
         done = len(rows) < limit
         if done:
             await conn.execute(

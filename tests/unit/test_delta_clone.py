@@ -1,6 +1,6 @@
 """Shallow clones of Delta tables (shardcat/delta/clone.py): the clone's log references the
 source's files by absolute URL, a clone as of a time takes the source as it was then, and a
-vacuum deletes only what neither the table nor a clone references."""
+vacuum (delta/vacuum.py) deletes only files the table's log removed and no clone references."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from shardcat.delta import clone
+from shardcat.delta import clone, vacuum
 from shardcat.delta import log as dlog
 
 
@@ -62,11 +62,11 @@ def test_vacuum_keeps_what_the_table_or_a_clone_references(tmp_path):
     _write(src, [2], mode="overwrite")       # the first file: the clone's only
     _write(src, [3], mode="overwrite")       # the second: nobody's
     keep = clone.referenced(dst.as_uri())
-    dry = clone.vacuum(src.as_uri(), keep, older_than_ms=dlog.now_ms() + 1000, dry_run=True)
+    dry = vacuum.vacuum(src.as_uri(), keep, older_than_ms=dlog.now_ms() + 1000, dry_run=True)
     assert len(dry["deleted"]) == 1 and dry["kept_for_clones"] == sorted(keep)
-    out = clone.vacuum(src.as_uri(), keep, older_than_ms=dlog.now_ms() + 1000)
+    out = vacuum.vacuum(src.as_uri(), keep, older_than_ms=dlog.now_ms() + 1000)
     assert out == dry
     assert _rows(src) == [3] and _rows(dst) == [1]
     # without the clone's references its file would go; younger files stay whatever
-    assert clone.vacuum(src.as_uri(), set(), older_than_ms=0)["deleted"] == []
-    assert clone.vacuum(src.as_uri(), set(), older_than_ms=dlog.now_ms() + 1000)["deleted"] == sorted(keep)
+    assert vacuum.vacuum(src.as_uri(), set(), older_than_ms=0)["deleted"] == []
+    assert vacuum.vacuum(src.as_uri(), set(), older_than_ms=dlog.now_ms() + 1000)["deleted"] == sorted(keep)
