@@ -40,6 +40,7 @@ from ..shards.shard import MetastoreState, Shard
 from ..store.db import WriteTx
 from ..web.kit import encode_json, json_body, ShardServing
 from ..web.wire import HEAD_HEADER, PREFIX
+from .column_governance import keep_column_governance
 from .credentials import TemporaryCredentials
 from .delta_commits import MAX_UNPUBLISHED, DeltaCommitService
 from .service import CatalogService
@@ -297,6 +298,8 @@ class DeltaApi:
             head = await tx.delta_head(table.id)
             before = etag(table, head[0])
             changed = apply_updates(table, req, caller.name, now)
+            if changed is not None:     # new columns keep their tags and masks, or the request is refused
+                changed = await keep_column_governance(self.shard.store, authz, table, changed)
             if commits:
                 rules.check_table(table, table.id, table.storage_path)   # catalog-managed MANAGED Delta only
                 await self.commits.ratify(tx, table, req.commit, req.backfilled,

@@ -27,6 +27,7 @@ from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
 from ..web.kit import json_body, ok, ShardServing
 from ..web.wire import PREFIX
+from .column_governance import keep_column_governance
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
 MAX_UNPUBLISHED = int(os.environ.get("SHARDCAT_DELTA_MAX_UNPUBLISHED", rules.DEFAULT_MAX_UNPUBLISHED))
@@ -52,6 +53,8 @@ class DeltaCommitService:
             rules.check_table(table, commit.table_id, commit.table_uri)
             changed = rules.apply_metadata(table, commit.metadata, caller.name, now) \
                 if commit.info is not None and commit.metadata is not None else None
+            if changed is not None:     # a new schema keeps its columns' tags and masks, or is refused
+                changed = await keep_column_governance(self.shard.store, authz, table, changed)
             await self.ratify(tx, table, commit.info, commit.latest_backfilled_version, changed,
                               head=(latest, published))
             return {}

@@ -45,6 +45,7 @@ from ..store.db import WriteTx
 from ..web.kit import encode_json, json_body, ok, ShardServing
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
 from . import assets
+from .path_access import authorize_path, owner_label
 from .service import CatalogService
 from ..web.wire import PREFIX
 
@@ -251,7 +252,11 @@ class IcebergCatalog:
     # ---- tables: reads ------------------------------------------------------------------------
 
     async def _table(self, caller: Caller, full_name: str, view: bool = False) -> Asset:
+        """The Iceberg table (view). One the caller may not see answers exactly as a missing one (its
+        namespace's answer included), and only who may see a table hears it is not an Iceberg one."""
         asset = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
+        if asset is not None and not (await authorizer(self.shard, caller)).sees(asset.type, asset):
+            asset = None
         if not (is_iceberg_view(asset) if view else is_iceberg_table(asset)):
             if asset is None:
                 await self._container(caller, full_name.split(".")[:2])      # a missing namespace says so
@@ -414,9 +419,9 @@ class IcebergCatalog:
         location when the metastore has any, and CREATE EXTERNAL TABLE on that location."""
         state = await self.shard.state(caller.metastore(), caller.min_version)
         hit = state.trie.first_overlap(url)
-        if hit is not None:
+        if hit is not None:         # named only to who may see it
             raise IcebergError(400, "BadRequestException", f"The {what} '{url}' overlaps the storage of "
-                                                           f"{hit[1].type} '{hit[1].full_name}' at '{hit[0]}'.")
+                                                           f"{await owner_label(self.shard, caller, hit[1])}.")
         require_external_location(state, url, what)
         probe = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type="table", namespace="table",
                       parent_id=state.id, name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
@@ -462,9 +467,16 @@ class IcebergCatalog:
                                                               f"table holding '{metadata_location}'.")
         else:
             require_data(await authorizer(self.shard, caller), existing, write=True)    # MODIFY, to repoint it
+        # The file is read only where the caller may read, as by path (path_access.py): what no one may read
+        # is refused before it is opened, the same whatever is there.
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        await authorize_path(self.shard, caller, state, metadata_location, write=False)
         io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
         metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
         location = self._url(metadata.location)
+        if not is_within(metadata_location, location):       # a table registers its own metadata only
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
+                                                           f"the location of its table, '{location}'.")
         if existing is not None:
             if existing.storage_path != location:
                 raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
@@ -480,22 +492,24 @@ class IcebergCatalog:
 
     async def commit(self, caller: Caller, full_name: str, body: dict) -> dict:
         requirements, updates = md.changes(body)
-        current = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
-        if current is None and md.asserts_create(requirements):
-            return await self._commit_create(caller, full_name, requirements, updates)
+        if md.asserts_create(requirements):
+            current = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
+            # A table the caller may not see is created over as a missing one would be (and meets "already exists").
+            if current is None or not (await authorizer(self.shard, caller)).sees(current.type, current):
+                return await self._commit_create(caller, full_name, requirements, updates)
         (done,) = await self._commit_all(caller, [(full_name, requirements, updates)])
         metadata, location = done
         return {"metadata-location": location, "metadata": md.metadata_json(metadata)}
 
     async def _commit_create(self, caller: Caller, full_name: str, requirements, updates) -> dict:
         """A create transaction's commit (after stage-create): the table is created with its first metadata."""
-        metadata = md.updated(None, None, requirements, updates)
-        location = self._url(metadata.location)
         schema_full, name = full_name.rsplit(".", 1)
         schema = await self._schema(caller, schema_full)
+        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        metadata = md.updated(None, None, requirements, updates)
+        location = self._url(metadata.location)
         staging = await self.shard.lookup(caller.metastore(), "staging_table", full_name, caller.min_version)
         managed = staging is not None and staging.storage_path == location
-        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
         if not managed:
             await self._check_external(caller, location, "location")
         metadata_location = md.next_location(metadata, None)
@@ -662,6 +676,12 @@ class IcebergCatalog:
             io = await self._io(caller, base_location.rsplit("/", 1)[0], write=True)    # the metadata folder
             base = await asyncio.to_thread(md.read_view, base_location, io)
             view = md.updated_view(base, requirements, updates)
+            if view.location != base.location:      # set-location: checked as creating the view there is
+                url = self._url(view.location)
+                if url != base.location:
+                    await self._check_external(caller, url, "location")
+                view = view.model_copy(update={"location": url})
+                io = await self._io(caller, url, write=True)
             location = md.next_view_location(view, base_location)
             await asyncio.to_thread(md.write_view, view, location, io)
             return base_location, view, location

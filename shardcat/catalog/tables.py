@@ -6,7 +6,8 @@ format, columns and storage (`storage_and_columns` below: managed, external insi
 location, or the location its staging table reserved, one asset per storage path); Delta's
 catalog-managed commits (delta_commits.py); then row filters and column masks
 (governance/row_filters.py). An update (`Tables.on_update`) checks a view's new owner, then the
-same parts that the update names. What a caller sees of a table (a row filter and column masks
+same parts that the update names; new columns keep the governance of the old ones
+(column_governance.py). What a caller sees of a table (a row filter and column masks
 for trusted engines only, ABAC policies) is `read_outputs` / `written_output`.
 
 A staging table reserves a managed table's storage location before the table is created
@@ -19,7 +20,7 @@ import dataclasses
 
 from ..auth import Caller
 from ..entities.asset import Asset
-from ..entities.columns import check_columns, keep_column_tags
+from ..entities.columns import check_columns
 from ..entities.names import check_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, DEFINED_BY_QUERY, STAGING_TABLE, TABLE, TABLE_TYPES
 from ..entities.urls import join_url
@@ -33,6 +34,7 @@ from ..store.db import WriteTx
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from . import delta_commits
 from .assets import _check_free, _managed_root, _storage_url, missing, render
+from .column_governance import keep_column_governance
 from .crud import TypeService
 from .views import check_view_dependencies
 
@@ -54,6 +56,8 @@ class Tables(TypeService):
         if old.info.get("table_type") == "VIEW" and new_owner not in (None, old.info.get("owner")):
             flags["authz"].require_view_owner_change(old, new_owner)
         table = await updated_storage_and_columns(tx, state, new, fields)
+        if "columns" in fields:
+            table = await keep_column_governance(self.store, flags["authz"], old, table, masks_given=True)
         if "properties" in fields or "data_source_format" in fields:
             table = iceberg_tables.keep_pointer(await tx.get_by_id(old.id), table)
         return await check_policies(tx, table) if "row_filter" in fields or "columns" in fields else table
@@ -164,11 +168,10 @@ async def storage_and_columns(tx: WriteTx, state: MetastoreState, asset: Asset, 
 
 
 async def updated_storage_and_columns(tx: WriteTx, state: MetastoreState, asset: Asset, fields: dict) -> Asset:
-    """An update's columns (keeping their tags), format, view dependencies and storage location."""
+    """An update's columns (their governance: `Tables.on_update`), format, view dependencies and storage location."""
     info = dict(asset.info)
-    if "columns" in fields:   # new columns keep the tags of the old ones of the same name (catalog/tags.py)
-        stored = await tx.get(asset.namespace, asset.full_name)
-        info["columns"] = keep_column_tags(stored.info.get("columns") if stored else [], check_columns(fields["columns"]))
+    if "columns" in fields:   # what they keep of the old ones' governance: on_update (catalog/column_governance.py)
+        info["columns"] = check_columns(fields["columns"])
     fmt = fields.get("data_source_format")
     if fmt is not None and fmt not in DATA_SOURCE_FORMATS:
         raise invalid(f"Unknown data_source_format '{fmt}'.")

@@ -24,7 +24,7 @@ from ..auth import Caller
 from ..entities.asset import Asset
 from ..entities.names import check_principal, full_name_key
 from ..entities.types import TYPES
-from ..errors import already_exists, invalid, not_found
+from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, denied, is_metastore_admin
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import WriteTx
@@ -191,6 +191,22 @@ def policy_allows(policy: dict | None, caller: Caller, admin: bool, key: str, va
                      "its tag policy.")
 
 
+def require_tag_removal(authz, kind: str, asset: Asset, key: str, value, policies: dict,
+                        missing: CatalogError | None = None) -> None:
+    """What removing tag `key` (of `value`) from an asset or one of its columns needs, by the tag
+    API or by a writer that replaces a table's columns (catalog/column_governance.py): APPLY TAG on
+    it (or administering it), and ASSIGN on the key's tag policy if the key is governed."""
+    authz.require_or_missing(kind, "apply_tag", asset, missing)
+    policy = policies.get(key)
+    policy_allows(policy, authz.caller, bool(authz.admin), key, None if policy is None else value)
+
+
+async def tag_policies(store, metastore_id: str) -> dict:
+    """The metastore's tag policies by key (kept in its record)."""
+    meta = await store.get_metastore(metastore_id)
+    return meta.info.get("tag_policies") or {}
+
+
 class TagService:
     def __init__(self, shard: Shard):
         self.shard = shard
@@ -271,13 +287,11 @@ class TagService:
             asset = await tx.get(t.namespace, full)
             if asset is None or (kind != "table" and asset.type != kind):
                 raise missing(t, full)
-            authz.require_or_missing(kind, "apply_tag", asset, missing(t, full))
+            authz.require_or_missing(kind, "apply_tag", asset, missing(t, full))    # before naming a column
             tags = tags_of(asset, column)
             if key not in tags:
                 raise not_found(f"Tag '{key:.100}' is not assigned to {entity_type} '{entity_name:.200}'.")
-            meta = await self.store.get_metastore(state.id)
-            policy = (meta.info.get("tag_policies") or {}).get(key)
-            policy_allows(policy, caller, bool(authz.admin), key, None if policy is None else tags[key])
+            require_tag_removal(authz, kind, asset, key, tags[key], await tag_policies(self.store, state.id))
             del tags[key]
             await tx.put(with_tags(asset, column, tags))
 

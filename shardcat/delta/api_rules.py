@@ -263,12 +263,8 @@ def apply_updates(table: Asset, req: UpdateRequest, who: str, now: int) -> Asset
         parts = a["set-partition-columns"].get("partition-columns") if "set-partition-columns" in a \
             else schema_of.partition_columns_of(columns)
         parts = schema_of.check_partition_columns(fields, parts, "partition-columns")
-        masks = {c["name"].lower(): c["mask"] for c in columns if c.get("mask")}
-        new = schema_of.uc_columns(fields, parts)
-        for c in new:
-            if c["name"].lower() in masks:     # a column mask stays with its column
-                c["mask"] = masks[c["name"].lower()]
-        info["columns"] = check_columns(new)
+        # the tags and masks of the columns that stay: catalog/column_governance.py
+        info["columns"] = check_columns(schema_of.uc_columns(fields, parts))
     if "set-table-comment" in a:
         comment = a["set-table-comment"].get("comment")
         if not isinstance(comment, str):

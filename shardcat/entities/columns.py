@@ -1,8 +1,10 @@
-"""Validation and normalisation of a table's columns (Unity Catalog ColumnInfo)."""
+"""Validation and normalisation of a table's columns (Unity Catalog ColumnInfo), and what new columns
+keep of the governance (tags, masks) of the columns they replace."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from ..errors import invalid
 from .manifest import KINDS
@@ -93,8 +95,68 @@ def _default_json(c: dict) -> str:
     return json.dumps({"name": c["name"], "type": spark, "nullable": c["nullable"], "metadata": {}})
 
 
-def keep_column_tags(old_columns: list, new_columns: list) -> list:
-    """A table's columns replaced by an update keep the tags of the columns of the same name."""
-    old = {c.get("name", "").lower(): c["tags"] for c in old_columns or [] if c.get("tags")}
-    return [{**c, "tags": old[c["name"].lower()]} if c["name"].lower() in old and "tags" not in c else c
-            for c in new_columns]
+@dataclass
+class Replaced:
+    """A table's new columns with the governance of the old ones they are (`carry_governance`)."""
+    columns: list[dict]
+    row_filter: dict | None
+    lost_tags: list[tuple[str, str, str | None]] = field(default_factory=list)   # (column, key, value)
+    lost_masks: list[str] = field(default_factory=list)                          # columns whose mask goes
+
+
+def carry_governance(old_columns: list, new_columns: list, row_filter: dict | None = None, *,
+                     renamed: dict[str, str] | None = None, masks_given: bool = False) -> Replaced:
+    """New columns replacing a table's old ones, each with the tags and the mask of the old column
+    it is: the one a writer's field ids say it is (`renamed`: old name -> new name), else the one
+    of the same name (in any case). A writer never sets tags (only the tag API does); masks come
+    from the old columns too unless the writer gives them (`masks_given`: updateTable, the mask
+    API itself). A rename takes the names in the row filter and the masks along. What the old
+    columns lose (the tags and mask of a column no longer there; a mask the writer leaves out) is
+    reported, for the caller's rights to decide (catalog/column_governance.py)."""
+    renamed = {k.lower(): v for k, v in (renamed or {}).items()}
+    new_by_name = {c["name"].lower(): c["name"] for c in new_columns}
+    claimed = {v.lower() for v in renamed.values()}
+    became: dict[str, str] = {}          # an old column's name (lower) -> the new column it is
+    for old in old_columns:
+        key = old["name"].lower()
+        target = (renamed.get(key) or "").lower()
+        if target not in new_by_name and key in new_by_name and key not in claimed:
+            target = key
+        if target in new_by_name:
+            became[key] = new_by_name[target]
+    follow = {k: v for k, v in became.items() if k != v.lower()}
+
+    def names(spec: dict, field_name: str) -> dict:
+        return {**spec, field_name: [follow.get(n.lower(), n) for n in spec.get(field_name) or []]}
+
+    old_of = {became[o["name"].lower()].lower(): o for o in old_columns if o["name"].lower() in became}
+    out = Replaced([], names(row_filter, "input_column_names") if row_filter else row_filter)
+    for c in new_columns:
+        c = {k: v for k, v in c.items() if k != "tags"}
+        old = old_of.get(c["name"].lower(), {})
+        if old.get("tags"):
+            c["tags"] = old["tags"]
+        if old.get("mask") and not masks_given:
+            c["mask"] = names(old["mask"], "using_column_names")
+        elif old.get("mask") and not c.get("mask"):
+            out.lost_masks.append(old["name"])
+        out.columns.append(c)
+    for old in old_columns:
+        if old["name"].lower() not in became:
+            out.lost_tags += [(old["name"], k, v) for k, v in (old.get("tags") or {}).items()]
+            if old.get("mask"):
+                out.lost_masks.append(old["name"])
+    _require_used_columns(out, masks_given)
+    return out
+
+
+def _require_used_columns(out: Replaced, masks_given: bool) -> None:
+    """The row filter and the masks kept name only columns that are still there."""
+    present = {c["name"].lower() for c in out.columns}
+    used = [(n, "the row filter") for n in (out.row_filter or {}).get("input_column_names") or []]
+    if not masks_given:       # given masks are checked with the rest of updateTable (governance/row_filters.py)
+        used += [(n, f"the mask of column '{c['name']}'") for c in out.columns if c.get("mask")
+                 for n in c["mask"].get("using_column_names") or []]
+    for name, user in used:
+        if name.lower() not in present:
+            raise invalid(f"Column '{name}' cannot be removed: {user} uses it (change that first, with updateTable).")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from io import BytesIO
 
 from cachetools import LRUCache
 from pydantic import TypeAdapter, ValidationError
@@ -22,7 +23,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
-from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -30,6 +31,7 @@ from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate, 
 from pyiceberg.types import (DecimalType, ListType, MapType, NestedField, PrimitiveType, StructType)
 from pyiceberg.view.metadata import ViewMetadata
 
+from ..entities.urls import InvalidUrl, is_within
 from ..errors import CatalogError, invalid
 
 METADATA_LOCATION = "metadata_location"                    # the table's row keeps its current metadata file here
@@ -119,13 +121,26 @@ def updated(base: TableMetadata | None, base_location: str | None, requirements:
                                      enforce_validation=base is None, metadata_location=base_location)
     except (ValueError, TypeError, ValidationError) as e:
         raise invalid(f"Cannot apply the commit's updates: {e}") from None
+    except (StopIteration, LookupError):        # pyiceberg looking up a spec, schema or order none added
+        raise invalid("Cannot apply the commit's updates: they leave no current schema, partition spec or "
+                      "sort order.") from None
 
 
 def next_location(metadata: TableMetadata, previous: str | None) -> str:
-    """Where the next metadata file goes: pyiceberg's location provider, numbered after `previous`."""
+    """Where the next metadata file goes: pyiceberg's location provider, numbered after `previous`.
+    Always inside the table's own location: `write.metadata.path` may not send it elsewhere (the
+    catalog writes there, and only the table's location passed the storage rules)."""
     version = MetastoreCatalog._parse_metadata_version(previous) + 1 if previous else 0
     provider = load_location_provider(metadata.location, metadata.properties)
-    return provider.new_table_metadata_file_location(version)
+    location = provider.new_table_metadata_file_location(version)
+    try:
+        inside = is_within(location, metadata.location)
+    except InvalidUrl:
+        inside = False
+    if not inside:
+        raise invalid(f"The table's metadata files must lie inside its location '{metadata.location}'; "
+                      f"'write.metadata.path' may not send them to '{location.rsplit('/', 1)[0]}'.")
+    return location
 
 
 # Metadata files are immutable: a file read once is the same file forever.
@@ -138,13 +153,18 @@ def read_metadata(location: str, io: dict) -> TableMetadata:
     if hit is not None:
         return hit
     try:
-        found = FromInputFile.table_metadata(load_file_io(io, location).new_input(location))
+        with load_file_io(io, location).new_input(location).open() as stream:
+            raw = stream.read()
     except FileNotFoundError:
         raise CatalogError("FAILED_PRECONDITION", f"The metadata file '{location}' does not exist.") from None
-    except (ValueError, ValidationError) as e:
-        raise invalid(f"'{location}' is not an Iceberg table metadata file: {e}") from None
     except OSError as e:
         raise _storage_error("read", location, e) from None
+    try:
+        found = FromByteStream.table_metadata(BytesIO(raw), compression=Compressor.get_compressor(location))
+    except Exception:
+        # Anything the parsers say of a foreign file quotes it (pydantic its values, a decoder its bytes),
+        # and register reads files a caller names: said without a word of the content.
+        raise invalid(f"'{location}' is not an Iceberg table metadata file.") from None
     _READ[location] = found
     return found
 

@@ -159,6 +159,11 @@ async def test_multi_table_transaction_is_all_or_nothing_in_one_write(ice, serve
 
 
 async def test_external_location_register_and_purge(ice, tmp_path):
+    # Register reads only where the caller may read: inside an external location (test_attack_iceberg.py).
+    await ice.call("POST", "/storage-credentials", json={"name": "cred", "aws_iam_role": {"role_arn": "arn:x"}})
+    status, body = await ice.call("POST", "/external-locations", json={
+        "name": "ext", "url": (tmp_path / "ext").as_uri(), "credential_name": "cred"})
+    assert status == 200, body
     location = (tmp_path / "ext" / "t").as_uri()
     created = await create(ice, "ext", location=location)
     status, row = await ice.call("GET", "/tables/ice.s.ext")
@@ -178,7 +183,7 @@ async def test_external_location_register_and_purge(ice, tmp_path):
     status, body = await ice.call("POST", f"{P}/namespaces/s/register", json=register)
     assert status == 409 and body["error"]["type"] == "AlreadyExistsException"
     status, body = await ice.call("POST", f"{P}/namespaces/s/register", json={
-        "name": "none", "metadata-location": (tmp_path / "nowhere" / "00000-x.metadata.json").as_uri()})
+        "name": "none", "metadata-location": (tmp_path / "ext" / "nowhere" / "00000-x.metadata.json").as_uri()})
     assert status == 400 and "does not exist" in body["error"]["message"], body
 
     status, back = await ice.call("GET", "/tables/ice.s.back")
