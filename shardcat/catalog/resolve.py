@@ -19,6 +19,7 @@ import asyncio
 import functools
 
 from ..auth import Caller
+from ..entities.asset import name_today
 from ..entities.urls import InvalidUrl, is_within, normalize_url
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
@@ -209,6 +210,11 @@ class ResolveService:
             if with_credentials and asset.storage_path and (asset.type == "volume" or (
                     asset.type == "table" and asset.info.get("table_type") not in VIEW_TYPES)):
                 entry["_storage"] = asset.storage_path
+            elif with_credentials and name_today(asset) is None and asset.info.get("storage_location"):
+                # read at a past version and dropped since: no storage of its own today to vend for
+                entry["temporary_credentials_error"] = _error(
+                    "NOT_FOUND", f"{asset.type.capitalize()} '{asset.full_name}' was dropped since: it has no "
+                                 "storage today, and credentials are only vended for today's storage.")
 
     def _path_answer(self, entry: dict, owned, authz, caller: Caller, with_credentials: bool, root, path: str) -> None:
         owner, asset = owned if owned is not None else (None, None)

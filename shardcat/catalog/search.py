@@ -129,6 +129,8 @@ class SearchService:
             found = await history.search_at(self.shard.store, ms, past.version, types, patterns, ranks, after,
                                             limit + 1, tags)
             await history.with_ancestors(self.shard.store, ms, past, [a for _, a in found])
+            # found by what they were; shown with today's tags (governance is today's)
+            found = list(zip([rank for rank, _ in found], await self.shard.governed_today(ms, [a for _, a in found])))
         else:
             found = await self.shard.read(ms, self.shard.store.search(ms, types, patterns, ranks, after, limit + 1,
                                                                       tags))

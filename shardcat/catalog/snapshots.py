@@ -20,13 +20,14 @@ from ..auth import Caller
 from ..delta import clone as delta_clone
 from ..delta import vacuum as delta_vacuum
 from ..delta.commits import is_catalog_managed
-from ..entities.asset import Asset
+from ..entities.asset import Asset, name_today
 from ..entities.names import check_name, full_name_key
 from ..entities.types import TYPES
 from ..entities.urls import join_url
 from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, invalid, not_found
-from ..governance.authorize import authorizer
+from ..governance import abac
+from ..governance.authorize import authorizer, carries_policies
 from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.db import WriteTx
@@ -193,9 +194,12 @@ class SnapshotService:
 
     async def clone(self, caller: Caller, body: dict) -> dict:
         """A new catalog or schema `name` made from `source` as it was at a version, a time or a
-        snapshot. Only what the caller may read there is cloned; the caller owns every clone, and
-        no grant is copied. Delta tables become shallow clones; other tables with storage, external
-        volumes and registered models are skipped (listed in the answer)."""
+        snapshot, governed as the source is today. Only what the caller may read there is cloned
+        (a table: with SELECT on it; one with a row filter, column masks or an ABAC policy: by who
+        administers it, and only where its ABAC policies follow it); the caller owns every clone,
+        and no grant is copied. Delta tables become shallow clones; other tables with storage,
+        external volumes and registered models are skipped (listed in the answer, which names
+        nothing the caller may not see)."""
         snapshot = body.get("snapshot")
         if snapshot is not None:
             snap = await self.get(caller, str(snapshot))
@@ -221,11 +225,14 @@ class SnapshotService:
             root, past_authz = await self._at(caller, version, kind, source_name)
             tree = await history.subtree_at(self.store, ms, version, root.id)
             await history.with_ancestors(self.store, ms, READ_AT.get(), tree)
-            chosen, skipped = _clonable(tree, past_authz)
             bounds = await history.version_bounds(self.store, ms, version, None)
+            if bounds["ended_at"] is not None:      # an old state: today's governance and storage on it
+                tree = await self.shard.governed_today(ms, tree, caller.min_version)
+            chosen, skipped = _clonable(tree, past_authz, lambda a: ".".join(parts) + a.full_name[len(root.full_name):])
         finally:
             READ_AT.set(outer)
         until = bounds["ended_at"]          # the source's Delta data as of when `version` was current
+        sources = await self._delta_sources(ms, chosen, skipped, until)
         authz = await authorizer(self.shard, caller)
         when = now_ms()
 
@@ -272,7 +279,8 @@ class SnapshotService:
                         info["properties"] = {**props, "shardcat.clone.source": a.full_name,
                                               "shardcat.clone.source_id": a.id}
                         shallow.append((a, location, new_id))
-                        refs.append((new_id, a.id, a.storage_path))
+                        # what the clone references: the source's files, and those the source itself clones
+                        refs += [(new_id, a.id, a.storage_path), *((new_id, *r) for r in sources[a.id][1])]
                     new = dataclasses.replace(new, info=info, storage_path=location)
                 made[new_id] = new
             try:
@@ -283,7 +291,7 @@ class SnapshotService:
                 await history.add_clone_references(tx, refs)
             # The shallow clones' logs, before the write commits: a failure leaves no table without its log.
             def logs() -> int:
-                return sum(delta_clone.shallow_clone(source.storage_path, location, new_id, until_ms=until,
+                return sum(delta_clone.shallow_clone(source.storage_path, location, new_id, state=sources[source.id][0],
                                                      source_name=source.full_name) is not None
                            for source, location, new_id in shallow)
             return len(made), await asyncio.to_thread(logs)
@@ -291,6 +299,27 @@ class SnapshotService:
         count, cloned = await self.shard.write(ms, write)
         return {"securable_type": kind.upper(), "full_name": ".".join(parts), "source": source_name,
                 "source_version": version, "cloned": count, "shallow_clones": cloned, "skipped": skipped}
+
+    async def _delta_sources(self, ms: str, chosen: list[Asset], skipped: list[dict], until: int | None) -> dict:
+        """The Delta state (as of `until`) of each chosen table to shallow-clone, read before the
+        clone's write, with what its clone will reference: source id -> (state or None without a
+        log, [(source id, path)] of what the source itself shallow-clones). A table whose log names
+        a file outside its storage (and outside what it clones) moves from `chosen` to `skipped`:
+        no clone ever references a file its source's grants do not cover."""
+        tables = [a for a in chosen if a.type == "table" and a.storage_path]
+        cloned_by = await history.clone_sources(self.store, ms, [a.id for a in tables])
+        out = {}
+        for a in tables:
+            within = cloned_by.get(a.id, [])
+            try:
+                state = await asyncio.to_thread(delta_clone.read_source, a.storage_path, until_ms=until,
+                                                within=[path for _, path in within])
+            except delta_clone.NotClonable as e:
+                chosen.remove(a)
+                skipped.append({"securable_type": "TABLE", "full_name": a.full_name, "reason": str(e)})
+                continue
+            out[a.id] = (state, within)
+        return out
 
     # ---- vacuum ---------------------------------------------------------------------------------
 
@@ -345,30 +374,57 @@ def _managed_root(schema: Asset, made: dict[str, Asset], catalog: Asset | None, 
     return state.storage_root
 
 
-def _clonable(tree: list[Asset], authz) -> tuple[list[Asset], list[dict]]:
-    """What of a subtree (parents first) a clone takes: what the caller may read, whose container
-    is taken too; and what it leaves out, with why."""
+def _clonable(tree: list[Asset], authz, clone_name) -> tuple[list[Asset], list[dict]]:
+    """What of a subtree (parents first) a clone takes, whose container is taken too; and what it
+    leaves out, with why. What the caller may not see is left out unnamed (issue 42.14).
+    `clone_name(asset)`: the full name its clone would have."""
     chosen, taken, skipped = [], set(), []
     for i, a in enumerate(tree):
-        if i > 0 and a.parent_id not in taken:
+        if a.type == "staging_table" or i > 0 and (a.parent_id not in taken or not authz.sees(a.type, a)):
             continue
-        why = None
-        if a.type in ("staging_table",):
-            continue
-        if a.type in ("registered_model", "model_version"):
-            why = "registered models are not cloned"
-        elif a.type == "volume" and a.info.get("volume_type") == "EXTERNAL":
-            why = "an external volume's storage cannot be shared"
-        elif a.type == "table" and a.storage_path and (a.info.get("data_source_format") or "DELTA") != "DELTA":
-            why = "only Delta tables are shallow-cloned"
-        elif i > 0 and not authz.decide(a.type, "read", a).allowed:
-            continue                    # not the caller's to see: not named either
+        why = _not_clonable(a, authz, clone_name(a)) if i > 0 else None
         if why:
             skipped.append({"securable_type": a.type.upper(), "full_name": a.full_name, "reason": why})
             continue
         chosen.append(a)
         taken.add(a.id)
     return chosen, skipped
+
+
+def _not_clonable(a: Asset, authz, clone_name: str) -> str | None:
+    """Why the caller may not clone `a` (one it may see), or None. The clone is the caller's own,
+    so cloning must not give it what it could not have from the source: a table's data needs
+    SELECT; a governed table's clone (carrying today's filter, masks and tags) its owner could
+    strip, so it needs administering the source (who could strip them anyway), and its ABAC
+    policies must govern the clone where it lands."""
+    decision = authz.decide(a.type, "read", a)
+    if not decision.allowed:
+        return decision.reason
+    if a.type in ("registered_model", "model_version"):
+        return "registered models are not cloned"
+    if a.type == "volume" and a.info.get("volume_type") == "EXTERNAL":
+        return "an external volume's storage cannot be shared"
+    if a.type != "table":
+        return None
+    if a.storage_path and (a.info.get("data_source_format") or "DELTA") != "DELTA":
+        return "only Delta tables are shallow-cloned"
+    decision = authz.decide("table", "read_data", a)
+    if not decision.allowed:
+        return f"cloning a table needs SELECT on it: {decision.reason}"
+    if name_today(a) is None and a.info.get("storage_location"):
+        return "it was dropped after the version cloned: its storage is no longer a table's"
+    if not carries_policies(a, authz.policies):
+        return None
+    if not authz.decide("table", "update", a).allowed:
+        return ("it has a row filter, column masks or an ABAC policy, which its clone's owner could lift: "
+                "only who administers it (its owner, MANAGE) may clone it")
+    source = abac.effective(a, authz.policies, frozenset(), everyone=True)
+    clone = abac.effective(a, authz.policies, frozenset(), everyone=True, name=clone_name)
+    lost = [n for n, i in zip(source.policies, source.ids) if i not in clone.ids]
+    if lost or source.conflict and not clone.conflict:
+        return (f"the ABAC policies that govern it ({', '.join(lost) or 'in conflict'}) would not govern its clone "
+                f"'{clone_name}'")
+    return None
 
 
 def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:

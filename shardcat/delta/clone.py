@@ -9,8 +9,13 @@ snapshot references (`referenced`).
 
 from __future__ import annotations
 
-from ..entities.urls import join_url, normalize_url
+from ..entities.urls import InvalidUrl, is_within, join_url, normalize_url
 from . import log as dlog
+
+
+class NotClonable(ValueError):
+    """A source whose log cannot be shallow-cloned: unreadable, or naming a file outside its
+    table's storage (`../x`, an absolute URL elsewhere), which the clone would then reference."""
 
 
 def read_published(storage: dlog.Storage, *, until_ms: int | None = None) -> dlog.TableState | None:
@@ -44,13 +49,51 @@ def absolute(location: str, path: str) -> str:
     return join_url(normalize_url(location), *[p for p in path.split("/") if p])
 
 
+def _inside(location: str, path: str, roots: list[str]) -> str:
+    """`absolute(location, path)` if it lies under one of `roots`; NotClonable otherwise. A relative
+    path is one with no empty, '.' or '..' segment (join_url refuses them) and no leading '/', which
+    some readers take as an absolute path."""
+    try:
+        if path.startswith("/") or "\\" in path:
+            raise InvalidUrl(path, "neither relative nor a URL")
+        url = absolute(location, path)
+    except InvalidUrl:
+        url = None
+    if url is None or not any(is_within(url, root) for root in roots):
+        raise NotClonable(f"its Delta log names a file outside its storage ('{path:.200}'): no clone may "
+                          "reference it")
+    return url
+
+
+def read_source(location: str, *, until_ms: int | None = None, within: list[str] = ()) -> dlog.TableState | None:
+    """The state (as of `until_ms`) of the table at `location` to shallow-clone, None without a log;
+    NotClonable when its log cannot be read, or names a data file or deletion vector outside its
+    storage and the storage of the tables it itself shallow-clones (`within`)."""
+    try:
+        state = read_published(dlog.Storage(location), until_ms=until_ms)
+    except (ValueError, KeyError, TypeError) as e:
+        raise NotClonable(f"its Delta log cannot be read ({type(e).__name__})") from None
+    if state is None:
+        return None
+    roots = [normalize_url(location), *within]
+    for f in state.files.values():
+        if not isinstance(f.get("path"), str):
+            raise NotClonable("its Delta log adds a file without a path")
+        _inside(location, f["path"], roots)
+        dv = f.get("deletionVector")
+        if isinstance(dv, dict) and dv.get("storageType") == "p":       # an absolute path
+            _inside(location, str(dv.get("pathOrInlineDv")), roots)
+    return state
+
+
 def shallow_clone(source_location: str, target_location: str, table_id: str, *, until_ms: int | None = None,
-                  source_name: str = "") -> dict | None:
+                  source_name: str = "", state: dlog.TableState | None = None) -> dict | None:
     """Write version 0 of a shallow clone of the table at `source_location` (as of `until_ms`) at
-    `target_location`. Returns {"version": the source version cloned, "files": how many} or None
-    when the source has no Delta log (nothing is written then)."""
-    source = dlog.Storage(source_location)
-    state = read_published(source, until_ms=until_ms)
+    `target_location`; `state`: the source's, already read by `read_source` (else read here).
+    Returns {"version": the source version cloned, "files": how many} or None when the source has
+    no Delta log (nothing is written then)."""
+    if state is None:
+        state = read_source(source_location, until_ms=until_ms)
     if state is None:
         return None
     target = dlog.Storage(target_location)

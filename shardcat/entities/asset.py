@@ -24,3 +24,14 @@ class Asset:
     @property
     def name_key(self) -> tuple[str, str]:
         return (self.namespace, self.full_name)
+
+
+# An `Asset.memo` key: the full name that a state read at a past version has today (None: its asset
+# was dropped since). Set by store/history.py `governed_as_today`; governance that goes by name (ABAC
+# policies) reads it through `name_today`, so an old name escapes no policy on the new one.
+NAME_TODAY = "name_today"
+
+
+def name_today(asset: Asset) -> str | None:
+    """The asset's full name today: its own for a present state; None for one dropped since."""
+    return asset.memo.get(NAME_TODAY, asset.full_name)

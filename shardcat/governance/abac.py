@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..entities.asset import name_today
 from ..errors import invalid
 
 ROW_FILTER, COLUMN_MASK = "POLICY_TYPE_ROW_FILTER", "POLICY_TYPE_COLUMN_MASK"
@@ -97,6 +98,7 @@ class Effective:
     row_filter: dict | None = None
     masks: dict = field(default_factory=dict)        # column name (lower) -> mask spec
     policies: list = field(default_factory=list)     # the names of the policies that apply
+    ids: list = field(default_factory=list)          # and their ids
     conflict: str | None = None
 
     def __bool__(self) -> bool:
@@ -107,18 +109,21 @@ def _bind(policy: Policy, columns: list[dict]) -> dict[str, list[str]]:
     return {alias: [c["name"] for c in columns if holds(cond, c.get("tags"))] for alias, cond in policy.matches.items()}
 
 
-def effective(asset, policies: list[Policy], principals: frozenset[str], *, everyone: bool = False) -> Effective:
+def effective(asset, policies: list[Policy], principals: frozenset[str], *, everyone: bool = False,
+              name: str | None = None) -> Effective:
     """The row filter and masks the policies give `asset` (a table) for a caller with `principals`
-    (`everyone`: regardless of principals: does any policy touch the table at all)."""
+    (`everyone`: regardless of principals: does any policy touch the table at all); `name`: were
+    the table named so (its clone's name), else by its name today."""
     out = Effective()
     if asset.type != "table" or not policies:
         return out
     tags, columns = asset.info.get("tags"), asset.info.get("columns") or []
+    name = name or name_today(asset) or asset.full_name      # a state read at a past version: by today's name
     masks: dict[str, list[tuple[str, dict]]] = {}
     filters: list[tuple[str, dict]] = []
     for p in policies:
         info = p.info
-        if not p.covers(asset.full_name) or not (everyone or p.for_caller(principals)):
+        if not p.covers(name) or not (everyone or p.for_caller(principals)):
             continue
         if not holds(p.when, tags):
             continue
@@ -141,6 +146,7 @@ def effective(asset, policies: list[Policy], principals: frozenset[str], *, ever
             if not targets:
                 continue
         out.policies.append(info["name"])
+        out.ids.append(info.get("id"))
     if len(filters) > 1:
         out.conflict = f"policies {', '.join(repr(n) for n, _ in filters)} each give it a row filter"
     elif filters:

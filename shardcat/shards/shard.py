@@ -274,7 +274,7 @@ class Shard:
         if (past := READ_AT.get()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [(namespace, full_name)], [])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
-            return found[0] if found else None
+            return (await self._governed_today(state, found))[0] if found else None
         if state.cache is not None:
             hit = state.cache.get_by_name(namespace, full_name, state.version)
             if hit is not MISS:
@@ -292,7 +292,7 @@ class Shard:
         if (past := READ_AT.get()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [], [asset_id])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
-            return found[0] if found else None
+            return (await self._governed_today(state, found))[0] if found else None
         if state.cache is not None:
             hit = state.cache.get(asset_id, state.version)
             if hit is not MISS:
@@ -306,6 +306,27 @@ class Shard:
         if state.cache is not None and asset is not None:
             state.cache.fill([asset], version)
         return asset
+
+    async def governed_today(self, metastore_id: str, assets: list[Asset], min_version: int = 0) -> list[Asset]:
+        """Assets read at a past version, each governed as its asset is today (store/history.py
+        `governed_as_today`). The shard's reads at a version answer so already."""
+        return await self._governed_today(await self.state(metastore_id, min_version), assets)
+
+    async def _governed_today(self, state: MetastoreState, assets: list[Asset]) -> list[Asset]:
+        """Today's states from the cache, the rest in one statement (only reads at a version come here)."""
+        if not assets:
+            return assets
+        today: dict[str, Asset | None] = {}
+        if state.cache is not None:
+            for a in assets:
+                hit = state.cache.get(a.id, state.version)
+                if hit is not MISS:
+                    today[a.id] = hit
+        missing = [a.id for a in assets if a.id not in today]
+        if missing:
+            _, found = await self.store.get_assets_by_keys(state.id, [], missing)
+            today.update((a.id, a) for a in found)
+        return [history.governed_as_today(a, today.get(a.id)) for a in assets]
 
     async def snapshot(self, metastore_id: str, names: list[tuple[str, str]], paths: list[str],
                        min_version: int = 0) -> Snapshot:
@@ -352,6 +373,7 @@ class Shard:
         ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
         assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(
             self.store, metastore_id, past.version, names, ids), _known(state))
+        assets = await self._governed_today(state, assets)
         found = {(a.namespace, a.full_name): a for a in assets}
         by_id = {a.id: a for a in assets}
         return Snapshot(past.version, {k: found.get(k) for k in names},
@@ -362,9 +384,10 @@ class Shard:
         """Up to `limit` children named after `after`, in name order."""
         state = await self.state(metastore_id, min_version)
         if (past := READ_AT.get()) is not None:
-            return await history.with_ancestors(self.store, metastore_id, past, await history.children_at(
-                self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit),
-                _known(state))
+            return await self._governed_today(state, await history.with_ancestors(
+                self.store, metastore_id, past, await history.children_at(
+                    self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit),
+                _known(state)))
         if state.cache is not None:
             listed = state.cache.children(parent_id, namespace, state.version)
             if listed is MISS:

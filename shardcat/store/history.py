@@ -11,10 +11,11 @@ read at a version costs one indexed statement on each table. Reads of the presen
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
-from ..entities.asset import Asset
+from ..entities.asset import NAME_TODAY, Asset
 from ..entities.values import now_ms
 from .db import _ASSET_COLUMNS, MetastoreGone, _asset, count_side_write, search_query
 
@@ -116,6 +117,40 @@ async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[
         past.seen.update((a.id, a) for a in found)
         missing = {a.parent_id for a in found}
     return assets
+
+
+# What governs an asset, kept in its info: tags (and search's index of them) and a table's row filter;
+# on each column, its mask and tags.
+_GOVERNANCE = ("tags", "tag_index", "row_filter")
+_COLUMN_GOVERNANCE = ("mask", "tags")
+
+
+def governed_as_today(past: Asset, today: Asset | None) -> Asset:
+    """A state read at a past version, governed as its asset is today (`today`: its present state,
+    None if dropped since): its metadata as it was, with today's tags, row filter and column masks
+    (a column gone since keeps its own: nothing loosens), today's name for governance by name
+    (entities/asset.py `name_today`), and today's storage (none once dropped), which is what any
+    credential is vended for."""
+    if today is not None and today.written_at == past.written_at:
+        return past                     # the present state itself
+    info = past.info
+    if today is not None:
+        info = {k: v for k, v in info.items() if k not in _GOVERNANCE}
+        info.update((k, today.info[k]) for k in _GOVERNANCE if k in today.info)
+        now = {c["name"].lower(): c for c in today.info.get("columns") or []}
+        if info.get("columns"):
+            info["columns"] = [_column_as_today(c, now.get(c["name"].lower())) for c in info["columns"]]
+    out = dataclasses.replace(past, info=info, storage_path=today.storage_path if today is not None else None)
+    out.memo[NAME_TODAY] = today.full_name if today is not None else None
+    return out
+
+
+def _column_as_today(past: dict, today: dict | None) -> dict:
+    if today is None:
+        return past
+    out = {k: v for k, v in past.items() if k not in _COLUMN_GOVERNANCE}
+    out.update((k, today[k]) for k in _COLUMN_GOVERNANCE if k in today)
+    return out
 
 
 async def children_at(store, metastore_id: str, version: int, parent_id: str, namespace: str, *, after: str,
@@ -234,6 +269,18 @@ async def clone_references(store, metastore_id: str, source_ids: list[str]) -> d
     out: dict[str, list[str]] = {}
     for r in rows:
         out.setdefault(str(r["source_id"]), []).append(str(r["clone_id"]))
+    return out
+
+
+async def clone_sources(store, metastore_id: str, clone_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """What each of these tables (of one metastore) shallow-clones: clone id -> [(source id, source path)]."""
+    rows = await (await store.home(metastore_id)).fetch(
+        """SELECT clone_id, source_id, source_path FROM table_clones
+           WHERE metastore_id = $1 AND clone_id = ANY($2::uuid[])""",
+        uuid.UUID(metastore_id), clone_ids)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        out.setdefault(str(r["clone_id"]), []).append((str(r["source_id"]), r["source_path"]))
     return out
 
 
