@@ -46,6 +46,7 @@ from ..web.kit import encode_json, json_body, ok, ShardServing
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
 from . import assets
 from .path_access import authorize_path, owner_label
+from .column_governance import keep_column_governance
 from .service import CatalogService
 from ..web.wire import PREFIX
 
@@ -539,9 +540,10 @@ class IcebergCatalog:
             planned.append((full, requirements, updates))
         await self._commit_all(caller, planned)
 
-    async def _prepare(self, caller: Caller, asset: Asset, requirements, updates) -> tuple[str, object, str]:
-        """A commit against the table's current metadata: (base location, new metadata, its new file),
-        the file written. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
+    async def _prepare(self, caller: Caller, asset: Asset, requirements, updates) -> tuple[str, object, str, dict]:
+        """A commit against the table's current metadata: (base location, new metadata, its new file,
+        its columns renamed by field id), the file written unless the new schema drops governance the
+        caller may not drop. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
         io = await self._io(caller, asset.storage_path, write=True)
         base_location = _props(asset)[md.METADATA_LOCATION]
         base = await asyncio.to_thread(md.read_metadata, base_location, io)
@@ -549,9 +551,18 @@ class IcebergCatalog:
         if self._url(metadata.location) != asset.storage_path:
             raise IcebergError(400, "BadRequestException", f"Table '{asset.full_name}' is at '{asset.storage_path}'; "
                                                            f"a commit cannot move it to '{metadata.location}'.")
+        renamed = md.renamed_fields(base.schema(), metadata.schema())
+        # a schema that drops governance the caller may not drop is refused before its file is written
+        await self._with_schema(await authorizer(self.shard, caller), asset, metadata.schema(), renamed)
         location = md.next_location(metadata, base_location)
         await asyncio.to_thread(md.write_metadata, metadata, location, io)
-        return base_location, metadata, location
+        return base_location, metadata, location, renamed
+
+    async def _with_schema(self, authz, table: Asset, schema, renamed: dict | None = None) -> Asset:
+        """The table (or view) with `schema` as its columns, each that stays with its tags and mask
+        (by field id: `renamed`); refused if it drops governance the caller may not drop."""
+        new = dataclasses.replace(table, info={**table.info, "columns": md.columns_of(schema)})
+        return await keep_column_governance(self.shard.store, authz, table, new, renamed=renamed)
 
     async def _commit_all(self, caller: Caller, planned: list, preset: dict | None = None) -> list:
         """Commit each (table, requirements, updates) in one metastore write. Each new metadata file is
@@ -560,7 +571,7 @@ class IcebergCatalog:
         write, so concurrent writers all land unless their requirements conflict). `preset`: a table
         id's ready (base, metadata, file) that cannot be redone (register with overwrite)."""
         authz = await authorizer(self.shard, caller)
-        prepared = dict(preset or {})
+        prepared = {table_id: (*ready, None) for table_id, ready in (preset or {}).items()}   # columns by name
         ids = []
         for full_name, requirements, updates in planned:
             asset = await self._table(caller, full_name)
@@ -577,16 +588,16 @@ class IcebergCatalog:
                 if not is_iceberg_table(current) or current.full_name != full_name:
                     raise no_such("Table", f"Table '{full_name}' was dropped or renamed while committing.")
                 require_data(authz, current, write=True)
-                base_location, metadata, location = prepared[table_id]
+                base_location, metadata, location, renamed = prepared[table_id]
                 if _props(current)[md.METADATA_LOCATION] != base_location:
                     if preset and table_id in preset:
                         raise IcebergError(409, "CommitFailedException", f"Table '{full_name}' changed meanwhile.")
-                    base_location, metadata, location = prepared[table_id] = \
+                    base_location, metadata, location, renamed = prepared[table_id] = \
                         await self._prepare(caller, current, requirements, updates)
                 props = {**_props(current), md.METADATA_LOCATION: location,
                          md.PREVIOUS_METADATA_LOCATION: base_location}
-                info = {**current.info, "properties": props, "columns": md.columns_of(metadata.schema()),
-                        "updated_at": now, "updated_by": caller.name}
+                governed = await self._with_schema(authz, current, metadata.schema(), renamed)
+                info = {**governed.info, "properties": props, "updated_at": now, "updated_by": caller.name}
                 await tx.put(dataclasses.replace(current, info=info))
                 out.append((metadata, location))
             return out
@@ -682,6 +693,7 @@ class IcebergCatalog:
                     await self._check_external(caller, url, "location")
                 view = view.model_copy(update={"location": url})
                 io = await self._io(caller, url, write=True)
+            await self._with_schema(authz, current, self._view_schema(view))     # refused: no file
             location = md.next_view_location(view, base_location)
             await asyncio.to_thread(md.write_view, view, location, io)
             return base_location, view, location
@@ -698,8 +710,8 @@ class IcebergCatalog:
             if _props(current)[md.METADATA_LOCATION] != prepared[0]:
                 prepared = await prepare(current)                   # redone on the newer view, under the write
             base_location, view, location = prepared
-            info = {**current.info, "view_definition": md.view_sql(view),
-                    "columns": md.columns_of(self._view_schema(view)),
+            governed = await self._with_schema(authz, current, self._view_schema(view))
+            info = {**governed.info, "view_definition": md.view_sql(view),
                     "properties": {**_props(current), md.METADATA_LOCATION: location,
                                    md.PREVIOUS_METADATA_LOCATION: base_location},
                     "updated_at": now, "updated_by": caller.name}

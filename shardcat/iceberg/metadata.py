@@ -370,3 +370,10 @@ def columns_of(schema: Schema) -> list[dict]:
             c["comment"] = f.doc
         out.append(c)
     return out
+
+
+def renamed_fields(before: Schema, after: Schema) -> dict[str, str]:
+    """The top-level columns of `before` that `after` still has, by field id: old name -> new name
+    (a renamed column is the same column; catalog/column_governance.py keeps its tags and mask)."""
+    names = {f.field_id: f.name for f in after.fields}
+    return {f.name: names[f.field_id] for f in before.fields if f.field_id in names}
