@@ -330,8 +330,8 @@ class QueryService:
                            hard=MAX_NODES)
             except OverBudget:
                 raise invalid(f"The query visits more than {MAX_NODES:,} nodes to decide a single node of its "
-                              "path (its filter's exists(...) reaches too far): narrow the path above it or "
-                              "the filter.") from None
+                              "path (its filter's exists(...) reaches too far, or its like compares a pattern "
+                              "with a text too long for it): narrow the path above it or the filter.") from None
             results += page.results
             visited += page.visited
             cursor = page.after

@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..errors import invalid
+from .like import LikePattern
 from .types import VIEW_TYPES
 
 MAX_QUERY_CHARS = 4000
 MAX_NESTING = 32          # brackets, parentheses and exists() inside one another
+# A `like` over a long text costs as many nodes visited as it makes character comparisons over this
+# (about the time of one visit): a field of a few hundred characters costs nothing more.
+LIKE_WORK_PER_NODE = 1000
 
 # ---- the hierarchy ----------------------------------------------------------------------------
 
@@ -474,8 +478,7 @@ class _Parser:
         if t.kind == "keyword" and t.value == "like":
             self.i += 1
             pat = self.take("string", what="a pattern in quotes after like (% any text, _ one character)")
-            regex = _like(pat.value)
-            return lambda n, tr, r: (lambda v: isinstance(v, str) and regex.fullmatch(v) is not None)(left(n, tr))
+            return _like_test(left, LikePattern(pat.value, ignore_case=True))
         if t.kind == "keyword" and t.value == "not" and self.toks[self.i + 1].value in ("like", "in"):
             raise _error(t.at, "write not (x like \"...\") or not (x in (...)) instead of x not like / x not in")
         if t.kind == "keyword" and t.value == "in":
@@ -526,9 +529,16 @@ def _parse_time(text: str, at: int) -> int:
         raise _error(at, f"'{text[:40]}' is not a date or time; write 2026-11-27 or 2026-11-27T10:00:00Z") from None
 
 
-def _like(pattern: str) -> re.Pattern:
-    parts = ["." if c == "_" else ".*" if c == "%" else re.escape(c) for c in pattern]
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+def _like_test(left, pattern: LikePattern):
+    """`left like pattern`: matched without backtracking (entities/like.py), its work counted in the
+    run's bound on work before it is done, so that no text and pattern stall the server."""
+    def test(n, tr, r) -> bool:
+        v = left(n, tr)
+        if not isinstance(v, str):
+            return False
+        r.charge(pattern.work(len(v)))
+        return pattern.matches(v)
+    return test
 
 
 def _number(v) -> bool:
@@ -674,6 +684,13 @@ class _Run:
         self.visited += 1
         if self.visited > self.hard:
             raise _Stop("hard")
+
+    def charge(self, comparisons: int) -> None:
+        """Count the character comparisons of a `like` as nodes visited (LIKE_WORK_PER_NODE each)."""
+        if comparisons >= LIKE_WORK_PER_NODE:
+            self.visited += comparisons // LIKE_WORK_PER_NODE
+            if self.visited > self.hard:
+                raise _Stop("hard")
 
     def exists(self, node, path: list[Step], i: int) -> bool:
         step = path[i]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shardcat.entities.asset import Asset
-from shardcat.entities.pathquery import OverBudget, Unread, describe, parse, run, valid_cursor
+from shardcat.entities.pathquery import LIKE_WORK_PER_NODE, OverBudget, Unread, describe, parse, run, valid_cursor
 from shardcat.errors import CatalogError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "queries.md"
@@ -283,3 +283,21 @@ def test_a_listing_not_read_yet_ends_the_run_where_it_was_needed_and_the_next_go
         world.read.add((MS if page.unread.parent is None else page.unread.parent.id, page.unread.namespace))
     assert after is None and rounds > 1
     assert got == found(q)
+
+
+def test_a_like_over_a_long_text_counts_its_work_against_the_bound():
+    """`like` is matched without backtracking (entities/like.py), and its character comparisons over
+    LIKE_WORK_PER_NODE count as nodes visited, before they are made: no text and pattern stall a run."""
+    world = World()
+    world.orders.info["comment"] = "a" * 1_000_000
+    # a pattern that backtracked for hours: every piece found at once, the last one fails at its place
+    page = run(parse('/catalog/schema/table[comment like "' + "%a" * 100 + '%b"]'), world)
+    assert page.results == [] and page.visited < 1_000_000 // LIKE_WORK_PER_NODE + 20    # one pass: ~1,000 nodes
+    assert found('/catalog/schema/table[comment like "' + "%a" * 100 + '%"]', world) == ["main.sales.orders"]
+    # a piece compared at every place of a long text: counted, past the hard bound it is refused
+    with pytest.raises(OverBudget):
+        run(parse('/catalog[name = "main"]/schema[name = "sales"]/table[comment like "%' + "_" * 2000 + 'b%"]'),
+            world, budget=100, hard=100_000)
+    small = World()
+    page = run(parse('/catalog/schema/table[comment like "%' + "_" * 2000 + 'b%"]'), small)
+    assert page.results == [] and page.visited < 50      # short texts cost nothing more

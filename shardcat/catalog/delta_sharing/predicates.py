@@ -13,6 +13,8 @@ import datetime as dt
 import json
 import re
 
+from ...entities.like import LikePattern
+
 _LEAVES = ("column", "literal")
 _COMPARE = {"equal", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"}
 _NUMERIC = {"int", "long", "float", "double"}
@@ -197,7 +199,9 @@ def partition_filter(partitions: list[dict] | None, recipient_properties: dict[s
                                      f"'{v['recipient_property_key']}', which this recipient lacks")
             else:
                 value = v.get("value")
-            tests.append((column, v.get("op", "EQUAL"), value))
+            op = v.get("op", "EQUAL")
+            # compiled once per filter, matched without backtracking (a pattern is its share owner's text)
+            tests.append((column, op, LikePattern(value) if op == "LIKE" and value is not None else value))
         specs.append(tests)
 
     def test(values: dict) -> bool:
@@ -206,14 +210,13 @@ def partition_filter(partitions: list[dict] | None, recipient_properties: dict[s
     return test
 
 
-def _partition_matches(actual: str | None, op: str, expected: str | None) -> bool:
+def _partition_matches(actual: str | None, op: str, expected: str | LikePattern | None) -> bool:
     if expected is None:
         return actual is None or actual == ""
     if actual is None:
         return False
     if op == "LIKE":
-        pattern = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in expected)
-        return re.fullmatch(pattern, actual, re.DOTALL) is not None
+        return expected.matches(actual)
     return actual == expected
 
 
