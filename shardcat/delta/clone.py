@@ -118,6 +118,13 @@ def shallow_clone(source_location: str, target_location: str, table_id: str, *, 
 
 
 def referenced(location: str) -> set[str]:
-    """The absolute URLs of the live files of the table at `location` (none without a log)."""
+    """The absolute URLs of the live files of the table at `location` (none without a log). A path
+    no join resolves (`../x`: a clone's owner writes its log) names no file to keep."""
     state = read_published(dlog.Storage(location))
-    return set() if state is None else {absolute(location, p) for p in state.files}
+    out = set()
+    for path in state.files if state is not None else ():
+        try:
+            out.add(absolute(location, path))
+        except InvalidUrl:
+            continue
+    return out

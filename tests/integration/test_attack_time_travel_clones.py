@@ -384,3 +384,20 @@ async def test_a_log_naming_files_outside_its_table_is_not_cloned(server, ws, tm
     adds = _clone_logs(ws.storage_root)
     assert len(adds) == 3 and all(add["path"] == good + "/part-0.parquet" for add in adds), adds
     assert {p: p.read_bytes() for p in before} == before
+
+
+async def test_a_clones_hostile_log_does_not_break_its_sources_vacuum(server, ws):
+    """A clone's owner may write its clone's log; a path there that no join can resolve (`../x`)
+    leaves the source's vacuum, which reads what clones reference, a clean answer, not a 500."""
+    c = await _catalog(ws)
+    source = await _table(ws, c, "t")
+    _write(source["storage_location"], [1])
+    await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": f"{c}.s", "name": f"{c}.dev"})
+    clone = await ok(ws, "GET", f"/tables/{c}.dev.t")
+    log = Path(clone["storage_location"].removeprefix("file://"), "_delta_log")
+    hostile = {"add": {"path": "../../x.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0,
+                       "dataChange": True}}
+    (log / "00000000000000000001.json").write_text(json.dumps(hostile) + "\n")
+    status, out = await ws.call("POST", "/shardcat/vacuum", json={"table": f"{c}.s.t", "retention_hours": 0})
+    assert status == 200, out
+    assert out["deleted"] == [], out
