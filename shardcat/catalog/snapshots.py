@@ -330,8 +330,8 @@ class SnapshotService:
         if not isinstance(full_name, str):
             raise invalid("Missing required field 'table'.")
         hours = body.get("retention_hours", 168)
-        if not isinstance(hours, (int, float)) or isinstance(hours, bool) or hours < 0:
-            raise invalid("Field 'retention_hours' must be a non-negative number.")
+        if not isinstance(hours, (int, float)) or isinstance(hours, bool) or not 0 <= hours <= 1_000_000:
+            raise invalid("Field 'retention_hours' must be a number from 0 to 1000000.")
         key = full_name_key(full_name, 3, "table")
         table = await self.shard.lookup(caller.metastore(), "table", key, caller.min_version)
         authz = await authorizer(self.shard, caller)

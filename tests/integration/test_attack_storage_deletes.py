@@ -29,6 +29,7 @@ from deltalake import write_deltalake
 from governance_users import grant, user
 from shardcat.catalog.versions import delete_storage, purge_round
 from shardcat.delta import log as dlog
+from shardcat.delta.client import DeltaCatalogClient
 from shardcat.entities.asset import Asset
 from shardcat.serving.app import SERVING
 
@@ -220,9 +221,33 @@ async def test_vacuum_needs_modify(server, ws, tmp_path):
             status, body = await vacuum(u, "main.s.data", dry_run=dry)
             assert status == code, body
     assert tree(tmp_path) == before
+    for hours in ("-1", "1e308", "1" + "0" * 400, "NaN", "Infinity", "true", "null", '"1"'):
+        status, body = await writer.call("POST", "/shardcat/vacuum", headers={"Content-Type": "application/json"},
+                                         data=f'{{"table": "main.s.data", "retention_hours": {hours}}}')
+        assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (hours, body)
+    assert tree(tmp_path) == before
     status, out = await vacuum(writer, "main.s.data")
     assert status == 200 and len(out["deleted"]) == 1 and out["deleted"][0].startswith(location), out
     assert not os.path.exists(out["deleted"][0].removeprefix("file://"))
+
+
+async def test_a_catalog_managed_table_is_vacuumed_only_once_published(server, ws, tmp_path):
+    """A ratified commit not in the _delta_log yet could add a removed file back: until it is
+    published, a vacuum is refused (400 FAILED_PRECONDITION) and deletes nothing."""
+    await world(ws)
+    async with DeltaCatalogClient(ws.api, ws.token, publish_after_commit=False) as delta:
+        await delta.create_table("main.s.cm", pa.schema([("id", pa.int64())]))
+        await delta.append("main.s.cm", pa.table({"id": pa.array([1], pa.int64())}))
+        await delta.overwrite("main.s.cm", pa.table({"id": pa.array([2], pa.int64())}))
+        before = tree(tmp_path)
+        for dry in (True, False):
+            status, body = await vacuum(ws, "main.s.cm", dry_run=dry)
+            assert status == 400 and body.get("error_code") == "FAILED_PRECONDITION" and "publish" in body["message"], body
+        assert tree(tmp_path) == before
+        await delta.publish("main.s.cm")
+        status, out = await vacuum(ws, "main.s.cm")
+        assert status == 200 and len(out["deleted"]) == 1, out
+        assert (await delta.read("main.s.cm"))["id"].to_pylist() == [2]
 
 
 async def test_a_clones_vacuum_never_deletes_its_sources_files(server, ws, tmp_path):
