@@ -4,7 +4,8 @@ Every asset name (and every principal name) passes through here, on create and o
 alike: a name is normalised to Unicode NFC, so `café` typed precomposed or decomposed is one
 name, and characters that look like nothing are refused (format characters such as zero-width
 spaces, bidi overrides, soft hyphens and the byte-order mark; controls; unpaired surrogates;
-noncharacters), so two names that look the same are the same name.
+noncharacters), so two names that look the same are the same name. An asset's name may not begin
+with a combining mark (it would combine with the character before it in a full name).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ def check_name(name, what: str) -> str:
     if bad:
         raise invalid(f"The {what} name '{name}' contains an invalid character {bad.group()!r}: "
                       "names may not contain periods, spaces, slashes or control characters.")
+    # a mark with nothing to combine with draws over what comes before it (the dot of a full name)
+    if not name.isascii() and unicodedata.category(name[0]).startswith("M"):
+        raise invalid(f"The {what} name begins with a combining mark (U+{ord(name[0]):04X}): a name must "
+                      "begin with a letter, digit or symbol of its own.")
     # lower-casing can leave NFC (a few letters lower to a letter and a combining mark): normalise again
     return name.lower() if name.isascii() else unicodedata.normalize("NFC", name.lower())
 

@@ -52,6 +52,16 @@ def test_the_length_limit_counts_the_composed_name():
         check_name("é" * 256, "catalog")
 
 
+@given(st.characters(categories=("Mn", "Mc", "Me")), st.text(alphabet="abé\u0301", max_size=5))
+def test_a_name_may_not_begin_with_a_combining_mark(mark, rest):
+    """Issue 42, item 18: a lone mark at the start would draw over the dot before it in a full name."""
+    for name in (mark + rest, mark + "a", "a." + mark):
+        with pytest.raises(CatalogError) as e:
+            full_name_key(name, name.count(".") + 1, "catalog")
+        assert e.value.code == "INVALID_PARAMETER_VALUE" and "combining mark" in e.value.message
+    assert check_name("a" + mark + rest, "catalog")        # inside a name, a mark combines as it should
+
+
 def test_principal_names():
     assert check_principal("ALICE@example.com", "p") == "ALICE@example.com"     # case kept
     assert check_principal(f"{NFD_CAFE}@example.com", "p") == "café@example.com"
