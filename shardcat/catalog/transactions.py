@@ -30,6 +30,7 @@ from ..auth import Caller
 from ..entities.names import split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid
+from ..governance.authorize import Authz, authorizer
 from ..governance.grants import PermissionsService
 from ..shards.group_commit import PendingWrite, speculate, undo_speculation
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
@@ -196,6 +197,7 @@ class TransactionService:
         if read_at is None:
             read_at = state.version      # the version the transaction starts from: what raced it comes after
         shard = self.shard
+        authz = await authorizer(shard, caller)
 
         async def write(tx: WriteTx, state: MetastoreState):
             if read_at >= tx.version:
@@ -205,7 +207,7 @@ class TransactionService:
                                "read again. Nothing was written.")
             if isolation == "metastore":
                 await _check_metastore(tx, read_at)
-            read_ids = await _resolve_reads(tx, reads)
+            read_ids = await _resolve_reads(tx, authz, reads)
             await _check_reads(tx, reads, read_ids)
             joined = _Joined(shard, tx, state)
             catalogs, undo, results, wrote_by = CatalogService(joined), [], [], {}
@@ -251,13 +253,25 @@ async def _run(joined: _Joined, catalogs: CatalogService, caller: Caller, operat
     raise AssertionError(operation.op)
 
 
-async def _resolve_reads(tx: WriteTx, reads: dict[str, int]) -> dict[str, str]:
-    """{read_versions key: the asset's id}; an asset that no longer exists is a conflict."""
+async def _visible(tx: WriteTx, authz: Authz, asset) -> bool:
+    """Whether the caller may know that `asset` exists (governance's rule for every answer): a model
+    version as its model does; a staging table (a step of a create, no securable) only to admins."""
+    if asset.type == "model_version":
+        asset = await tx.get_by_id(asset.parent_id)
+        return asset is not None and authz.sees(asset.type, asset)
+    if asset.type == "staging_table":
+        return authz.admin is not None
+    return authz.sees(asset.type, asset)
+
+
+async def _resolve_reads(tx: WriteTx, authz: Authz, reads: dict[str, int]) -> dict[str, str]:
+    """{read_versions key: the asset's id}; an asset that no longer exists is a conflict, and so is
+    one the caller may not see: the same answer, so that no version or existence leaks."""
     ids = {}
     for key in reads:
         asset = None
         try:
-            asset = await tx.get_by_id(str(uuid.UUID(key)))
+            asset_id = str(uuid.UUID(key))
         except ValueError:
             parts = key.split(".")
             kinds = {1: ("catalog",), 2: ("schema",), 3: _THREE_PART}.get(len(parts))
@@ -266,8 +280,13 @@ async def _resolve_reads(tx: WriteTx, reads: dict[str, int]) -> dict[str, str]:
             for kind in kinds:
                 t = TYPES[kind]
                 asset = await tx.get(t.namespace, ".".join(split_full_name(key, t.name_parts, t.name)))
-                if asset is not None:
+                if asset is not None and await _visible(tx, authz, asset):
                     break
+                asset = None        # not there, or not for this caller: the next namespace, as if missing
+        else:
+            asset = await tx.get_by_id(asset_id)
+            if asset is not None and not await _visible(tx, authz, asset):
+                asset = None
         if asset is None:
             raise conflict(f"Conflict on '{key:.200}': it does not exist (any more) at version {tx.version - 1}; "
                            "nothing was written.")
@@ -310,8 +329,8 @@ async def _check_writes(tx: WriteTx, read_at: int, wrote_by: dict[str, Operation
 async def _check_metastore(tx: WriteTx, read_at: int) -> None:
     first = await first_change_after(tx, read_at)
     if first is not None:
-        version, ids = first
-        raise conflict(f"Conflict on the metastore: it changed at version {version} (securable {ids[0] if ids else '?'}), "
+        version, _ = first      # which securable changed is not said: the caller may not see it
+        raise conflict(f"Conflict on the metastore: it changed at version {version}, "
                        f"after version {read_at} that the transaction read; nothing was written.")
 
 
