@@ -18,6 +18,15 @@ metastore; a task starts from the version the webhook was registered at, so afte
 (the cursor lives in memory) events are sent again, never skipped. A slow or dead receiver only
 holds its own task back.
 
+A webhook reaches public addresses only (web/destinations.py): its URL's host is resolved and
+refused (400) at registration when any address is loopback, private, link-local, unspecified,
+multicast or reserved, and again at every post, which goes to the address just vetted and follows
+no redirect (a 3xx is a failed post). Hosts the operator allowed (`--webhook-allow-host`) are
+exempt. Every post also checks that the webhook's creator is still an account admin or an admin of
+the metastore; otherwise nothing is posted until it is again. `GET /shardcat/webhooks` shows each
+webhook's `state`: ACTIVE, FAILING (the last try did not deliver, for whatever reason: one state,
+so the answer maps no network) or SUSPENDED (its creator is no longer an admin).
+
 `GET /shardcat/events?since_version=V` (or the `Last-Event-ID` header of an EventSource that
 reconnects) answers the events after V as `text/event-stream` (up to 100), waiting up to
 `wait_seconds` (10) for the first when there is none yet, then ends with `retry: 100`: an
@@ -33,20 +42,21 @@ import hashlib
 import hmac
 import logging
 import secrets
-import urllib.parse
 import uuid
 
 import aiohttp
 from aiohttp import web
 from cloudevents.core.bindings.http import to_structured_event
 from cloudevents.core.v1.event import CloudEvent
+from yarl import URL
 
 from ..auth import Caller
 from ..entities.values import bigint_text, now_ms
 from ..errors import CatalogError, invalid, not_found
-from ..governance.authorize import authorizer, denied
+from ..governance.authorize import authorizer, denied, is_admin_now
 from ..shards.shard import MetastoreState, Shard
 from ..store.db import MetastoreGone, WriteTx
+from ..web.destinations import Refused, post, vetted_addresses
 from ..web.kit import json_body, ok, ShardServing
 from .changes import _touched
 from ..web.wire import PREFIX
@@ -62,6 +72,9 @@ DELIVERY_TIMEOUT = 10.0
 MAX_WEBHOOKS = 100
 STREAM_WAIT = 10         # seconds a stream response waits for a first event (the fronts relay whole answers)
 RECONNECT_MS = 100
+NOT_PUBLIC = ("Field 'url' must name a host whose addresses are all public: webhooks are not sent to loopback, "
+              "private, link-local, unspecified, multicast or reserved addresses, nor to names that do not resolve.")
+ACTIVE, FAILING, SUSPENDED = "ACTIVE", "FAILING", "SUSPENDED"     # a webhook's state, as the API shows it
 
 
 def cloud_event(metastore_id: str, row: dict, current: dict) -> tuple[dict, bytes]:
@@ -93,13 +106,14 @@ async def _require_admin(shard: Shard, caller: Caller, what: str) -> None:
 class Deliveries:
     """One shard's webhook delivery tasks, and the follower that wakes them on its writes."""
 
-    def __init__(self, shard: Shard):
+    def __init__(self, shard: Shard, allowed_hosts: frozenset[str] = frozenset()):
         self.shard = shard
+        self.allowed_hosts = allowed_hosts                        # reached although not public
         self.tasks: dict[tuple[str, str], asyncio.Task] = {}     # (metastore id, webhook id) -> its task
         self.wake: dict[str, asyncio.Event] = {}
         self.checked: set[str] = set()
-        self.session: aiohttp.ClientSession | None = None
         self.delivered: dict[str, int] = {}                       # webhook id -> last version delivered
+        self.states: dict[str, str] = {}                          # webhook id -> ACTIVE, FAILING or SUSPENDED
 
     # -- the follower: no I/O, only wake-ups -------------------------------------------------
     def applied(self, state, tx) -> None:
@@ -132,8 +146,7 @@ class Deliveries:
     async def close(self) -> None:
         for task in self.tasks.values():
             task.cancel()
-        if self.session is not None:
-            await self.session.close()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
     async def _still_registered(self, metastore_id: str, hook_id: str) -> bool:
         meta = await self.shard.store.get_metastore(metastore_id)
@@ -142,58 +155,90 @@ class Deliveries:
     async def _deliver(self, metastore_id: str, hook: dict) -> None:
         cursor = hook["from_version"]
         wake = self.wake.setdefault(metastore_id, asyncio.Event())
-        if self.session is None:
-            self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DELIVERY_TIMEOUT))
-        while True:
-            try:
-                if not await self._still_registered(metastore_id, hook["id"]):
-                    return
-                _, rows, current = await self.shard.store.change_feed(metastore_id, cursor, BATCH)
-            except MetastoreGone:
-                return
-            except Exception as e:       # noqa: BLE001 -- the store is away for a while: try again
-                log.warning("webhook %s: reading the change log failed: %s", hook["id"], e)
-                await asyncio.sleep(IDLE_POLL)
-                continue
-            if not rows:
-                wake.clear()
+        # A session of its own: its pooled connections go to this webhook's vetted addresses only.
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DELIVERY_TIMEOUT)) as session:
+            while True:
                 try:
-                    await asyncio.wait_for(wake.wait(), IDLE_POLL)
-                except asyncio.TimeoutError:
-                    pass
-                continue
-            for row in rows:
-                headers, body = cloud_event(metastore_id, row, current)
-                headers[SIGNATURE_HEADER] = sign(opened_secret(self.shard, hook), body)
-                await self._post_until_taken(hook, headers, body)
-                cursor = row["version"]
-                self.delivered[hook["id"]] = cursor
+                    if not await self._still_registered(metastore_id, hook["id"]):
+                        return
+                    _, rows, current = await self.shard.store.change_feed(metastore_id, cursor, BATCH)
+                except MetastoreGone:
+                    return
+                except Exception as e:       # noqa: BLE001 -- the store is away for a while: try again
+                    log.warning("webhook %s: reading the change log failed: %s", hook["id"], e)
+                    await asyncio.sleep(IDLE_POLL)
+                    continue
+                if not rows:
+                    wake.clear()
+                    try:
+                        await asyncio.wait_for(wake.wait(), IDLE_POLL)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                for row in rows:
+                    headers, body = cloud_event(metastore_id, row, current)
+                    headers[SIGNATURE_HEADER] = sign(opened_secret(self.shard, hook), body)
+                    if not await self._post_until_taken(session, metastore_id, hook, headers, body):
+                        return
+                    cursor = row["version"]
+                    self.delivered[hook["id"]] = cursor
 
-    async def _post_until_taken(self, hook: dict, headers: dict, body: bytes) -> None:
+    async def _post_until_taken(self, session: aiohttp.ClientSession, metastore_id: str, hook: dict,
+                                headers: dict, body: bytes) -> bool:
+        """True once the receiver took the event; False when the webhook (or its metastore) is gone."""
         backoff = 0.05
         while True:
-            try:
-                async with self.session.post(hook["url"], data=body, headers=headers) as r:
-                    if 200 <= r.status < 300:
-                        return
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                pass
+            state = await self._try_post(session, metastore_id, hook, headers, body)
+            if state is None:
+                return False
+            self.states[hook["id"]] = state
+            if state == ACTIVE:
+                return True
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
 
+    async def _try_post(self, session: aiohttp.ClientSession, metastore_id: str, hook: dict, headers: dict,
+                        body: bytes) -> str | None:
+        """One try: SUSPENDED when the creator is no longer an admin (nothing is sent), ACTIVE when
+        the receiver took the event, FAILING for anything else, whatever it was; None: the webhook is gone."""
+        try:
+            meta = await self.shard.store.get_metastore(metastore_id)
+            if meta is None or hook["id"] not in (meta.info.get("webhooks") or {}):
+                return None
+            creator_is_admin = await is_admin_now(self.shard.store, hook["created_by"], meta)
+        except Exception as e:       # noqa: BLE001 -- the store is away for a while: try again
+            log.warning("webhook %s: reading the metastore failed: %s", hook["id"], e)
+            return FAILING
+        if not creator_is_admin:
+            return SUSPENDED
+        try:
+            status = await post(session, URL(hook["url"]), self.allowed_hosts, data=body, headers=headers)
+        except (Refused, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+            log.info("webhook %s: not delivered: %s", hook["id"], type(e).__name__)
+            return FAILING
+        return ACTIVE if 200 <= status < 300 else FAILING
+
 
 class EventService:
-    def __init__(self, shard: Shard):
+    def __init__(self, shard: Shard, allowed_hosts: frozenset[str] = frozenset()):
         self.shard = shard
-        self.deliveries = Deliveries(shard)
+        self.allowed_hosts = allowed_hosts
+        self.deliveries = Deliveries(shard, allowed_hosts)
         shard.follow(self.deliveries)
 
     async def create_webhook(self, caller: Caller, body: dict) -> dict:
         await _require_admin(self.shard, caller, "register webhooks")
         url = body.get("url")
-        parsed = urllib.parse.urlsplit(url) if isinstance(url, str) and len(url) <= 2000 else None
-        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+        try:
+            parsed = URL(url) if isinstance(url, str) and len(url) <= 2000 else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.raw_host:
             raise invalid("Field 'url' must be an http:// or https:// URL of at most 2000 characters.")
+        try:
+            await vetted_addresses(parsed, self.allowed_hosts)       # checked again at every post
+        except Refused:
+            raise invalid(NOT_PUBLIC) from None
         secret = body.get("secret")
         if secret is not None and (not isinstance(secret, str) or not 16 <= len(secret) <= 256):
             raise invalid("Field 'secret' must be a string of 16 to 256 characters (or absent: one is made).")
@@ -225,7 +270,8 @@ class EventService:
         meta = await self.shard.store.get_metastore(caller.metastore())
         hooks = (meta.info.get("webhooks") or {}).values()
         return {"webhooks": [{k: v for k, v in h.items() if k != "secret"} |
-                             {"delivered_version": self.deliveries.delivered.get(h["id"])} for h in hooks]}
+                             {"delivered_version": self.deliveries.delivered.get(h["id"]),
+                              "state": self.deliveries.states.get(h["id"], ACTIVE)} for h in hooks]}
 
     async def delete_webhook(self, caller: Caller, hook_id: str) -> None:
         await _require_admin(self.shard, caller, "remove webhooks")
@@ -277,7 +323,7 @@ class EventService:
 def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
     """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
     shard = serving.shard
-    service = EventService(shard)
+    service = EventService(shard, serving.webhook_allow_hosts)
 
     async def create(request):
         return ok(await service.create_webhook(request["caller"], await json_body(request)))

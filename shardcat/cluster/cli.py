@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "through the provider's login (authorization code with PKCE)")
     serve.add_argument("--oidc-workspace", type=int, default=1,
                        help="the workspace users signed in through the provider act in (default 1)")
+    serve.add_argument("--webhook-allow-host", action="append", default=[], metavar="HOST",
+                       help="let webhooks reach HOST (as written in their URLs) although it is not a public "
+                            "address, e.g. a receiver on loopback in tests (repeatable; docs/discovery.md)")
     serve.add_argument("--request-log", action="store_true",
                        help="one JSON line per request on stderr (request id, principal, operation, path, "
                             "status, latency, metastore; never tokens, queries or bodies): docs/operations.md")
@@ -125,7 +128,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
                        shards=args.shards, shards_per_node=args.shards_per_node, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
-                       group_commit=GroupCommitConfig(enabled=not args.no_group_commit))
+                       group_commit=GroupCommitConfig(enabled=not args.no_group_commit),
+                       webhook_allow_hosts=tuple(args.webhook_allow_host))
 
 
 def drain_node(args: argparse.Namespace) -> int:

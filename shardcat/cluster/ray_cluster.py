@@ -177,8 +177,10 @@ def placement_goal(nodes: list[str], total: int | None, per_node: int | None,
 class RayCluster:
     def __init__(self, routing: RoutingTable, db_url: str, *, ray_address: str | None = None,
                  cache: CacheConfig = CacheConfig(), event_loop: str = "uvloop", secret_keys: list[bytes] = (),
-                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig(), shards_per_node: int | None = None):
+                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig(), shards_per_node: int | None = None,
+                 webhook_allow_hosts: tuple[str, ...] = ()):
         self.routing = routing
+        self.webhook_allow_hosts = webhook_allow_hosts     # each shard delivers webhooks
         self.oidc = oidc        # the identity provider's settings, for the shards' authenticators
         # The keys sealing credential secrets (store/sealing.py): each shard writes credentials. They
         # reach the actors as arguments, through Ray's control plane: keep a Ray cluster private.
@@ -285,7 +287,7 @@ class RayCluster:
             # of a joined cluster do not inherit this process's.
             options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
         actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys, self.oidc,
-                                                     self.group_commit)
+                                                     self.group_commit, self.webhook_allow_hosts)
         try:
             # A local Ray keeps shards on loopback; on a real cluster they listen on their node's address.
             url, local_socket = await self._unless_node_dies(

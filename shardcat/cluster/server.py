@@ -48,6 +48,7 @@ class ServeConfig:
     secret_key: str | None = None  # where the secret keys are: a file, env:NAME; None: <data_dir>/secret.key
     http_limits: HttpLimits = field(default_factory=HttpLimits)    # of the public front (shard actors: the defaults)
     oidc: OidcConfig | None = None  # an identity provider whose tokens sign users in (governance/oidc.py)
+    webhook_allow_hosts: tuple[str, ...] = ()   # hosts webhooks may reach although not public (web/destinations.py)
 
 
 @dataclass
@@ -91,13 +92,14 @@ async def start(config: ServeConfig) -> Running:
     if config.shards or config.shards_per_node:
         cluster = RayCluster(RoutingTable(store), db_url, ray_address=config.ray_address, cache=config.cache,
                              event_loop=config.event_loop, secret_keys=keys, oidc=config.oidc,
-                             group_commit=config.group_commit, shards_per_node=config.shards_per_node)
+                             group_commit=config.group_commit, shards_per_node=config.shards_per_node,
+                             webhook_allow_hosts=config.webhook_allow_hosts)
         await cluster.start(config.shards)
         front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc, cluster),
                                   config.host, config.port, config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
     front = await start_shard_front(make_app(store, Shard(store, cache=config.cache, group_commit=config.group_commit),
-                                             config.oidc), config.host, config.port,
+                                             config.oidc, config.webhook_allow_hosts), config.host, config.port,
                                     limits=config.http_limits)
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 

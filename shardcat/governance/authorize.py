@@ -48,6 +48,20 @@ def is_metastore_admin(caller: Caller, metastore) -> bool:
     return owner is not None and owner in caller.principals
 
 
+async def is_admin_now(store, principal: str, metastore) -> bool:
+    """Whether `principal` is, as the store says now, an active account admin or an admin of
+    `metastore` (its owner, or in the group owning it): for work done later in a principal's name
+    (webhook deliveries), which no token of its own re-authenticates."""
+    principals = getattr(store, "principals", None)      # identity's store (the in-memory store has none)
+    info = await principals.get_by_name(principal) if principals is not None else None
+    if info is None or not info.active:
+        return False
+    if info.is_account_admin:
+        return True
+    groups = {m.group_name for m in (await principals.memberships([info.id]))[info.id]}
+    return metastore.info.get("owner") in groups | {principal}
+
+
 def denied(message: str) -> CatalogError:
     return CatalogError("PERMISSION_DENIED", message)
 

@@ -50,8 +50,9 @@ RAY_ANSWER_SECONDS = 5.0        # Ray's control store not answering in this long
 @ray.remote(max_restarts=0, num_cpus=0, concurrency_groups={"control": 1})
 class ShardActor:
     def __init__(self, name: str, db_url: str, cache: CacheConfig = CacheConfig(), secret_keys: list[bytes] = (),
-                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig()):
+                 oidc=None, group_commit: GroupCommitConfig = GroupCommitConfig(), webhook_allow_hosts=()):
         self.name = name
+        self.webhook_allow_hosts = webhook_allow_hosts     # reached although not public (web/destinations.py)
         self.oidc = oidc        # governance/oidc.py OidcConfig: bearer JWTs the router relays are verified here too
         self.db_url = db_url
         self.secret_keys = list(secret_keys)     # the server's (store/sealing.py): credentials are written here
@@ -77,7 +78,8 @@ class ShardActor:
         self.shard = Shard(store, self.name, claim_on_demand=False, cache=self.cache,
                            group_commit=self.group_commit)
         verifier = oidc.OidcVerifier(self.oidc, store) if self.oidc else None
-        app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled, identity_provider=verifier))
+        app = make_shard_app(self.shard, Authenticator(store, cache=self.cache.enabled, identity_provider=verifier),
+                             webhook_allow_hosts=self.webhook_allow_hosts)
         # Through the module: Ray ships this class by value, so a name imported into it is a copy
         # (an AppKey copy finds nothing).
         self.audit = app[audit.APP_KEY]

@@ -31,6 +31,7 @@ from ..catalog.versions import start_purging, versions_middleware
 from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
+from ..web.destinations import allowed_host
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..web import registry
 from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
@@ -265,6 +266,7 @@ class Serving:
     resolver: ResolveService
     audit_log: AuditLog
     max_body_bytes: int = MAX_BODY_BYTES     # the app's limit (413 above it)
+    webhook_allow_hosts: frozenset[str] = frozenset()    # reached although not public (web/destinations.py)
 
 
 SERVING = web.AppKey("serving", Serving)
@@ -296,7 +298,7 @@ def shard_routes(serving: Serving) -> list[web.RouteDef]:
 
 
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
-                   max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+                   max_body_bytes: int = MAX_BODY_BYTES, webhook_allow_hosts=()) -> web.Application:
     """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
     audit_log = AuditLog(shard.store)
     app = web.Application(
@@ -309,7 +311,8 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
     app.on_startup.append(purge_start)
     app.on_cleanup.append(purge_stop)
-    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log, max_body_bytes)
+    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log, max_body_bytes,
+                      frozenset(map(allowed_host, webhook_allow_hosts)))
     app[SERVING] = serving
     app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
     # The app's own handlers (probes, the document, the explorer, the audit log; the account's in one

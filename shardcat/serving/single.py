@@ -13,9 +13,11 @@ from ..router.account import AccountApi
 from ..web.middleware import Authenticator
 
 
-def make_app(store: Store, shard: Shard, oidc: OidcConfig | None = None) -> web.Application:
-    """`oidc`: an identity provider whose tokens sign users in (governance/oidc.py)."""
+def make_app(store: Store, shard: Shard, oidc: OidcConfig | None = None,
+             webhook_allow_hosts: tuple[str, ...] = ()) -> web.Application:
+    """`oidc`: an identity provider whose tokens sign users in (governance/oidc.py); `webhook_allow_hosts`:
+    hosts webhooks may reach although not public (web/destinations.py)."""
     verifier = OidcVerifier(oidc, store) if oidc else None
     authenticator = Authenticator(store, cache=shard.cache_config.enabled, identity_provider=verifier)
     account = AccountApi(AccountService(store), authenticator, verifier)
-    return make_shard_app(shard, authenticator, extra_routes=account.routes())
+    return make_shard_app(shard, authenticator, extra_routes=account.routes(), webhook_allow_hosts=webhook_allow_hosts)

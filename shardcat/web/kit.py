@@ -152,6 +152,7 @@ class ShardServing(Protocol):
     names (serving/app.py's `Serving`): the shard and the app's audit log, among others."""
     shard: Any          # shards/shard.py Shard
     audit_log: Any      # governance/audit.py AuditLog
+    webhook_allow_hosts: frozenset[str]     # reached although not public (web/destinations.py)
 
 
 _FORWARDED_CONTEXT = b"shardcat forwarded client address v1"

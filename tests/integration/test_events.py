@@ -15,6 +15,10 @@ from aiohttp import web
 from governance_users import unique, user
 
 from test_enforcement_matrix import ok
+from tests.conftest import serving
+
+# Receivers listen on loopback, which webhooks may not reach unless the server allows it by name.
+server = serving("events", webhook_allow_hosts=("localhost",))
 
 SECRET = "a-test-secret-of-some-length"
 
@@ -71,7 +75,7 @@ async def _until(check, seconds: float = 120.0) -> None:
 async def test_a_slow_then_down_then_back_webhook_gets_every_event_in_order(ws, server):
     receiver = Receiver()
     await receiver.up()
-    hook = await ok(ws, "POST", "/shardcat/webhooks", json={"url": f"http://127.0.0.1:{receiver.port}/hook",
+    hook = await ok(ws, "POST", "/shardcat/webhooks", json={"url": f"http://localhost:{receiver.port}/hook",
                                                             "secret": SECRET})
     try:
         first = hook["from_version"] + 1          # the registration's own write

@@ -29,6 +29,12 @@ def test_the_event_loop_is_uvloop_unless_asked_for_asyncio():
     assert config("--event-loop", "asyncio").event_loop == "asyncio"      # the shard actors' too
 
 
+def test_webhooks_reach_only_public_addresses_unless_hosts_are_allowed_by_name():
+    assert config().webhook_allow_hosts == ()
+    c = config("--webhook-allow-host", "localhost", "--webhook-allow-host", "hooks.internal")
+    assert c.webhook_allow_hosts == ("localhost", "hooks.internal")       # they reach the shards (ray_cluster.py)
+
+
 def test_the_ray_config_readme_command_parses():
     readme = (ROOT / "ray-config" / "README.md").read_text()
     command = re.search(r'"(shardcat serve [^"]+)"', readme).group(1)
