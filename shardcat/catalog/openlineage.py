@@ -12,9 +12,10 @@ its `columnLineage` facet's column edges. Other event types are accepted and cha
 A dataset maps to a catalog asset by name (a namespace that is not a storage URL, and a name
 `catalog.schema.table`) or by storage path (namespace `s3://bucket`, `file`, ..., joined with
 the name), through the URL trie: the table or volume owning the path, the same rule as access
-by path. Datasets that map to no asset are answered in `unmapped` and not recorded. As for
-`POST /shardcat/lineage`, the caller must be allowed to write every output and read every input;
-what it may not see answers as missing.
+by path. Datasets that map to no asset, or to one the caller may not see, are answered in
+`unmapped` and not recorded (the same answer: it tells no one which names exist or which paths a
+table owns). As for `POST /shardcat/lineage`, the caller must be allowed to write every output and
+read every input it sees.
 
 `GET /api/2.0/lineage-tracking/table-lineage?table_name=` and `/column-lineage?table_name=&column_name=`
 answer the direct upstreams and downstreams, shaped like Databricks'; `GET /shardcat/lineage`
@@ -29,7 +30,7 @@ from ..auth import Caller
 from ..entities.names import full_name_key
 from ..entities.types import TYPES
 from ..entities.urls import InvalidUrl, normalize_url
-from ..errors import CatalogError, invalid, not_found
+from ..errors import CatalogError, invalid
 from ..governance import audit
 from ..governance.authorize import authorizer
 from ..shards.shard import Shard
@@ -124,20 +125,20 @@ class OpenLineageService:
             elif ref:
                 owner, found = snap.by_path.get(ref[1]) or (None, None)
                 asset = None if owner is None or owner.is_root else found
-            if asset is None or asset.type not in ("table", "volume"):
+            # what the caller may not see maps to nothing, exactly as a name or path nothing owns
+            if asset is None or asset.type not in ("table", "volume") or not authz.sees(asset.type, asset):
                 unmapped.append({"namespace": d[0], "name": d[1]})
                 continue
             assets[d] = asset
-        gone = {d: not_found(f"Dataset '{d[0]}/{d[1]}' does not exist.") for d in assets}
         for d in outs:
             if d in assets:
                 target = assets[d]
                 if target.type != "table" or target.info.get("table_type") in VIEW_TYPES:
                     raise invalid(f"Output '{d[1]:.100}' is a {target.type}: lineage goes into tables.")
-                authz.require_data(target, write=True, missing=gone[d])
+                authz.require_data(target, write=True)
         for d, asset in assets.items():
             if d not in outs:
-                authz.require_data(asset, write=False, missing=gone[d])
+                authz.require_data(asset, write=False)
         sources = [assets[d] for d in ins if d in assets]
         recorded, columns = [], []
         for d in outs:
