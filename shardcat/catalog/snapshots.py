@@ -34,6 +34,7 @@ from ..store.db import WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
+from .column_governance import keep_column_governance
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked
 from ..web.wire import PREFIX
 
@@ -176,7 +177,12 @@ class SnapshotService:
             regranted = await history.grants_at_drop(tx, ms, [a.id for a in past if a.id not in now])
             changed = 0
             for a in past:
-                if now.get(a.id) is None or now[a.id].written_at != a.written_at:
+                today = now.get(a.id)
+                if today is None or today.written_at != a.written_at:
+                    if today is not None:
+                        # metadata goes back, governance stays today's: removing a tag or mask needs its rights
+                        governed = dataclasses.replace(history.governed_as_today(a, today), storage_path=a.storage_path)
+                        a = await keep_column_governance(self.store, authz, today, governed)
                     try:
                         await tx.put(a)
                     except KeyError:

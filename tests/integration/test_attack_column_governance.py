@@ -343,3 +343,37 @@ async def test_update_table_columns_need_the_tag_and_mask_rights(server, ws):
     assert "mask" not in cols["email"] and "notes" not in cols and cols["ssn"]["mask"] == w.abac_mask
     status, body = await patch(ws, ["id", "email"], masks=False)()
     assert status == 200, body
+
+
+async def test_a_snapshot_restore_brings_back_metadata_not_yesterdays_governance(server, ws):
+    """The schema's owner (no ASSIGN on the governed tag) restores a snapshot taken before the
+    columns were governed: the columns that stay keep today's tags and masks; a restore that would
+    remove a column carrying a governed tag is refused, and an admin's goes through."""
+    w = await _world(server, ws)
+    await ok(ws, "PATCH", f"/schemas/{w.c}.s", json={"owner": w.owner.name})
+    await ok(w.owner, "POST", "/tables", json={"name": "t", "catalog_name": w.c, "schema_name": "s",
+                                               "table_type": "MANAGED", "data_source_format": "DELTA",
+                                               "columns": _uc_columns(NAMES), "comment": "before"})
+    snapshot = {"securable_type": "SCHEMA", "full_name": f"{w.c}.s"}
+    await ok(w.owner, "POST", "/shardcat/snapshots", json={"name": "ungoverned", **snapshot})
+    await _govern(ws, w, "t")
+    await ok(ws, "PATCH", f"/tables/{w.c}.s.t", json={"comment": "after"})
+    assert (await ok(w.owner, "POST", "/shardcat/snapshots/ungoverned/restore"))["put_back"] >= 1
+    assert (await ok(w.reader, "GET", f"/tables/{w.c}.s.t"))["comment"] == "before"
+    await _assert_governed(w, "t")
+
+    # a governed column added after the snapshot: restoring would drop it with its tag
+    await ok(w.owner, "POST", "/shardcat/snapshots", json={"name": "three", **snapshot})
+    columns = (await ok(ws, "GET", f"/tables/{w.c}.s.t"))["columns"]
+    added = [{**{k: v for k, v in col.items() if k != "tags"}, **({"mask": w.own_mask} if col["name"] == "email" else {})}
+             for col in columns] + \
+        [{"name": "ssn2", "type_name": "STRING", "position": len(columns)}]
+    await ok(ws, "PATCH", f"/tables/{w.c}.s.t", json={"columns": added})
+    await ok(ws, "POST", "/entity-tag-assignments", json={"entity_type": "columns", "entity_name":
+                                                          f"{w.c}.s.t.ssn2", "tag_key": GOVERNED, "tag_value": "yes"})
+    await _refused(server, ws, w, "t", lambda: w.owner.call("POST", "/shardcat/snapshots/three/restore"),
+                   "tag 'pii'")
+    assert "ssn2" in {c["name"] for c in (await ok(w.reader, "GET", f"/tables/{w.c}.s.t"))["columns"]}
+    await ok(ws, "POST", "/shardcat/snapshots/three/restore")
+    assert "ssn2" not in {c["name"] for c in (await ok(w.reader, "GET", f"/tables/{w.c}.s.t"))["columns"]}
+    await _assert_governed(w, "t")
