@@ -225,6 +225,46 @@ async def test_a_name_that_resolves_to_loopback_after_registration_gets_nothing(
     assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", body
 
 
+class RecordingSession:
+    """Stands for aiohttp's session in `destinations.post`: notes where each request would connect."""
+
+    def __init__(self):
+        self.sent: list[tuple[URL, dict]] = []
+
+    def post(self, url, *, headers, **kw):
+        self.sent.append((URL(url), headers))
+        answer = type("Answer", (), {"status": 204})()
+
+        class Context:
+            async def __aenter__(self):
+                return answer
+
+            async def __aexit__(self, *exc):
+                return None
+        return Context()
+
+
+async def test_a_post_connects_to_the_address_it_vetted_never_to_a_second_answer(monkeypatch):
+    """DNS rebinding: the name answers public to the check and loopback right after. The request goes
+    to the literal address that was checked (the name only in Host), so the second answer is never used."""
+    from shardcat.web import destinations
+
+    dns = Dns(monkeypatch)
+    name = f"{unique('rebind')}.example.com"
+    dns.answers[name] = ["93.184.215.14", "127.0.0.1"]
+    session = RecordingSession()
+    status = await destinations.post(session, URL(f"http://{name}:8080/hook?x=1"), frozenset(), data=b"{}",
+                                     headers={"X-Shardcat-Signature": "s"})
+    assert status == 204 and dns.asked[name] == 1
+    [(url, headers)] = session.sent
+    assert url.host == "93.184.215.14" and url.port == 8080 and url.path_qs == "/hook?x=1"
+    assert headers["Host"] == f"{name}:8080"
+    # The next post asks again, gets loopback and sends nothing.
+    with pytest.raises(destinations.Refused):
+        await destinations.post(session, URL(f"http://{name}:8080/hook"), frozenset(), data=b"{}", headers={})
+    assert len(session.sent) == 1
+
+
 async def test_every_failure_shows_the_same_state(aws, monkeypatch):
     """A closed port, a receiver answering 500, one that redirects and a name that no longer resolves
     differ only in their ids and URLs: the API does not map the network."""
