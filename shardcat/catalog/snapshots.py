@@ -357,7 +357,12 @@ class SnapshotService:
         for clone_id in (await history.clone_references(self.store, caller.metastore(), [table.id])).get(table.id, []):
             clone = await self.shard.lookup_id(caller.metastore(), clone_id, caller.min_version)
             if clone is not None and clone.storage_path:
-                keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)
+                try:
+                    keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)
+                except (ValueError, LookupError, TypeError, AttributeError, OSError):
+                    # not knowing which files the clone needs, delete none
+                    raise CatalogError("FAILED_PRECONDITION", f"Table '{full_name}' has a shallow clone whose Delta "
+                                                              "log cannot be read: nothing is vacuumed until it can.") from None
         try:
             out = await asyncio.to_thread(delta_vacuum.vacuum, table.storage_path, keep,
                                           older_than_ms=now_ms() - int(hours * 3600_000),

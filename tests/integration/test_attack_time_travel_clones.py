@@ -401,3 +401,23 @@ async def test_a_clones_hostile_log_does_not_break_its_sources_vacuum(server, ws
     status, out = await ws.call("POST", "/shardcat/vacuum", json={"table": f"{c}.s.t", "retention_hours": 0})
     assert status == 200, out
     assert out["deleted"] == [], out
+
+
+async def test_a_clones_unreadable_log_stops_its_sources_vacuum_cleanly(server, ws):
+    """A clone whose log cannot be read (its owner wrote garbage there) leaves the source's files
+    unknown to be kept: the source's vacuum deletes nothing and says why (400, not a 500)."""
+    c = await _catalog(ws)
+    source = await _table(ws, c, "t")
+    _write(source["storage_location"], [1])
+    await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": f"{c}.s", "name": f"{c}.dev"})
+    clone = await ok(ws, "GET", f"/tables/{c}.dev.t")
+    log = Path(clone["storage_location"].removeprefix("file://"), "_delta_log")
+    files = {p: p.read_bytes() for p in Path(source["storage_location"].removeprefix("file://")).rglob("*") if p.is_file()}
+    for garbage in ("{not json\n", '{"add": 7}\n', '["add"]\n'):
+        (log / "00000000000000000001.json").write_text(garbage)
+        for dry_run in (True, False):
+            status, out = await ws.call("POST", "/shardcat/vacuum", json={"table": f"{c}.s.t", "retention_hours": 0,
+                                                                          "dry_run": dry_run})
+            assert status == 400 and out["error_code"] == "FAILED_PRECONDITION", out
+            assert "clone" in out["message"], out
+    assert {p: p.read_bytes() for p in files} == files
