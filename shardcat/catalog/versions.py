@@ -148,6 +148,11 @@ def _securable(securable_type: str):
     return t
 
 
+def _last_current(state: dict) -> int:
+    """The last version at which a kept state of an asset was current."""
+    return state["asset"].written_at if state["replaced_at"] is None else state["replaced_at"] - 1
+
+
 def _shown(caller: Caller, asset: Asset) -> dict:
     out = render(asset)
     return present_table(caller, out) if asset.type == "table" else out
@@ -162,7 +167,8 @@ class VersionService:
 
     async def history(self, caller: Caller, securable_type: str, full_name: str) -> dict:
         """Every kept state of the assets that had this name, oldest first, with who wrote it and
-        when; the caller must be allowed to read the latest of them (as of when it was current)."""
+        when: of each asset the caller may read as of when it was last current (`_readable`); the
+        others are left out, as if they never had the name."""
         t = _securable(securable_type)
         key = full_name_key(full_name, t.name_parts, t.name)
         ms = caller.metastore()
@@ -170,17 +176,11 @@ class VersionService:
         states = await history.asset_states(self.store, ms, t.namespace, key)
         missing = not_found(f"{t.name.replace('_', ' ').capitalize()} '{full_name}' has no history.")
         states = [s for s in states if s["asset"].type == t.name or t.name == "table"]
+        if states:
+            readable = await self._readable(caller, states)
+            states = [s for s in states if s["asset"].id in readable]
         if not states:
             raise missing
-        last = states[-1]
-        at = last["asset"].written_at if last["replaced_at"] is None else last["replaced_at"] - 1
-        reading = READ_AT.set(PastRead(at))
-        try:
-            await history.with_ancestors(self.store, ms, READ_AT.get(), [last["asset"]])
-            authz = await authorizer(self.shard, caller)
-            authz.require_or_missing(last["asset"].type, "read", last["asset"], missing)
-        finally:
-            READ_AT.reset(reading)
         versions = []
         for s in states:
             a = s["asset"]
@@ -194,6 +194,30 @@ class VersionService:
                     entry["dropped_at"] = s["ended_at"]
             versions.append(entry)
         return {"securable_type": t.name.upper(), "full_name": key, "versions": versions}
+
+    async def _readable(self, caller: Caller, states: list[dict]) -> set[str]:
+        """The ids of the assets among `states` (a name's history, oldest first) that the caller may
+        read as of when each was last current: today's grants and owners over the asset and its
+        ancestors as they were then, the rule of every read at a past version. A name reused by
+        someone else thus shows no one the dropped asset they could not read (its owner, comment,
+        properties); an asset under a schema dropped and made again gains nothing from the new
+        schema's owner. The newest asset, if the caller sees it but may not read it, is a 403, as a
+        read of it is; one it may not see is left out as the others are."""
+        lasts = list({s["asset"].id: s for s in states}.values())[::-1]     # each asset's last state, newest first
+        newest = states[-1]["asset"]
+        past = PastRead(_last_current(states[-1]))
+        for s in lasts:       # each asset's ancestors as they were then, in one set the decisions read
+            await history.with_ancestors(self.store, caller.metastore(), PastRead(_last_current(s), past.seen),
+                                         [s["asset"]])
+        reading = READ_AT.set(past)
+        try:
+            authz = await authorizer(self.shard, caller)
+            readable = {s["asset"].id for s in lasts if authz.decide(s["asset"].type, "read", s["asset"]).allowed}
+            if newest.id not in readable and authz.sees(newest.type, newest):
+                authz.require(newest.type, "read", newest)
+        finally:
+            READ_AT.reset(reading)
+        return readable
 
     # ---- the retention window -----------------------------------------------------------------
 
