@@ -4,15 +4,20 @@ client waiting for seconds, and for hours a few `%a` later. A user who may see o
 patterns through `POST /shardcat/query` against every field a pattern reaches (names, comments,
 tags, properties, tag and property entries, column names, storage); another client's request,
 timed beside each, and the attack itself must finish promptly. A pattern whose work over a long
-text is beyond the query's bound on work is refused (400) instead of run."""
+text is beyond the query's bound on work is refused (400) instead of run. A share's partition
+filter (LIKE, matched for every file a recipient reads) and table-summaries' name patterns are
+tried the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from governance_users import grant, unique, user
 
+from shardcat.delta.client import DeltaCatalogClient
+from test_delta_sharing import SCHEMA, activate, rows
 from test_enforcement_matrix import ok
 
 QUERY = "/shardcat/query"
@@ -60,10 +65,10 @@ async def _timed(coro):
     return result, time.perf_counter() - started
 
 
-async def _beside(attacker, bystander, c: str, query: str):
-    """The attack's answer and seconds, and the longest a bystander waited for its reads, sent one
-    after another for as long as the attack ran."""
-    attack = asyncio.create_task(_timed(attacker.call("POST", QUERY, json={"query": query})))
+async def _beside(attacker, bystander, c: str, query: str | None, *, path: str = QUERY, body: dict | None = None):
+    """The attack's answer and seconds (a path query, or `body` posted to `path`), and the longest a
+    bystander waited for its reads, sent one after another for as long as the attack ran."""
+    attack = asyncio.create_task(_timed(attacker.call("POST", path, json=body or {"query": query})))
     longest = 0.0
     while not attack.done():
         (status, _), waited = await _timed(bystander.call("GET", f"/catalogs/{c}"))
@@ -101,3 +106,50 @@ async def test_a_pattern_too_costly_for_a_long_text_is_refused_not_run(server, w
     assert status == 200 and body["results"] == [] and took < 1.0
     status, body, _, _ = await _beside(attacker, bystander, c, '/catalog/schema/table[comment like "a%a"]')
     assert status == 200 and [r["full_name"] for r in body["results"]] == [table]
+
+
+async def test_other_likes_stall_no_one(server, ws, tmp_path):
+    """The other `like`s a caller writes: a share's partition filter (matched in Python for every file
+    a recipient reads), and table-summaries' name patterns (PostgreSQL's LIKE, which does not backtrack)."""
+    await ok(ws, "POST", "/catalogs", json={"name": "main"})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "main"})
+    async with DeltaCatalogClient(ws.api, ws.token) as delta:
+        await delta.create_table("main.s.sales", SCHEMA, partition_columns=["region"])
+        await delta.append("main.s.sales", rows(range(0, 3), "a" * 30))
+        await delta.append("main.s.sales", rows(range(3, 5), "a" * 29 + "b"))
+    recipient = await ok(ws, "POST", "/recipients", json={"name": "acme", "authentication_type": "TOKEN"})
+    profile = json.loads(open(await activate(ws, recipient, tmp_path)).read())
+    bystander = await user(server, ws)
+    await grant(ws, "catalog", "main", bystander.name, "USE CATALOG")
+    for i, k in enumerate((4, 12, 30)):      # the old expression: seconds at 12, days at 30
+        share = f"s{i}"
+        await ok(ws, "POST", "/shares", json={"name": share})
+        await ok(ws, "PATCH", f"/shares/{share}", json={"updates": [{"action": "ADD", "data_object": {
+            "name": "main.s.sales", "partitions": [{"values": [{"name": "region", "op": "LIKE",
+                                                                  "value": "%a" * k + "%b"}]}]}}]})
+        await ok(ws, "PATCH", f"/shares/{share}/permissions",
+                 json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
+        url = f"{profile['endpoint']}/shares/{share}/schemas/s/tables/sales/query"
+        headers = {"Authorization": f"Bearer {profile['bearerToken']}"}
+
+        async def read():
+            async with ws.session.post(url, json={}, headers=headers) as r:
+                return r.status, await r.text()
+
+        attack = asyncio.create_task(_timed(read()))
+        longest = 0.0
+        while not attack.done():
+            (status, _), waited = await _timed(bystander.call("GET", "/catalogs/main"))
+            longest = max(longest, waited)
+        (status, text), took = await attack
+        assert status == 200, text
+        files = [json.loads(line)["file"] for line in text.splitlines() if "file" in json.loads(line)]
+        # only the files of the partition ending in b (with 30 %a, none: 29 a's come before it)
+        assert {f["partitionValues"]["region"] for f in files} == ({"a" * 29 + "b"} if k < 30 else set()), k
+        assert took < 1.0 and longest < 1.0, (k, took, longest)
+    for k in (10, 30, 120):
+        pattern = "%a" * k + "%b"
+        status, body, took, longest = await _beside(
+            ws, bystander, "main", None, path="/table-summaries",
+            body={"catalog_name": "main", "schema_name_pattern": "%", "table_name_pattern": pattern})
+        assert status == 200 and body["tables"] == [] and took < 1.0 and longest < 1.0, (k, body, took, longest)
