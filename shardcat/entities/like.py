@@ -26,10 +26,9 @@ def _piece(text: str, flags: int) -> re.Pattern:
 class LikePattern:
     """One compiled pattern: `matches(text)`, and `work(length)`, a bound on what matching costs."""
 
-    __slots__ = ("pattern", "_whole", "_head", "_middle", "_tail", "_head_len", "_tail_len", "_longest")
+    __slots__ = ("_whole", "_head", "_middle", "_tail", "_head_len", "_tail_len", "_longest")
 
     def __init__(self, pattern: str, *, ignore_case: bool = False):
-        self.pattern = pattern
         flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
         pieces = pattern.split("%")
         compiled: dict[str, re.Pattern] = {}     # a piece repeated is compiled once
