@@ -100,7 +100,7 @@ def split_full_name(full_name: str, parts: int, what: str) -> list[str]:
     """Split and validate a dotted full name that must have exactly `parts` parts."""
     pieces = full_name.split(".") if isinstance(full_name, str) else []
     if len(pieces) != parts:
-        shape = {1: "name", 2: "catalog.schema", 3: "catalog.schema.name"}[parts]
+        shape = ".".join(("catalog", "schema", "name", "version")[:parts]) if parts > 1 else "name"
         raise invalid(f"Invalid {what} name '{full_name}': expected the form {shape}.")
     return [check_name(p, what) for p in pieces]
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from shardcat.entities.manifest import KINDS
 from shardcat.entities.names import (MAX_PRINCIPAL_LENGTH, check_name, check_principal, full_name_key,
-                                     normal_text_name)
+                                     normal_text_name, split_full_name)
 from shardcat.entities.secrets import REDACTED, is_secret_field, scrub, secret_values, shown
 from shardcat.entities.text import bad_char
 from shardcat.entities.types import CATALOG
@@ -161,3 +161,11 @@ def test_credential_info_is_sealed():
     with pytest.raises(SecretKeyError):
         seal_credential_info(None, info)                                        # never stored in plain text
     assert seal_credential_info(None, {"aws_iam_role": {"role_arn": "arn:x"}}) == {"aws_iam_role": {"role_arn": "arn:x"}}
+
+
+@pytest.mark.parametrize("name,parts", [("c.s.m", 4), ("c", 4), ("c.s.m.1.2", 4), ("c.s", 3), ("c.s.t", 2)])
+def test_a_full_name_of_the_wrong_shape_is_a_clear_400_for_every_depth(name, parts):
+    # a model version's name has four parts: its shape once had no message (a 500 from the history API)
+    with pytest.raises(CatalogError) as e:
+        split_full_name(name, parts, "model_version")
+    assert e.value.code == "INVALID_PARAMETER_VALUE" and "expected the form" in e.value.message
