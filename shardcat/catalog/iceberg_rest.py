@@ -751,7 +751,13 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
 
     def table(request, warehouse):
         m = request.match_info
-        return ice.table_name(warehouse, m["namespace"], m.get("table") or m.get("view"))
+        name, levels = m.get("table") or m.get("view"), ice.namespace(warehouse, m["namespace"])
+        if len(levels) > 2:
+            # Nothing lives deeper than a schema, so the table (view) is missing, the answer the spec gives
+            # routes that name one. Iceberg's Java client then loads `ns.t.snapshots` as t's metadata table.
+            kind = "View" if "view" in m else "Table"
+            raise no_such(kind, f"{kind} '{'.'.join([*levels, name])}' does not exist.")
+        return ice.table_name(warehouse, m["namespace"], name)
 
     def ns(request):
         return request.match_info["namespace"]
