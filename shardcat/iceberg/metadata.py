@@ -93,14 +93,22 @@ def asserts_create(requirements: list) -> bool:
 # ---- table metadata ---------------------------------------------------------------------------
 
 
+def _writable(metadata: TableMetadata) -> TableMetadata:
+    # pyiceberg, which writes the metadata files, cannot write format version 3 yet: refuse it up front.
+    if metadata.format_version > 2:
+        raise invalid(f"Iceberg format version {metadata.format_version} is not supported; use 1 or 2.")
+    return metadata
+
+
 def new_metadata(request: CreateTableRequest, location: str) -> TableMetadata:
     try:
-        return new_table_metadata(
+        metadata = new_table_metadata(
             schema=request.table_schema, partition_spec=request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
             sort_order=request.write_order or UNSORTED_SORT_ORDER, location=location,
             properties=dict(request.properties))
     except (ValueError, TypeError) as e:
         raise invalid(f"Cannot create the table's metadata: {e}") from None
+    return _writable(metadata)
 
 
 def empty_metadata() -> TableMetadata:
@@ -117,13 +125,14 @@ def updated(base: TableMetadata | None, base_location: str | None, requirements:
         except CommitFailedException as e:
             raise CatalogError("RESOURCE_CONFLICT", str(e)) from None
     try:
-        return update_table_metadata(base if base is not None else empty_metadata(), tuple(updates),
-                                     enforce_validation=base is None, metadata_location=base_location)
+        metadata = update_table_metadata(base if base is not None else empty_metadata(), tuple(updates),
+                                         enforce_validation=base is None, metadata_location=base_location)
     except (ValueError, TypeError, ValidationError) as e:
         raise invalid(f"Cannot apply the commit's updates: {e}") from None
     except (StopIteration, LookupError):        # pyiceberg looking up a spec, schema or order none added
         raise invalid("Cannot apply the commit's updates: they leave no current schema, partition spec or "
                       "sort order.") from None
+    return _writable(metadata)
 
 
 def next_location(metadata: TableMetadata, previous: str | None) -> str:
