@@ -63,9 +63,11 @@ def served_in(module: str, *endpoints: Endpoint) -> tuple[Endpoint, ...]:
     return tuple(replace(e, module=module) for e in endpoints)
 
 # Iceberg's REST catalog (catalog/iceberg_rest.py): the spec's operations as (method, path under
-# /v1/{prefix}, operationId), each served under both bases, with the warehouse prefix
-# catalogs/{catalog} and without one; GET /v1/config besides. Audit actions: "iceberg" + operationId.
-ICEBERG_BASES = ("/iceberg/v1", "/iceberg-rest/v1")
+# /v1/{prefix}, the spec's operationId), each served under both bases, with the warehouse prefix
+# catalogs/{catalog} and without one; GET /v1/config besides. Their operationIds in shardcat's
+# document: the base's word, the spec's operationId, and "NoWarehouse" without the prefix
+# (icebergLoadTable, icebergRestLoadTableNoWarehouse); the spec's operationId names the handler.
+ICEBERG_BASES = {"/iceberg/v1": "iceberg", "/iceberg-rest/v1": "icebergRest"}
 ICEBERG_OPERATIONS = (
     ("GET", "/namespaces", "listNamespaces"), ("POST", "/namespaces", "createNamespace"),
     ("GET", "/namespaces/{namespace}", "loadNamespaceMetadata"),
@@ -86,33 +88,33 @@ ICEBERG_OPERATIONS = (
     ("POST", "/namespaces/{namespace}/views/{view}", "replaceView"),
     ("DELETE", "/namespaces/{namespace}/views/{view}", "dropView"), ("POST", "/views/rename", "renameView"),
 )
-ICEBERG_PREFIXES = ("/catalogs/{catalog}", "")     # with a warehouse (its catalog) and without
+ICEBERG_PREFIXES = {"/catalogs/{catalog}": "", "": "NoWarehouse"}     # with a warehouse (its catalog) and without
 
 
 def _iceberg() -> tuple[Endpoint, ...]:
     out = []
-    for base in ICEBERG_BASES:
-        out.append(E(SHARD, "GET", f"{base}/config", "icebergGetConfig"))
+    for base, word in ICEBERG_BASES.items():
+        out.append(E(SHARD, "GET", f"{base}/config", f"{word}GetConfig"))
         for method, path, operation in ICEBERG_OPERATIONS:
-            action = "iceberg" + operation[0].upper() + operation[1:]
-            out += [E(SHARD, method, f"{base}{prefix}{path}", action) for prefix in ICEBERG_PREFIXES]
+            out += [E(SHARD, method, f"{base}{prefix}{path}", word + operation[0].upper() + operation[1:] + suffix)
+                for prefix, suffix in ICEBERG_PREFIXES.items()]
     return tuple(out)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    E(EVERY, "GET", "/healthz", "listHealthz", prefix="", public=True, audited=False),
-    E(EVERY, "GET", "/livez", "getLivez", prefix="", public=True, audited=False),
-    E(EVERY, "GET", "/readyz", "getReadyz", prefix="", public=True, audited=False),
-    E(EVERY, "GET", "/metrics", "getMetrics", prefix="", public=True, audited=False),
-    E(EVERY, "GET", "/", "getExplorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
-    E(EVERY, "GET", "/explorer/{file}", "getExplorerFile", prefix="", public=True, audited=False),
-    E(EVERY, "GET", "/openapi.json", "listOpenapi.json", public=True),     # the OpenAPI document (shardcat/openapi/)
-    E(EVERY, "GET", "/openapi.yaml", "listOpenapi.yaml", public=True),
+    E(EVERY, "GET", "/healthz", "healthz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/livez", "livez", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/readyz", "readyz", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/metrics", "metrics", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/", "explorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
+    E(EVERY, "GET", "/explorer/{file}", "explorerFile", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/openapi.json", "getOpenApiJson", public=True),     # the OpenAPI document (shardcat/openapi/)
+    E(EVERY, "GET", "/openapi.yaml", "getOpenApiYaml", public=True),
     *served_in("serving.app",
         E(SHARD, "GET", "/metastores/{id}", "getMetastore", securable="METASTORE"),
         E(SHARD, "PATCH", "/metastores/{id}", "updateMetastore", securable="METASTORE"),
         E(SHARD, "DELETE", "/metastores/{id}", "deleteMetastore", securable="METASTORE"),
-        E(SHARD, "GET", "/metastore_summary", "getMetastoreSummary", securable="METASTORE"),
+        E(SHARD, "GET", "/metastore_summary", "summary", securable="METASTORE"),
         E(SHARD, "POST", "/staging-tables", "createStagingTable", securable="TABLE"),
         E(SHARD, "POST", "/table-summaries", "listTableSummaries", securable="SCHEMA", read_only=True),
         E(SHARD, "POST", "/catalogs", "createCatalog", securable="CATALOG", fast=True),
@@ -144,23 +146,23 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "DELETE", "/functions/{name}", "deleteFunction", securable="FUNCTION"),
     ),
     *served_in("serving.app",
-        E(SHARD, "POST", "/models", "createModel", securable="REGISTERED_MODEL"),
-        E(SHARD, "GET", "/models", "listModels", securable="REGISTERED_MODEL"),
-        E(SHARD, "GET", "/models/{full_name}", "getModel", securable="REGISTERED_MODEL"),
-        E(SHARD, "PATCH", "/models/{full_name}", "updateModel", securable="REGISTERED_MODEL"),
-        E(SHARD, "DELETE", "/models/{full_name}", "deleteModel", securable="REGISTERED_MODEL"),
+        E(SHARD, "POST", "/models", "createRegisteredModel", securable="REGISTERED_MODEL"),
+        E(SHARD, "GET", "/models", "listRegisteredModels", securable="REGISTERED_MODEL"),
+        E(SHARD, "GET", "/models/{full_name}", "getRegisteredModel", securable="REGISTERED_MODEL"),
+        E(SHARD, "PATCH", "/models/{full_name}", "updateRegisteredModel", securable="REGISTERED_MODEL"),
+        E(SHARD, "DELETE", "/models/{full_name}", "deleteRegisteredModel", securable="REGISTERED_MODEL"),
         E(SHARD, "POST", "/models/versions", "createModelVersion", securable="REGISTERED_MODEL"),
         E(SHARD, "GET", "/models/{full_name}/versions", "listModelVersions", securable="REGISTERED_MODEL"),
         E(SHARD, "GET", "/models/{full_name}/versions/{version}", "getModelVersion", securable="REGISTERED_MODEL"),
         E(SHARD, "PATCH", "/models/{full_name}/versions/{version}", "updateModelVersion", securable="REGISTERED_MODEL"),
         E(SHARD, "DELETE", "/models/{full_name}/versions/{version}", "deleteModelVersion", securable="REGISTERED_MODEL"),
         E(SHARD, "PATCH", "/models/{full_name}/versions/{version}/finalize", "finalizeModelVersion", securable="REGISTERED_MODEL"),
-        E(SHARD, "GET", "/models/{full_name}/aliases/{alias}", "getRegisteredModelAliase", securable="REGISTERED_MODEL"),
-        E(SHARD, "PUT", "/models/{full_name}/aliases/{alias}", "setRegisteredModelAliase", securable="REGISTERED_MODEL"),
-        E(SHARD, "DELETE", "/models/{full_name}/aliases/{alias}", "deleteRegisteredModelAliase", securable="REGISTERED_MODEL"),
+        E(SHARD, "GET", "/models/{full_name}/aliases/{alias}", "getModelVersionByAlias", securable="REGISTERED_MODEL"),
+        E(SHARD, "PUT", "/models/{full_name}/aliases/{alias}", "setRegisteredModelAlias", securable="REGISTERED_MODEL"),
+        E(SHARD, "DELETE", "/models/{full_name}/aliases/{alias}", "deleteRegisteredModelAlias", securable="REGISTERED_MODEL"),
         E(SHARD, "POST", "/temporary-model-version-credentials", "generateTemporaryModelVersionCredentials"),
         E(SHARD, "POST", "/resolve", "resolve", read_only=True, fast=True),
-        E(SHARD, "GET", "/resolve/stats", "listStats"),
+        E(SHARD, "GET", "/resolve/stats", "resolveStats"),
     ),
     *served_in("catalog.storage",
         E(SHARD, "POST", "/credentials", "createCredential", securable="CREDENTIAL"),
@@ -191,21 +193,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "GET", "/shares/{name}", "getShare", securable="SHARE"),
         E(SHARD, "PATCH", "/shares/{name}", "updateShare", securable="SHARE"),
         E(SHARD, "DELETE", "/shares/{name}", "deleteShare", securable="SHARE"),
-        E(SHARD, "GET", "/shares/{name}/permissions", "listPermissions", securable="SHARE"),
-        E(SHARD, "PATCH", "/shares/{name}/permissions", "updatePermission", securable="SHARE"),
+        E(SHARD, "GET", "/shares/{name}/permissions", "getSharePermissions", securable="SHARE"),
+        E(SHARD, "PATCH", "/shares/{name}/permissions", "updateSharePermissions", securable="SHARE"),
         E(SHARD, "POST", "/recipients", "createRecipient", securable="RECIPIENT"),
         E(SHARD, "GET", "/recipients", "listRecipients", securable="RECIPIENT"),
         E(SHARD, "GET", "/recipients/{name}", "getRecipient", securable="RECIPIENT"),
         E(SHARD, "PATCH", "/recipients/{name}", "updateRecipient", securable="RECIPIENT"),
         E(SHARD, "DELETE", "/recipients/{name}", "deleteRecipient", securable="RECIPIENT"),
-        E(SHARD, "POST", "/recipients/{name}/rotate-token", "createRotateToken", securable="RECIPIENT"),
-        E(SHARD, "GET", "/recipients/{name}/share-permissions", "listSharePermissions", securable="RECIPIENT"),
+        E(SHARD, "POST", "/recipients/{name}/rotate-token", "rotateRecipientToken", securable="RECIPIENT"),
+        E(SHARD, "GET", "/recipients/{name}/share-permissions", "getRecipientSharePermissions", securable="RECIPIENT"),
         E(SHARD, "POST", "/providers", "createProvider", securable="PROVIDER"),
         E(SHARD, "GET", "/providers", "listProviders", securable="PROVIDER"),
         E(SHARD, "GET", "/providers/{name}", "getProvider", securable="PROVIDER"),
         E(SHARD, "PATCH", "/providers/{name}", "updateProvider", securable="PROVIDER"),
         E(SHARD, "DELETE", "/providers/{name}", "deleteProvider", securable="PROVIDER"),
-        E(SHARD, "GET", "/providers/{name}/shares", "listShares", securable="PROVIDER"),
+        E(SHARD, "GET", "/providers/{name}/shares", "listProviderShares", securable="PROVIDER"),
     ),
     # The Delta Sharing protocol (catalog/delta_sharing/): recipients' tokens, not the API's.
     *served_in("catalog.delta_sharing.server",
@@ -215,7 +217,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "GET", "/shares/{share}/schemas/{schema}/tables", "deltaSharingListTables", securable="SHARE",
           prefix=SHARING, public=True),
         E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING, public=True),
-        E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+        E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersionHead", securable="TABLE", prefix=SHARING, public=True),
         E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
         E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
           prefix=SHARING, public=True),
@@ -232,26 +234,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           securable="RECIPIENT", public=True),
     ),
     *served_in("catalog.delta_commits",
-        E(SHARD, "POST", "/delta/preview/commits", "createCommit", fast=True),
-        E(SHARD, "GET", "/delta/preview/commits", "listCommits"),
+        E(SHARD, "POST", "/delta/preview/commits", "commit", fast=True),
+        E(SHARD, "GET", "/delta/preview/commits", "getCommits"),
     ),
     *served_in("catalog.iceberg_rest", *_iceberg()),
     # The UC Delta API (catalog/delta_api.py), its actions the spec's operationIds; the handlers name the table.
     *served_in("catalog.delta_api",
         E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig"),
-        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/staging-tables", "createStagingTable"),
-        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "createTable"),
-        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "listTables"),
-        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "loadTable"),
-        E(SHARD, "HEAD", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "tableExists"),
-        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "updateTable"),
-        E(SHARD, "DELETE", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deleteTable"),
-        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/rename", "renameTable"),
-        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics", "reportMetrics"),
+        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/staging-tables", "createDeltaStagingTable"),
+        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "createDeltaTable"),
+        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "listDeltaTables"),
+        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "loadDeltaTable"),
+        E(SHARD, "HEAD", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deltaTableExists"),
+        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "updateDeltaTable"),
+        E(SHARD, "DELETE", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deleteDeltaTable"),
+        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/rename", "renameDeltaTable"),
+        E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics", "reportDeltaMetrics"),
         E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/credentials",
-          "getTableCredentials"),
-        E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getStagingTableCredentials"),
-        E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getTemporaryPathCredentials"),
+          "getDeltaTableCredentials"),
+        E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getDeltaStagingTableCredentials"),
+        E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getDeltaTemporaryPathCredentials"),
     ),
     *served_in("catalog.search",
         E(SHARD, "GET", "/shardcat/search", "search"),
@@ -316,17 +318,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     *served_in("catalog.openlineage",
         E(SHARD, "POST", "/openlineage/api/v1/lineage", "reportOpenLineage"),
-        E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineage"),     # the client's URL without its trailing slash
+        E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineageNoSlash"),     # the client's URL without its trailing slash
         E(SHARD, "GET", "/lineage-tracking/table-lineage", "getTableLineage", prefix="/api/2.0"),
         E(SHARD, "GET", "/lineage-tracking/column-lineage", "getColumnLineage", prefix="/api/2.0"),
     ),
     E(EVERY, "GET", "/shardcat/audit", "listAuditEvents"),
     *served_in("governance.grants",
-        E(SHARD, "GET", "/permissions/{securable_type}/{full_name}", "getPermissions"),
-        E(SHARD, "PATCH", "/permissions/{securable_type}/{full_name}", "updatePermissions"),
-        E(SHARD, "PUT", "/permissions/{securable_type}/{full_name}", "setPermissions"),
-        E(SHARD, "GET", "/effective-permissions/{securable_type}/{full_name}", "getEffectivePermission"),
-        E(SHARD, "POST", "/shardcat/authorize", "createAuthorize", read_only=True),
+        E(SHARD, "GET", "/permissions/{securable_type}/{full_name}", "get"),
+        E(SHARD, "PATCH", "/permissions/{securable_type}/{full_name}", "update"),
+        E(SHARD, "PUT", "/permissions/{securable_type}/{full_name}", "replacePermissions"),
+        E(SHARD, "GET", "/effective-permissions/{securable_type}/{full_name}", "getEffectivePermissions"),
+        E(SHARD, "POST", "/shardcat/authorize", "authorize", read_only=True),
     ),
     E(ACCOUNT, "GET", "/metastores", "listMetastores", securable="METASTORE"),
     E(ACCOUNT, "POST", "/metastores", "createMetastore", securable="METASTORE"),
@@ -335,33 +337,33 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(ACCOUNT, "DELETE", "/workspaces/{workspace_id}/metastore", "unassignMetastore"),
     E(ACCOUNT, "GET", "/shardcat/databases", "listDatabases"),
     E(ACCOUNT, "POST", "/shardcat/metastores/{metastore}/move", "moveMetastore", securable="METASTORE"),
-    E(ACCOUNT, "GET", "/user-info/me", "listMe"),
-    E(ACCOUNT, "GET", "/user-info/my-groups", "listMyGroups"),
-    E(ACCOUNT, "GET", "/scim2/Me", "listMe", prefix=CONTROL),
+    E(ACCOUNT, "GET", "/user-info/me", "getCurrentUser"),
+    E(ACCOUNT, "GET", "/user-info/my-groups", "getCurrentUserGroups"),
+    E(ACCOUNT, "GET", "/scim2/Me", "scimMe", prefix=CONTROL),
     E(ACCOUNT, "POST", "/auth/tokens", "createToken", prefix=CONTROL),
     E(ACCOUNT, "GET", "/auth/tokens", "listTokens", prefix=CONTROL),
     E(ACCOUNT, "GET", "/auth/tokens/{token_id}", "getToken", prefix=CONTROL),
-    E(ACCOUNT, "DELETE", "/auth/tokens/{token_id}", "deleteToken", prefix=CONTROL),
-    E(ACCOUNT, "POST", "/auth/logout", "createLogout", prefix=CONTROL),
+    E(ACCOUNT, "DELETE", "/auth/tokens/{token_id}", "revokeToken", prefix=CONTROL),
+    E(ACCOUNT, "POST", "/auth/logout", "logout", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Users", "listUsers", prefix=CONTROL),
     E(ACCOUNT, "POST", "/scim2/Users", "createUser", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Users/{id}", "getUser", prefix=CONTROL),
-    E(ACCOUNT, "PUT", "/scim2/Users/{id}", "setUser", prefix=CONTROL),
-    E(ACCOUNT, "PATCH", "/scim2/Users/{id}", "updateUser", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/Users/{id}", "replaceUser", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/Users/{id}", "patchUser", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/scim2/Users/{id}", "deleteUser", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Groups", "listGroups", prefix=CONTROL),
     E(ACCOUNT, "POST", "/scim2/Groups", "createGroup", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/Groups/{id}", "getGroup", prefix=CONTROL),
-    E(ACCOUNT, "PUT", "/scim2/Groups/{id}", "setGroup", prefix=CONTROL),
-    E(ACCOUNT, "PATCH", "/scim2/Groups/{id}", "updateGroup", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/Groups/{id}", "replaceGroup", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/Groups/{id}", "patchGroup", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/scim2/Groups/{id}", "deleteGroup", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/ServicePrincipals", "listServicePrincipals", prefix=CONTROL),
     E(ACCOUNT, "POST", "/scim2/ServicePrincipals", "createServicePrincipal", prefix=CONTROL),
     E(ACCOUNT, "GET", "/scim2/ServicePrincipals/{id}", "getServicePrincipal", prefix=CONTROL),
-    E(ACCOUNT, "PUT", "/scim2/ServicePrincipals/{id}", "setServicePrincipal", prefix=CONTROL),
-    E(ACCOUNT, "PATCH", "/scim2/ServicePrincipals/{id}", "updateServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "PUT", "/scim2/ServicePrincipals/{id}", "replaceServicePrincipal", prefix=CONTROL),
+    E(ACCOUNT, "PATCH", "/scim2/ServicePrincipals/{id}", "patchServicePrincipal", prefix=CONTROL),
     E(ACCOUNT, "DELETE", "/scim2/ServicePrincipals/{id}", "deleteServicePrincipal", prefix=CONTROL),
-    E(ROUTER, "GET", "/shardcat/routing", "listRouting"),
+    E(ROUTER, "GET", "/shardcat/routing", "getRouting"),
     E(ROUTER, "POST", "/shardcat/nodes/{node_id}/drain", "drainNode"),
 )
 

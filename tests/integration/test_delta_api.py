@@ -78,6 +78,7 @@ async def test_config_negotiates_version_and_lists_endpoints(ws):
     assert status == 200, body
     assert body["protocol-version"] == "1.0"
     assert "GET /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}" in body["endpoints"]
+    assert "GET /v1/config" not in body["endpoints"]     # as delta.yaml's example and UC OSS 0.6 answer
     status, body = await ws.call("GET", f"{DELTA}/config", params={"catalog": "main", "protocol-versions": "2.0"})
     assert status == 400 and body["error"]["type"] == "InvalidParameterValueException", body
     status, body = await ws.call("GET", f"{DELTA}/config", params={"catalog": "nope", "protocol-versions": "1.0"})
@@ -365,11 +366,11 @@ async def test_audit_names_the_operation_and_the_table(ws):
     events = [(e["action"], e.get("securable_type"), e.get("securable_full_name"), e["status"], e.get("error_code"))
               for e in reversed(body["events"]) if e["route"].startswith("/delta/v1") or "/delta/v1" in e["route"]]
     assert events == [
-        ("createStagingTable", "TABLE", "main.s.t", 200, None),
-        ("createTable", "TABLE", "main.s.t", 200, None),
-        ("updateTable", "TABLE", "main.s.t", 200, None),
-        ("updateTable", "TABLE", "main.s.t", 400, "InvalidParameterValueException"),
-        ("loadTable", "TABLE", "main.s.t", 200, None)], events
+        ("createDeltaStagingTable", "TABLE", "main.s.t", 200, None),
+        ("createDeltaTable", "TABLE", "main.s.t", 200, None),
+        ("updateDeltaTable", "TABLE", "main.s.t", 200, None),
+        ("updateDeltaTable", "TABLE", "main.s.t", 400, "InvalidParameterValueException"),
+        ("loadDeltaTable", "TABLE", "main.s.t", 200, None)], events
 
 
 JUNK = [b"[]", b'"x"', b"{}", b'{"name": 5}', b'{"name": "a", "columns": {"fields": "x"}}', b'{"new-name": ["x"]}',

@@ -45,9 +45,9 @@ def test_operation_names_come_from_the_registry():
     assert operation("GET", "/api/2.1/unity-catalog/tables") == "listTables"
     assert operation("POST", "/api/2.1/unity-catalog/models/versions") == "createModelVersion"
     assert operation("GET", "/api/2.1/unity-catalog/models/a.b.m/versions/3") == "getModelVersion"
-    assert operation("PATCH", "/api/2.1/unity-catalog/permissions/table/a.b.c") == "updatePermissions"
+    assert operation("PATCH", "/api/2.1/unity-catalog/permissions/table/a.b.c") == "update"
     assert operation("POST", "/api/1.0/unity-control/auth/tokens") == "createToken"
-    assert operation("GET", "/metrics") == "getMetrics"
+    assert operation("GET", "/metrics") == "metrics"
     assert operation("GET", "/api/2.1/unity-catalog/no-such/thing") == "other"
     assert operation("GET", "/wp-admin/x") == "other"
 
@@ -83,7 +83,7 @@ async def test_counters_match_a_known_workload(ws, server, http):
     # one audit event per request; the scrapes themselves are not audited
     assert delta("shardcat_audit_events_recorded_total") == 8
     assert value(after, "shardcat_audit_events_dropped_total") == 0
-    assert delta("shardcat_requests_total", operation="getMetrics", status="200") == 1
+    assert delta("shardcat_requests_total", operation="metrics", status="200") == 1
 
 
 async def test_probes_need_no_token(server, http):

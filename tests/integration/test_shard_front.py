@@ -307,7 +307,7 @@ async def test_delta_commits_are_made_by_the_front(server, tws):
     middle = counts(server)
     assert (middle["fast"] - before["fast"], middle["through_app"] - before["through_app"]) == (1, 0)
     (row,) = await events(tws, request_id=headers[REQUEST_ID_HEADER])
-    assert row["action"] == "createCommit" and row["status"] == 200
+    assert row["action"] == "commit" and row["status"] == 200
     middle = counts(server)
     status, headers, answer = await _post(tws, "/delta/preview/commits", commit(3))      # not latest + 1
     after = counts(server)
