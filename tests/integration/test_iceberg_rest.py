@@ -273,6 +273,20 @@ async def test_a_delta_table_is_not_an_iceberg_table(ice):
     assert status == 404 and body["error"]["type"] == "NoSuchNamespaceException"
 
 
+async def test_a_table_deeper_than_a_schema_is_a_missing_table(ice):
+    """Iceberg's Java client loads `s.t.snapshots` as t's metadata table only after the catalog says the
+    table `snapshots` in namespace `s.t` does not exist (NoSuchTableException, not a namespace error)."""
+    await create(ice, "t")
+    for method, kind, path in (("GET", "Table", "tables/snapshots"), ("HEAD", None, "tables/files"),
+                               ("GET", "View", "views/snapshots")):
+        status, body = await ice.call(method, f"{P}/namespaces/s\x1ft/{path}")
+        assert status == 404, (path, body)
+        if kind:
+            assert body["error"]["type"] == f"NoSuch{kind}Exception", body
+    status, body = await ice.call("POST", f"{P}/namespaces/s\x1ft/tables", json={"name": "x", "schema": SCHEMA})
+    assert status == 404 and body["error"]["type"] == "NoSuchNamespaceException"      # creating there still says why
+
+
 async def test_pyiceberg_through_the_databricks_path(ice):
     def work():
         cat = load_catalog("x", type="rest", uri=f"{ice.api}/iceberg-rest", warehouse="ice", token=ice.token)
