@@ -46,8 +46,7 @@ from .delta_commits import MAX_UNPUBLISHED, DeltaCommitService
 from .service import CatalogService
 
 PROTOCOL_VERSION = "1.0"
-ENDPOINTS = [
-    "GET /v1/config",
+ENDPOINTS = [     # the versioned endpoints config negotiates (config itself is not one: delta.yaml's example)
     "POST /v1/catalogs/{catalog}/schemas/{schema}/staging-tables",
     "POST /v1/catalogs/{catalog}/schemas/{schema}/tables",
     "GET /v1/catalogs/{catalog}/schemas/{schema}/tables",
