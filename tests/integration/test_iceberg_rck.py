@@ -41,9 +41,6 @@ NOT_PASSED = {
     ("registering a second table over another table's metadata file overlaps that table's storage (one "
      'asset per path)'): [
         'testRegisterTable()'],
-    ("the client's metadata-table lookup (ns.tbl.files) asks for namespace [ns, tbl]: deeper than a "
-     'schema, a 400 where the client falls back only on a 404'): [
-        'testLoadMetadataTable()'],
     ('metadata files shardcat wrote are kept in memory (they are immutable), so deleting one under a table'
      ' does not fail its next load'): [
         'testLoadTableWithMissingMetadataFile(Path)'],
