@@ -15,7 +15,7 @@ import time
 import uuid
 
 from shardcat.shards.shard import MetastoreState
-from shardcat.store.db import StoragePath
+from shardcat.store.rows import StoragePath
 
 
 def main() -> None:

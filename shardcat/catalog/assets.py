@@ -18,7 +18,7 @@ from ..entities.manifest import AssetType
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import present_table
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import encode_json
 from ..shards.shard import MetastoreState
 

@@ -31,7 +31,7 @@ from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, not_found
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import UNKNOWN, WriteTx
+from ..store.writes import UNKNOWN, WriteTx
 from ..web.kit import flag, json_body, ok
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import PARENT_FIELDS, missing, render, type_label

@@ -37,7 +37,7 @@ from ..governance.authorize import authorizer, require_data_access
 from ..entities.values import now_ms
 from ..governance.vending import vend
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import encode_json, json_body, ShardServing
 from ..web.wire import HEAD_HEADER, PREFIX
 from .column_governance import keep_column_governance

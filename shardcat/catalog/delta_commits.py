@@ -22,7 +22,7 @@ from ..delta import commits as rules
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..governance.authorize import authorizer, require_data_access
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
 from ..web.kit import json_body, ok, ShardServing

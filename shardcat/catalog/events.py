@@ -55,7 +55,8 @@ from ..entities.values import bigint_text, now_ms
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer, denied, is_admin_now
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import MetastoreGone, WriteTx
+from ..store.errors import MetastoreGone
+from ..store.writes import WriteTx
 from ..web.destinations import Refused, post, vetted_addresses
 from ..web.kit import json_body, ok, ShardServing
 from .changes import _touched

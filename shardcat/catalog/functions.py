@@ -22,7 +22,7 @@ from ..entities.columns import TYPE_NAMES
 from ..entities.dependencies import check_dependency_list
 from ..entities.manifest import KINDS
 from ..errors import invalid
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..entities.types import FUNCTION
 from .crud import TypeService
 from ..shards.shard import MetastoreState, Shard

@@ -41,7 +41,7 @@ from ..entities.values import now_ms
 from ..shards.locations import require_external_location
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store import history
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import encode_json, json_body, ok, ShardServing
 from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
 from . import assets

@@ -17,7 +17,10 @@ from ..entities.types import METASTORE
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import is_metastore_admin
 from ..store import homes
-from ..store.db import Metastore, MetastoreGone, Store, WriteTx
+from ..store.db import Store
+from ..store.errors import MetastoreGone
+from ..store.rows import Metastore
+from ..store.writes import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
 

@@ -25,7 +25,7 @@ from ..entities.names import check_name, split_full_name
 from ..entities.types import MODEL_VERSION, REGISTERED_MODEL
 from ..errors import CatalogError, invalid, not_found
 from ..governance.authorize import authorizer, require_data_access
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..entities.values import now_ms
 from .assets import _check_free, _managed_root, render
 from .crud import TypeService

@@ -25,7 +25,7 @@ from ..errors import already_exists, invalid, not_found
 from ..governance import abac
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import missing

@@ -30,7 +30,7 @@ from ..governance import abac
 from ..governance.authorize import authorizer, carries_policies
 from ..shards.shard import MetastoreState, Shard
 from ..store import history
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size

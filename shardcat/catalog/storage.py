@@ -38,7 +38,7 @@ from ..entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ..entities.text import bad_char
 from ..errors import CatalogError, invalid, not_found
 from ..governance import s3_compatible
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..shards.shard import MetastoreState, Shard
 from ..store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
 from ..shards.locations import outside_locations

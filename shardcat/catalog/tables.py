@@ -30,7 +30,7 @@ from ..governance.row_filters import check_policies
 from ..iceberg import tables as iceberg_tables
 from ..shards.locations import require_external_location
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from . import delta_commits
 from .assets import _check_free, _managed_root, _storage_url, missing, render

@@ -27,7 +27,7 @@ from ..entities.types import TYPES
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, denied, is_metastore_admin
 from ..shards.shard import MetastoreState, Shard
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import json_body, ok, ShardServing
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..entities.values import now_ms

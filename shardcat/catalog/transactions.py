@@ -35,7 +35,7 @@ from ..governance.grants import PermissionsService
 from ..shards.group_commit import PendingWrite, speculate, undo_speculation
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store.conflicts import MAX_READ_AGE, changed_after, first_change_after
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..web.kit import json_body, ok, ShardServing
 from .delta_commits import DeltaCommitService
 from .iceberg_rest import IcebergCatalog, IcebergError

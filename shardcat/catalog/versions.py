@@ -29,7 +29,7 @@ from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, is_metastore_admin, present_table
 from ..shards.shard import MetastoreState, Shard
 from ..store import history
-from ..store.db import WRITER, WriteTx
+from ..store.writes import WRITER, WriteTx
 from ..store.history import READ_AT, PastRead
 from ..web.kit import json_body, ok, ShardServing
 from ..web.wire import AS_OF_VERSION_HEADER, PREFIX

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..entities.dependencies import check_dependency_list
 from ..errors import invalid, not_found
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 
 VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
 

@@ -13,7 +13,7 @@ import dataclasses
 from ..entities.urls import join_url
 from ..entities.asset import Asset
 from ..errors import invalid
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..shards.locations import require_external_location
 from .assets import _check_free, _managed_root, _storage_url
 from .crud import TypeService

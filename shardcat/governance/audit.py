@@ -39,7 +39,7 @@ from ..web.wire import PREFIX, REQUEST_ID_HEADER
 from ..entities.values import bigint_text
 from ..store.audit import COLUMNS as _COLUMNS
 from ..store.audit import query, write_rows
-from ..store.db import is_db_unavailable
+from ..store.errors import is_db_unavailable
 from . import authorize
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from ..entities.asset import Asset
 from ..entities.names import check_principal, split_full_name
 from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..store.grants import is_account_admin
 from ..entities.values import now_ms
 from . import privileges as P

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..cache.privilege_index import PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
-from ..store.db import WriteTx
+from ..store.writes import WriteTx
 from ..store.grants import grants_of, privilege_snapshot
 
 

@@ -21,7 +21,7 @@ from ..governance.audit import middleware as audit_middleware
 from ..openapi import openapi_routes
 from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
-from ..store.db import MetastoreGone
+from ..store.errors import MetastoreGone
 from ..catalog.openlineage import dropped_table_dependents
 from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService

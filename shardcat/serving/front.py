@@ -31,7 +31,8 @@ from ..web.shard_client import Address, Answer, ShardClient
 from ..errors import CatalogError
 from ..web import registry
 from ..entities.secrets import scrub, secret_values
-from ..store.db import WRITER, MetastoreGone
+from ..store.errors import MetastoreGone
+from ..store.writes import WRITER
 from ..shards.shard import WRITTEN_VERSION
 from ..web.kit import encode_json, json_object, reading_at_least
 from ..web.middleware import unexpected_error

@@ -31,7 +31,7 @@ class Reconciled:
 
 class Follower(Protocol):
     def applied(self, state, tx) -> None:
-        """This shard's own write `tx` (store/db.py WriteTx), applied: no I/O."""
+        """This shard's own write `tx` (store/writes.py WriteTx), applied: no I/O."""
 
     async def reconciled(self, state, changes: Reconciled) -> None:
         """Others' writes, replayed from the change log."""

@@ -7,7 +7,7 @@ one transaction and one commit (one fsync). The writes run in arrival order, fir
 savepoint each (a round trip less per write): a write whose body fails before it changed any row
 fails alone, nothing of it to undo. One that fails after, or on a database error (a unique
 violation, say), spoils the group: its transaction is rolled back and the group runs again with a
-savepoint per write, where the failing write is rolled back alone and fails alone (store/db.py
+savepoint per write, where the failing write is rolled back alone and fails alone (store/writes.py
 `WriteBatch`). A later write validates against everything the earlier ones did (their rows
 through the transaction, their storage paths through the state's tries, applied as each write
 ends and undone if the group does not commit). Every write of a group is acknowledged after the commit, and only then; the

@@ -23,7 +23,10 @@ from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store import history
 from ..store.history import READ_AT
-from ..store.db import WRITER, GroupSpoiled, MetastoreGone, StoragePath, Store, VersionConflict, WriteTx, is_db_unavailable
+from ..store.db import Store
+from ..store.errors import GroupSpoiled, MetastoreGone, VersionConflict, is_db_unavailable
+from ..store.rows import StoragePath
+from ..store.writes import WRITER, WriteTx
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
 

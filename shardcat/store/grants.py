@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from .db import MetastoreGone
+from .errors import MetastoreGone
 
 
 def group_grants(rows) -> dict[str, dict[str, set[str]]]:

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 
 from ..entities.asset import NAME_TODAY, Asset
 from ..entities.values import now_ms
-from .db import _ASSET_COLUMNS, MetastoreGone, _asset, count_side_write, search_query
+from .assets import search_query
+from .directory import count_side_write
+from .errors import MetastoreGone
+from .rows import ASSET_COLUMNS, asset_from
 
 @dataclass
 class PastRead:
@@ -33,7 +36,7 @@ class PastRead:
 READ_AT: contextvars.ContextVar[PastRead | None] = contextvars.ContextVar("shardcat_read_at", default=None)
 
 # The history's own columns beside an asset's.
-_COLS = ", ".join(f"a.{c.strip()}" for c in _ASSET_COLUMNS.split(","))
+_COLS = ", ".join(f"a.{c.strip()}" for c in ASSET_COLUMNS.split(","))
 
 
 def at_version(where: str, v: str) -> str:
@@ -100,7 +103,7 @@ async def assets_at(store, metastore_id: str, version: int, names: list[tuple[st
             CROSS JOIN LATERAL {_latest(
                 "a.metastore_id = $1 AND a.namespace = k.namespace AND a.full_name = k.full_name", "$5")} a""",
         uuid.UUID(metastore_id), [n for n, _ in names], [f for _, f in names], ids, version)
-    return list({r["id"]: _asset(r) for r in rows}.values())
+    return list({r["id"]: asset_from(r) for r in rows}.values())
 
 
 async def with_ancestors(store, metastore_id: str, past: PastRead, assets: list[Asset], known=None) -> list[Asset]:
@@ -159,7 +162,7 @@ async def children_at(store, metastore_id: str, version: int, parent_id: str, na
         f"""SELECT * FROM {at_version("a.parent_id = $2 AND a.namespace = $3 AND a.name > $4", "$6")} a
             WHERE a.metastore_id = $1 ORDER BY a.name LIMIT $5""",
         uuid.UUID(metastore_id), uuid.UUID(parent_id), namespace, after, limit, version)
-    return [_asset(r) for r in rows]
+    return [asset_from(r) for r in rows]
 
 
 async def search_at(store, metastore_id: str, version: int, types: list[str], patterns: list[str],
@@ -177,7 +180,7 @@ async def search_at(store, metastore_id: str, version: int, types: list[str], pa
             limit, *patterns, *(x for k, val in tags for x in (k if val is None else f"{k}={val}", k, val)), version)
     if not rows:
         raise MetastoreGone(metastore_id)
-    return [(r["rank"], _asset(r)) for r in rows if r["id"] is not None]
+    return [(r["rank"], asset_from(r)) for r in rows if r["id"] is not None]
 
 
 # ---- an asset's history ----------------------------------------------------------------------
@@ -197,7 +200,7 @@ async def asset_states(store, metastore_id: str, namespace: str, full_name: str 
             LEFT JOIN change_log e ON e.metastore_id = s.metastore_id AND e.version = s.replaced_at
             ORDER BY s.written_at, s.id LIMIT $4""",
         uuid.UUID(metastore_id), namespace, asset_id or full_name, limit)
-    return [{"asset": _asset(r), "replaced_at": r["replaced_at"], "dropped": r["dropped"],
+    return [{"asset": asset_from(r), "replaced_at": r["replaced_at"], "dropped": r["dropped"],
              "principal": r["principal"], "at": r["at"], "ended_by": r["ended_by"], "ended_at": r["ended_at"]}
             for r in rows]
 
@@ -217,7 +220,7 @@ async def dropped(store, metastore_id: str, types: list[str], *, since: int, ass
               AND NOT EXISTS (SELECT 1 FROM asset_history l WHERE l.id = a.id AND l.written_at > a.written_at)
             ORDER BY a.replaced_at DESC, a.full_name LIMIT $5""",
         uuid.UUID(metastore_id), types, since, uuid.UUID(asset_id) if asset_id else None, limit)
-    return [{"asset": _asset(r), "dropped_at_version": r["replaced_at"], "grants": r["grants"] or [],
+    return [{"asset": asset_from(r), "dropped_at_version": r["replaced_at"], "grants": r["grants"] or [],
              "dropped_by": r["principal"], "dropped_at": r["at"]} for r in rows]
 
 
@@ -231,9 +234,9 @@ async def dropped_with(tx, metastore_id: str, drop_version: int, parent_ids: lis
                 UNION ALL
                 SELECT h.* FROM asset_history h JOIN below b ON h.parent_id = b.id
                 WHERE h.metastore_id = $1 AND h.dropped AND h.replaced_at = $2)
-            SELECT {_ASSET_COLUMNS}, grants FROM below a""",
+            SELECT {ASSET_COLUMNS}, grants FROM below a""",
         uuid.UUID(metastore_id), drop_version, parent_ids)
-    return [{"asset": _asset(r), "grants": r["grants"] or []} for r in rows]
+    return [{"asset": asset_from(r), "grants": r["grants"] or []} for r in rows]
 
 
 async def grants_at_drop(tx, metastore_id: str, ids: list[str]) -> dict[str, list[dict]]:
@@ -305,7 +308,7 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
     ms = uuid.UUID(metastore_id)
     below_sql = "SELECT coalesce(max(version), 0) + 1 FROM change_log WHERE metastore_id = $1 AND at < $2"
     # Nothing to do is found read-only: an idle metastore's round writes nothing (a write in
-    # `unversioned` counts itself in the metastore's row, store/db.py).
+    # `unversioned` counts itself in the metastore's row, store/directory.py).
     home = await store.home(metastore_id)
     below = await home.fetchval(below_sql, ms, older_than_ms)
     idle = await home.fetchval(
@@ -324,7 +327,7 @@ async def purge_expired(store, metastore_id: str, older_than_ms: int, limit: int
                     ORDER BY h.replaced_at LIMIT $3)
                 DELETE FROM asset_history a USING doomed d WHERE a.id = d.id AND a.written_at = d.written_at
                 RETURNING {_COLS}, a.dropped""", ms, below, limit)
-        gone = [_asset(r) for r in rows if r["dropped"]]
+        gone = [asset_from(r) for r in rows if r["dropped"]]
         if rows:
             await count_side_write(conn, metastore_id)
         if gone:
@@ -398,7 +401,7 @@ async def subtree_at(store, metastore_id: str, version: int, root_id: str) -> li
                                    ms, uuid.UUID(root_id), version)
     out, level = [], found
     while level:
-        out += [_asset(r) for r in level]
+        out += [asset_from(r) for r in level]
         level = await (await store.home(metastore_id)).fetch(
             f"""SELECT * FROM {at_version('a.metastore_id = $1 AND a.parent_id = ANY($2::uuid[])', '$3')} a
                 ORDER BY a.full_name""", ms, [r["id"] for r in level], version)
@@ -433,7 +436,7 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
                     UNION ALL
                     SELECT h.* FROM asset_history h JOIN below b ON h.parent_id = b.id
                     WHERE h.metastore_id = $1 AND h.dropped AND h.replaced_at = $3)
-                SELECT {_ASSET_COLUMNS} FROM below a
+                SELECT {ASSET_COLUMNS} FROM below a
                 WHERE NOT EXISTS (SELECT 1 FROM assets l WHERE l.id = a.id)""",
             ms, uuid.UUID(asset_id), drop_version)
         ids = [r["id"] for r in rows]
@@ -442,7 +445,7 @@ async def purge_dropped(store, metastore_id: str, asset_id: str, drop_version: i
         await conn.execute("DELETE FROM asset_history WHERE id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM delta_commits WHERE table_id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM table_clones WHERE clone_id = ANY($1::uuid[])", ids)
-    return [_asset(r) for r in rows]
+    return [asset_from(r) for r in rows]
 
 
 async def request_storage_purge(store, metastore_id: str, asset_id: str, drop_version: int) -> None:

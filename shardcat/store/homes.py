@@ -23,7 +23,9 @@ import uuid
 from dataclasses import dataclass
 
 from ..entities.values import now_ms
-from .db import MOVE_LOCK_CLASS, MetastoreGone, Store, is_db_unavailable, move_lock_key
+from .db import Store
+from .directory import MOVE_LOCK_CLASS, move_lock_key
+from .errors import MetastoreGone, is_db_unavailable
 
 log = logging.getLogger(__name__)
 

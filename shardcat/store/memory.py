@@ -13,7 +13,9 @@ import dataclasses
 from contextlib import asynccontextmanager
 
 from ..entities.asset import Asset
-from .db import Change, Metastore, MetastoreGone, StoragePath, VersionConflict, WriteTx
+from .errors import MetastoreGone, VersionConflict
+from .rows import Change, Metastore, StoragePath
+from .writes import WriteTx
 
 
 @dataclasses.dataclass
@@ -162,22 +164,13 @@ class MemoryWriteTx(WriteTx):
             raise KeyError(asset.full_name)
         inserted = asset.id not in self.assets
         self.assets[asset.id] = asset
-        replaced = self.deleted.get(asset.id)
-        if inserted and replaced is None:
-            self.created.add(asset.id)
-        new = inserted and (replaced is None or replaced.type != asset.type)
-        self.touch(asset.id, "CREATE" if new else "UPDATE", asset.type, asset.full_name)
-        self.parents.add(asset.parent_id)
-        self.written[asset.id] = asset
-        return asset
+        return self.recorded_put(asset, inserted)
 
     async def delete(self, assets: list[Asset]) -> None:
         for a in assets:
             self.assets.pop(a.id, None)
             self.grants.pop(a.id, None)
-            self.touch(a.id, "DELETE", a.type, a.full_name)
-            self.parents.add(a.parent_id)
-            self.deleted[a.id] = a
+        self.recorded_delete(assets)
 
     async def grants_on(self, securable_id: str) -> dict[str, set[str]]:
         return {p: set(v) for p, v in self.grants.get(securable_id, {}).items()}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from ..entities.values import now_ms
 from ..errors import already_exists, invalid, not_found
 
 KINDS = ("user", "group", "service_principal")
@@ -287,3 +288,49 @@ class Principals:
         return await self.pool.fetchval(
             "UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING token_hash",
             token_id, self.now_ms())
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A principal as the store's basics below return it."""
+    id: int
+    name: str
+    kind: str
+    is_account_admin: bool
+
+
+class Accounts:
+    """The part of `Store` (db.py) over the account's principals and tokens, in the directory's
+    database: the basics a first start and token authentication need, and `principals` for the rest."""
+
+    @property
+    def principals(self) -> Principals:
+        """Principals, groups and tokens beyond the basics below (shardcat/store/principals.py)."""
+        return Principals(self.pool, now_ms)
+
+    async def create_principal(self, name: str, kind: str = "user", *, is_account_admin: bool = False) -> Principal:
+        row = await self.pool.fetchrow(
+            """INSERT INTO principals (name, kind, is_account_admin, created_at) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING *""",
+            name, kind, is_account_admin, now_ms(),
+        )
+        return Principal(row["id"], row["name"], row["kind"], row["is_account_admin"])
+
+    async def add_token(self, principal_id: int, token_hash: bytes, workspace_id: int, comment: str | None = None,
+                        expires_at: int | None = None) -> int:
+        return await self.pool.fetchval(
+            """INSERT INTO tokens (principal_id, token_hash, workspace_id, comment, created_at, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+            principal_id, token_hash, workspace_id, comment, now_ms(), expires_at,
+        )
+
+    async def principal_for_token(self, token_hash: bytes) -> tuple[Principal, int] | None:
+        """The live token's principal and workspace, or None if unknown, revoked or expired."""
+        row = await self.pool.fetchrow(
+            """SELECT p.*, t.workspace_id FROM tokens t JOIN principals p ON p.id = t.principal_id
+               WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)""",
+            token_hash, now_ms(),
+        )
+        if row is None:
+            return None
+        return Principal(row["id"], row["name"], row["kind"], row["is_account_admin"]), row["workspace_id"]

@@ -14,7 +14,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ..entities.asset import Asset
-from .db import Change, Metastore, StoragePath, WriteTx
+from .rows import Change, Metastore, StoragePath
+from .writes import WriteTx
 
 
 class CatalogStore(Protocol):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from .db import MetastoreGone, VersionConflict
+from .errors import MetastoreGone, VersionConflict
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from ..cache.ttl import TtlCache
 from ..entities.secrets import scrub, secret_values
 from ..entities.text import bad_char
 from ..errors import CatalogError
-from ..store.db import Store, is_db_unavailable
+from ..store.db import Store
+from ..store.errors import is_db_unavailable
 from . import registry
 from ..entities.values import now_ms
 

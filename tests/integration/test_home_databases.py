@@ -21,7 +21,8 @@ from shardcat.cluster.embedded_db import (start_embedded_postgres, start_stopped
 from shardcat.cluster.server import ServeConfig, start
 from shardcat.entities.asset import Asset
 from shardcat.store.databases import DatabaseConfigError
-from shardcat.store.db import Store, VersionConflict
+from shardcat.store.db import Store
+from shardcat.store.errors import VersionConflict
 from shardcat.store import history, homes
 from shardcat.store.homes import move_metastore
 

@@ -10,7 +10,7 @@ import uuid
 import asyncpg
 from governance_users import grant, user
 
-from shardcat.store.db import search_query
+from shardcat.store.assets import search_query
 
 COLS = [{"name": "id", "type_name": "LONG"}]
 

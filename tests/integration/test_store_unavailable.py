@@ -14,7 +14,8 @@ import asyncpg
 import pytest
 
 from shardcat.store import db
-from shardcat.store.db import DatabaseUnavailable, Store, is_db_unavailable
+from shardcat.store.db import Store
+from shardcat.store.errors import DatabaseUnavailable, is_db_unavailable
 
 
 async def test_a_server_that_never_answers_is_unavailable_after_the_connect_timeout(monkeypatch):

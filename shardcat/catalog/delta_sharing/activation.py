@@ -19,7 +19,7 @@ from ...entities.asset import Asset
 from ...entities.values import now_ms
 from ...errors import CatalogError, not_found
 from ...shards.shard import Shard
-from ...store.db import MetastoreGone
+from ...store.errors import MetastoreGone
 from ...store.sealing import SecretKeyError
 from ...web.kit import ok, public_origin, ShardServing
 from ...web.wire import PREFIX, SHARING_PREFIX

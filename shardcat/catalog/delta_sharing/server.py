@@ -40,7 +40,7 @@ from ...governance.authorize import Authz, carries_policies
 from ...governance.grants import Subjects
 from ...governance.index import privilege_index
 from ...shards.shard import Shard
-from ...store.db import MetastoreGone
+from ...store.errors import MetastoreGone
 from ...web.kit import client_address, public_origin, ShardServing
 from ...web.paging import decode_token, encode_token
 from ...web.wire import SHARING_PREFIX
