@@ -27,7 +27,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .common import ROOT, log
 from .processes import Child, spawn, stop
@@ -84,11 +84,16 @@ def classpath() -> str:
 
 
 def jdbc(postgres_url: str) -> tuple[str, str, str]:
-    """(JDBC URL, user, password) of a postgresql:// URL."""
+    """(JDBC URL, user, password) of a postgresql:// URL; one on a Unix socket (`?host=/dir`, as the
+    embedded PostgreSQL's) goes through junixsocket's socket factory."""
     u = urlsplit(postgres_url)
-    host = u.hostname or "127.0.0.1"
-    return (f"jdbc:postgresql://{host}:{u.port or 5432}{u.path}", unquote(u.username or ""),
-            unquote(u.password or ""))
+    socket_dir = parse_qs(u.query).get("host", [None])[0]
+    if socket_dir and socket_dir.startswith("/"):
+        url = (f"jdbc:postgresql://localhost{u.path}?socketFactory=org.newsclub.net.unix.AFUNIXSocketFactory$FactoryArg"
+               f"&socketFactoryArg={socket_dir}/.s.PGSQL.{u.port or 5432}")
+    else:
+        url = f"jdbc:postgresql://{u.hostname or '127.0.0.1'}:{u.port or 5432}{u.path}"
+    return url, unquote(u.username or ""), unquote(u.password or "")
 
 
 def write_config(workdir: Path, postgres_url: str | None) -> None:
