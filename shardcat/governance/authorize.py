@@ -25,6 +25,7 @@ from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
 from ..store.history import READ_AT
+from ..store.protocol import CatalogStore
 from ..errors import CatalogError
 from . import abac
 from . import privileges as P
@@ -48,12 +49,12 @@ def is_metastore_admin(caller: Caller, metastore) -> bool:
     return owner is not None and owner in caller.principals
 
 
-async def is_admin_now(store, principal: str, metastore) -> bool:
+async def is_admin_now(store: CatalogStore, principal: str, metastore) -> bool:
     """Whether `principal` is, as the store says now, an active account admin or an admin of
     `metastore` (its owner, or in the group owning it): for work done later in a principal's name
     (webhook deliveries), which no token of its own re-authenticates."""
-    principals = getattr(store, "principals", None)      # identity's store (the in-memory store has none)
-    info = await principals.get_by_name(principal) if principals is not None else None
+    principals = store.principals
+    info = await principals.get_by_name(principal)
     if info is None or not info.active:
         return False
     if info.is_account_admin:

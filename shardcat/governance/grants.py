@@ -27,6 +27,7 @@ from ..entities.types import TYPES
 from ..errors import CatalogError, invalid, not_found
 from ..store.writes import WriteTx
 from ..store.grants import is_account_admin
+from ..store.protocol import CatalogStore
 from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
@@ -245,11 +246,9 @@ class PermissionsService:
         return {"metastore_version": snap.version, "principal": principal or caller.name, "items": out}
 
 
-async def _groups_of(store, principal: str) -> set[str]:
+async def _groups_of(store: CatalogStore, principal: str) -> set[str]:
     """The groups a principal is in, transitively (identity's store/principals.py)."""
-    principals = getattr(store, "principals", None)
-    if principals is None:
-        return set()
+    principals = store.principals
     info = await principals.get_by_name(principal)
     if info is None:
         return set()

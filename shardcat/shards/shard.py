@@ -3,7 +3,7 @@
 Reads go to the store and report the metastore version they saw; if it moved past the
 version this shard knows, the shard reconciles first (docs/design.md invariant 3): it replays
 the change log since its version, or rebuilds the metastore's state when the gap is large.
-Writes run `Store.write` conditioned on the known version; on a conflict the shard
+Writes run the store's `write` conditioned on the known version; on a conflict the shard
 reconciles and runs the write again, so validation always happens against fresh state.
 What mirrors a metastore beside its state (the cache, governance's privilege index) follows
 each applied change through the followers hook (followers.py): the core knows no feature.
@@ -23,8 +23,8 @@ from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store import history
 from ..store.history import READ_AT
-from ..store.db import Store
 from ..store.errors import GroupSpoiled, MetastoreGone, VersionConflict, is_db_unavailable
+from ..store.protocol import CatalogStore
 from ..store.rows import StoragePath
 from ..store.writes import WRITER, WriteTx
 from .followers import CacheFollower, Follower, Reconciled
@@ -140,7 +140,7 @@ class Shard:
     """`claim_on_demand`: serve any metastore asked for (one shard in-process); otherwise only
     those the router assigned, answering NOT_OWNER for the rest."""
 
-    def __init__(self, store: Store, name: str = "shard-0", *, claim_on_demand: bool = True,
+    def __init__(self, store: CatalogStore, name: str = "shard-0", *, claim_on_demand: bool = True,
                  cache: CacheConfig = CacheConfig(), group_commit: GroupCommitConfig = GroupCommitConfig()):
         self.store = store
         self.group_commit = group_commit
@@ -437,7 +437,7 @@ class Shard:
         """
         state = await self.state(metastore_id)
         body = _written_by(WRITER.get(), body)
-        if not self.group_commit.enabled or not hasattr(self.store, "write_batch"):
+        if not self.group_commit.enabled:
             result, version = await self._write_alone(state, body)
             WRITTEN_VERSION.set(version)
             return result
@@ -565,7 +565,7 @@ class Shard:
         except (VersionConflict, MetastoreGone, GroupSpoiled):
             raise
         except Exception as e:
-            if is_db_unavailable(e) or group.conn.is_closed():
+            if is_db_unavailable(e) or group.lost():
                 raise                       # the transaction is lost, not just this write
             pending.error = e               # rolled back to its savepoint: it fails alone
             return

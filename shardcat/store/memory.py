@@ -3,8 +3,10 @@
 It holds metastores, their assets, grants and change logs in dicts, and keeps what the
 shard core relies on: reads return the version they saw; a write sees what was committed
 before it, is all or nothing, fails with VersionConflict when the metastore moved on, bumps
-the version by one and logs what it changed; names are unique per (namespace, full name).
-No SQL-only features (search, lineage, the audit log, Delta commits, principals).
+the version by one and logs what it changed; names are unique per (namespace, full name); a
+group commit's writes (`write_batch`) each fail alone and commit together. Principals are a
+directory of names and groups that tests fill (`MemoryPrincipals`). No SQL-only features (search,
+lineage, the audit log, Delta commits, tokens).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import asynccontextmanager
 
 from ..entities.asset import Asset
 from .errors import MetastoreGone, VersionConflict
+from .principals import Membership, PrincipalInfo
 from .rows import Change, Metastore, StoragePath
 from .writes import WriteTx
 
@@ -26,10 +29,36 @@ class _Metastore:
     log: list[Change] = dataclasses.field(default_factory=list)
 
 
+class MemoryPrincipals:
+    """Principals by name and the groups they are in directly (`add`), as principals.py's
+    `Principals` answers of them."""
+
+    def __init__(self):
+        self._by_name: dict[str, PrincipalInfo] = {}
+        self._groups: dict[int, list[Membership]] = {}
+
+    def add(self, name: str, kind: str = "user", *, is_account_admin: bool = False, active: bool = True,
+            groups: tuple[str, ...] = ()) -> PrincipalInfo:
+        """A principal in `groups` (each added as a group first where new)."""
+        ids = [(self._by_name.get(g) or self.add(g, "group")).id for g in groups]
+        info = PrincipalInfo(len(self._by_name) + 1, name, kind, None, [], active, None, False,
+                             is_account_admin, 0, None)
+        self._by_name[name] = info
+        self._groups[info.id] = [Membership(i, g, True) for i, g in zip(ids, groups)]
+        return info
+
+    async def get_by_name(self, name: str) -> PrincipalInfo | None:
+        return self._by_name.get(name)
+
+    async def memberships(self, principal_ids: list[int]) -> dict[int, list[Membership]]:
+        return {pid: list(self._groups.get(pid, [])) for pid in principal_ids}
+
+
 class MemoryStore:
     def __init__(self):
         self._metastores: dict[str, _Metastore] = {}
         self.shards: dict[str, str] = {}      # metastore id -> the shard assigned to it
+        self.principals = MemoryPrincipals()
 
     def _ms(self, metastore_id: str) -> _Metastore:
         found = self._metastores.get(metastore_id)
@@ -111,16 +140,34 @@ class MemoryStore:
 
     @asynccontextmanager
     async def write(self, metastore_id: str, expected_version: int):
+        ms = self._current(metastore_id, expected_version)
+        tx = MemoryWriteTx(ms, metastore_id, expected_version + 1)
+        yield tx
+        self._commit(self._current(metastore_id, expected_version), [tx])
+
+    @asynccontextmanager
+    async def write_batch(self, metastore_id: str, expected_version: int, *, savepoints: bool = True,
+                          prefetch: list[tuple] = ()):
+        """As Store's: the group's writes in turn, each over what the earlier ones left; one that
+        fails leaves nothing (it fails alone, savepoints or not); all swapped in together."""
+        batch = MemoryWriteBatch(self._current(metastore_id, expected_version), metastore_id)
+        yield batch
+        self._commit(self._current(metastore_id, expected_version), batch.logged)
+
+    def _current(self, metastore_id: str, expected_version: int) -> _Metastore:
+        """The metastore, if still at the version a write expects (another write may have committed
+        while this one ran)."""
         ms = self._ms(metastore_id)
         if ms.meta.version != expected_version:
             raise VersionConflict(metastore_id, expected_version, ms.meta.version)
-        tx = MemoryWriteTx(ms, metastore_id, expected_version + 1)
-        yield tx
-        if ms.meta.version != expected_version:      # another write committed while this one ran
-            raise VersionConflict(metastore_id, expected_version, ms.meta.version)
-        ms.assets, ms.grants = tx.assets, tx.grants
-        ms.meta = dataclasses.replace(ms.meta, version=tx.version, name=tx.meta_name, info=tx.meta_info)
-        ms.log.append(Change(tx.version, sorted(tx.changed), sorted(tx.parents)))
+        return ms
+
+    @staticmethod
+    def _commit(ms: _Metastore, logged: list[MemoryWriteTx]) -> None:
+        if logged:
+            after = logged[-1].after(ms)
+            ms.assets, ms.grants, ms.meta = after.assets, after.grants, after.meta
+        ms.log += [Change(tx.version, sorted(tx.changed), sorted(tx.parents)) for tx in logged]
 
 
 def _by_name(assets: dict[str, Asset], namespace: str, full_name: str) -> Asset | None:
@@ -180,3 +227,27 @@ class MemoryWriteTx(WriteTx):
         self.grants[securable_id] = {p: set(v) for p, v in held.items() if v}
         self.grants_set[securable_id] = held
 
+    def after(self, ms: _Metastore) -> _Metastore:
+        """The metastore as this write leaves it (its change log aside)."""
+        meta = dataclasses.replace(ms.meta, version=self.version, name=self.meta_name, info=self.meta_info)
+        return _Metastore(meta, self.assets, self.grants)
+
+
+class MemoryWriteBatch:
+    """A group commit's writes over one metastore, each over a copy of what the earlier ones left."""
+
+    def __init__(self, ms: _Metastore, metastore_id: str):
+        self.state = ms
+        self.metastore_id = metastore_id
+        self.logged: list[MemoryWriteTx] = []
+
+    @asynccontextmanager
+    async def write(self):
+        tx = MemoryWriteTx(self.state, self.metastore_id, self.state.meta.version + 1)
+        tx.earlier = tuple(self.logged)
+        yield tx
+        self.state = tx.after(self.state)
+        self.logged.append(tx)
+
+    def lost(self) -> bool:
+        return False

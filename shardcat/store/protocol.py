@@ -5,7 +5,9 @@ in memory for fast unit tests of the operations. The contract: every read return
 version it saw with its result; `write(metastore_id, expected_version)` is one serializable write
 (a context manager giving a `WriteTx`) that fails with VersionConflict when the metastore moved
 past `expected_version`, with MetastoreGone when it no longer exists, and on success bumps the
-version by one and appends a change-log row naming what it changed.
+version by one and appends a change-log row naming what it changed. `write_batch` runs a group
+commit's writes (shards/group_commit.py) in one transaction, each as `write` would, all committed
+together; `principals` answers who a principal is and which groups it is in.
 """
 
 from __future__ import annotations
@@ -14,11 +16,28 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ..entities.asset import Asset
+from .principals import Membership, PrincipalInfo
 from .rows import Change, Metastore, StoragePath
 from .writes import WriteTx
 
 
+class WriteGroup(Protocol):
+    """A group commit's open transaction (writes.py `WriteBatch`): its writes, one after another."""
+
+    def write(self) -> AbstractAsyncContextManager[WriteTx]: ...
+    def lost(self) -> bool: ...
+
+
+class PrincipalDirectory(Protocol):
+    """Who a principal is, and its groups (principals.py `Principals`)."""
+
+    async def get_by_name(self, name: str) -> PrincipalInfo | None: ...
+    async def memberships(self, principal_ids: list[int]) -> dict[int, list[Membership]]: ...
+
+
 class CatalogStore(Protocol):
+    @property
+    def principals(self) -> PrincipalDirectory: ...
     async def get_metastore(self, metastore_id: str) -> Metastore | None: ...
     async def rename_in_directory(self, metastore_id: str, name: str) -> None: ...
     async def metastore_version(self, metastore_id: str) -> int: ...
@@ -34,3 +53,5 @@ class CatalogStore(Protocol):
     async def paths(self, metastore_id: str) -> tuple[int, list[StoragePath]]: ...
     async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]: ...
     def write(self, metastore_id: str, expected_version: int) -> AbstractAsyncContextManager[WriteTx]: ...
+    def write_batch(self, metastore_id: str, expected_version: int, *, savepoints: bool = True,
+                    prefetch: list[tuple] = ()) -> AbstractAsyncContextManager[WriteGroup]: ...
