@@ -20,8 +20,7 @@ from ..governance.authorize import authorizer
 from ..entities.values import bigint_text
 from ..web.paging import page_size
 from ..shards.shard import Shard
-from ..web.kit import ok, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import ok, ShardServing, Handler
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {
@@ -72,12 +71,12 @@ class ChangeFeed:
                 "has_more": len(rows) > limit}
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     feed = ChangeFeed(shard)
 
     async def changes(request):
         return ok(await feed.changes(request["caller"], request.query))
 
-    return [web.get(f"{prefix}/shardcat/changes", changes)]
+    return {"listChanges": changes}

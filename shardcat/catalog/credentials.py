@@ -25,8 +25,7 @@ from ..shards.locations import require_external_location
 from ..shards.shard import Shard
 from .path_access import authorize_path, authorize_subtree, owner_label, refuse_managed_root
 from .storage import storage_url
-from ..web.kit import json_body, ok, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import json_body, ok, ShardServing, Handler
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")
 VOLUME_OPERATIONS = ("READ_VOLUME", "WRITE_VOLUME")
@@ -123,8 +122,8 @@ class TemporaryCredentials:
         return await self._vend(caller, url, operation)
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = TemporaryCredentials(shard)
 
@@ -133,6 +132,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
             return ok(await method(request["caller"], await json_body(request)))
         return handle
 
-    return [web.post(f"{prefix}/temporary-table-credentials", handler(service.for_table)),
-            web.post(f"{prefix}/temporary-volume-credentials", handler(service.for_volume)),
-            web.post(f"{prefix}/temporary-path-credentials", handler(service.for_path))]
+    return {"generateTemporaryTableCredentials": handler(service.for_table),
+            "generateTemporaryVolumeCredentials": handler(service.for_volume),
+            "generateTemporaryPathCredentials": handler(service.for_path)}

@@ -20,7 +20,6 @@ import dataclasses
 
 import uuid
 
-from aiohttp import web
 
 from ..auth import Caller
 from ..entities.asset import Asset
@@ -32,7 +31,7 @@ from ..errors import CatalogError, already_exists, not_found
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
 from ..store.writes import UNKNOWN, WriteTx
-from ..web.kit import flag, json_body, ok
+from ..web.kit import flag, json_body, ok, Handler
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import PARENT_FIELDS, missing, render, type_label
 
@@ -296,9 +295,9 @@ class MetastoreLevel(TypeService):
         return check_name(name, self.t.name)
 
 
-def crud_routes(service: TypeService, base: str) -> list[web.RouteDef]:
-    """The five routes of a metastore-level type at `base` (the catalog tree's are serving/app.py's,
-    with their fast encodings)."""
+def crud_handlers(service: TypeService, noun: str) -> dict[str, Handler]:
+    """The five handlers of a metastore-level type, by operationId: create`noun`, list`noun`s, get`noun`...
+    (the catalog tree's are serving/app.py's, with their fast encodings)."""
     async def create(request):
         return ok(await service.create(request["caller"], await json_body(request)))
 
@@ -316,6 +315,5 @@ def crud_routes(service: TypeService, base: str) -> list[web.RouteDef]:
         await service.delete(request["caller"], request.match_info["name"], flag(request, "force"))
         return ok()
 
-    item = base + "/{name}"
-    return [web.post(base, create), web.get(base, list_), web.get(item, get),
-            web.patch(item, update), web.delete(item, delete)]
+    return {f"create{noun}": create, f"list{noun}s": list_, f"get{noun}": get, f"update{noun}": update,
+            f"delete{noun}": delete}

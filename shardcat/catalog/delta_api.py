@@ -38,8 +38,8 @@ from ..entities.values import now_ms
 from ..governance.vending import vend
 from ..shards.shard import MetastoreState, Shard
 from ..store.writes import WriteTx
-from ..web.kit import encode_json, json_body, ShardServing
-from ..web.wire import HEAD_HEADER, PREFIX
+from ..web.kit import encode_json, json_body, ShardServing, Handler
+from ..web.wire import HEAD_HEADER
 from .column_governance import keep_column_governance
 from .credentials import TemporaryCredentials
 from .delta_commits import MAX_UNPUBLISHED, DeltaCommitService
@@ -366,42 +366,35 @@ class DeltaApi:
         return {"storage-credentials": [credential_json(vended, operation)]}
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """The UC Delta API's routes under `prefix`/delta/v1."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """The UC Delta API's handlers by operationId (web/registry.py declares their paths under /delta/v1)."""
     shard = serving.shard
     api = DeltaApi(shard, DeltaCommitService(shard, MAX_UNPUBLISHED))
-    base = f"{prefix}/delta/v1"
-    schema = f"{base}/catalogs/{{catalog}}/schemas/{{schema}}"
-    table = f"{schema}/tables/{{table}}"
-
-    def route(method: str, path: str, handler, *, body: bool = False) -> web.RouteDef:
+    def route(handler, *, body: bool = False) -> Handler:
         """handler(caller, path parameters..., [body | request]) -> the answer's JSON, or None for 204."""
         async def handle(request: web.Request) -> web.StreamResponse:
             args = [request["caller"], *request.match_info.values()]
             out = await handler(*args, await json_body(request) if body else request)
             return _no_content() if out is None else _json(out)
-        kwargs = {"allow_head": False} if method == "GET" else {}
-        return web.route(method, path, _delta_errors(handle), **kwargs)
+        return _delta_errors(handle)
 
     q = lambda r, name: r.query.get(name)   # noqa: E731
-    return [
-        route("GET", f"{base}/config",
-              lambda caller, r: api.config(caller, q(r, "catalog"), q(r, "protocol-versions"))),
-        route("POST", f"{schema}/staging-tables", api.create_staging, body=True),
-        route("POST", f"{schema}/tables", api.create, body=True),
-        route("GET", f"{schema}/tables", lambda caller, c, s, r: api.list_tables(
+    return {
+        "getDeltaConfig": route(lambda caller, r: api.config(caller, q(r, "catalog"), q(r, "protocol-versions"))),
+        "createDeltaStagingTable": route(api.create_staging, body=True),
+        "createDeltaTable": route(api.create, body=True),
+        "listDeltaTables": route(lambda caller, c, s, r: api.list_tables(
             caller, c, s, q(r, "max-results") or q(r, "max_results"), q(r, "page-token") or q(r, "page_token"))),
-        route("GET", table, lambda caller, c, s, t, r: api.exists(caller, c, s, t) if HEAD_HEADER in r.headers
-              else api.load(caller, c, s, t)),
-        route("HEAD", table, lambda caller, c, s, t, r: api.exists(caller, c, s, t)),
-        route("POST", table, api.update, body=True),
-        route("DELETE", table, lambda caller, c, s, t, r: api.delete(caller, c, s, t)),
-        route("POST", f"{table}/rename", api.rename, body=True),
-        route("POST", f"{table}/metrics", api.report_metrics, body=True),
-        route("GET", f"{table}/credentials", lambda caller, c, s, t, r: api.table_credentials(
+        "loadDeltaTable": route(lambda caller, c, s, t, r: api.exists(caller, c, s, t) if HEAD_HEADER in r.headers
+                                else api.load(caller, c, s, t)),
+        "deltaTableExists": route(lambda caller, c, s, t, r: api.exists(caller, c, s, t)),
+        "updateDeltaTable": route(api.update, body=True),
+        "deleteDeltaTable": route(lambda caller, c, s, t, r: api.delete(caller, c, s, t)),
+        "renameDeltaTable": route(api.rename, body=True),
+        "reportDeltaMetrics": route(api.report_metrics, body=True),
+        "getDeltaTableCredentials": route(lambda caller, c, s, t, r: api.table_credentials(
             caller, c, s, t, _operation(r))),
-        route("GET", f"{base}/staging-tables/{{table_id}}/credentials",
-              lambda caller, table_id, r: api.staging_credentials(caller, table_id)),
-        route("GET", f"{base}/temporary-path-credentials", lambda caller, r: api.path_credentials(
+        "getDeltaStagingTableCredentials": route(lambda caller, table_id, r: api.staging_credentials(caller, table_id)),
+        "getDeltaTemporaryPathCredentials": route(lambda caller, r: api.path_credentials(
             caller, q(r, "location"), _operation(r))),
-    ]
+    }

@@ -25,8 +25,7 @@ from ..governance.authorize import authorizer, require_data_access
 from ..store.writes import WriteTx
 from ..entities.values import now_ms
 from ..shards.shard import MetastoreState, Shard
-from ..web.kit import json_body, ok, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import json_body, ok, ShardServing, Handler
 from .column_governance import keep_column_governance
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).
@@ -116,8 +115,8 @@ async def _query_or_body(request: web.Request) -> dict:
     return body
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX, max_unpublished: int = MAX_UNPUBLISHED) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing, max_unpublished: int = MAX_UNPUBLISHED) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     commits = DeltaCommitService(shard, max_unpublished)
 
@@ -127,7 +126,7 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX, max_unpublished: i
     async def get(request):
         return ok(await commits.get_commits(request["caller"], await _query_or_body(request)))
 
-    return [web.post(f"{prefix}/delta/preview/commits", post), web.get(f"{prefix}/delta/preview/commits", get)]
+    return {"commit": post, "getCommits": get}
 
 
 def fast_writes(serving: ShardServing, max_unpublished: int = MAX_UNPUBLISHED) -> dict:

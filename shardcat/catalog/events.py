@@ -58,9 +58,8 @@ from ..shards.shard import MetastoreState, Shard
 from ..store.errors import MetastoreGone
 from ..store.writes import WriteTx
 from ..web.destinations import Refused, post, vetted_addresses
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from .changes import _touched
-from ..web.wire import PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -321,8 +320,8 @@ class EventService:
                                                            "Cache-Control": "no-cache"})
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = EventService(shard, serving.webhook_allow_hosts)
 
@@ -336,7 +335,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
         await service.delete_webhook(request["caller"], request.match_info["id"])
         return ok({})
 
-    return [web.post(f"{prefix}/shardcat/webhooks", create), web.get(f"{prefix}/shardcat/webhooks", list_hooks),
-            web.delete(f"{prefix}/shardcat/webhooks/{{id}}", delete),
-            web.get(f"{prefix}/shardcat/events", service.stream)]
+    return {"createWebhook": create, "listWebhooks": list_hooks, "deleteWebhook": delete,
+            "listEvents": service.stream}
 

@@ -26,8 +26,7 @@ from ..store.writes import WriteTx
 from ..entities.types import FUNCTION
 from .crud import TypeService
 from ..shards.shard import MetastoreState, Shard
-from ..web.kit import json_body, ok, required_query, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import json_body, ok, required_query, ShardServing, Handler
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)
@@ -155,8 +154,8 @@ async def create_function_rule(tx: WriteTx, state: MetastoreState, asset: Asset,
     return dataclasses.replace(asset, info=info)
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     functions = Functions(shard)
 
@@ -179,6 +178,5 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
         await functions.delete(request["caller"], request.match_info["name"])
         return ok()
 
-    item = f"{prefix}/functions/{{name}}"
-    return [web.post(f"{prefix}/functions", create), web.get(f"{prefix}/functions", list_),
-            web.get(item, get), web.patch(item, update), web.delete(item, delete)]
+    return {"createFunction": create, "listFunctions": list_, "getFunction": get, "updateFunction": update,
+            "deleteFunction": delete}

@@ -42,13 +42,12 @@ from ..shards.locations import require_external_location
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store import history
 from ..store.writes import WriteTx
-from ..web.kit import encode_json, json_body, ok, ShardServing
-from ..web.registry import ICEBERG_BASES, ICEBERG_OPERATIONS, ICEBERG_PREFIXES
+from ..web.kit import encode_json, json_body, ok, ShardServing, Handler
+from ..web.registry import ICEBERG_OPERATIONS
 from . import assets
 from .path_access import authorize_path, owner_label
 from .column_governance import keep_column_governance
 from .service import CatalogService
-from ..web.wire import PREFIX
 
 SEPARATOR = "\x1f"             # Iceberg's namespace separator in paths (url-encoded %1F)
 # What /v1/config lists: the operations of the endpoint registry (web/registry.py).
@@ -729,9 +728,9 @@ def _error_response(e: IcebergError) -> web.Response:
     return web.Response(status=e.status, body=encode_json(body), content_type="application/json")
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """The Iceberg REST catalog's routes: each operation of the endpoint registry under each base, with and
-    without a warehouse prefix."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """The Iceberg REST catalog's handlers by the spec's operationIds (and getConfig): web/registry.py
+    serves each under each base, with and without a warehouse prefix."""
     shard = serving.shard
 
     ice = IcebergCatalog(shard)
@@ -804,14 +803,7 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def _with_body(request, call):
         return await call(await json_body(request))
 
-    out = []
-    for base in ICEBERG_BASES:
-        root = f"{prefix}{base}"
-        out.append(web.get(f"{root}/config", handler(config), allow_head=False))
-        for method, path, operation in ICEBERG_OPERATIONS:
-            for with_prefix in ICEBERG_PREFIXES:
-                out.append(web.route(method, root + with_prefix + path, handler(_call(handlers[operation]))))
-    return out
+    return {"getConfig": handler(config), **{name: handler(_call(call)) for name, call in handlers.items()}}
 
 
 def _call(call):

@@ -28,8 +28,7 @@ from ..governance.authorize import authorizer
 from .dependencies import VIEW_TYPES
 from .service import CatalogService
 from ..shards.shard import Shard
-from ..web.kit import json_body, ok, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import json_body, ok, ShardServing, Handler
 
 MAX_SOURCES = 1000
 MAX_DEPTH = 10
@@ -183,8 +182,8 @@ class LineageService:
         return out
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = LineageService(shard)
 
@@ -194,4 +193,4 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def lineage(request):
         return ok(await service.lineage(request["caller"], request.query))
 
-    return [web.post(f"{prefix}/shardcat/lineage", report), web.get(f"{prefix}/shardcat/lineage", lineage)]
+    return {"reportLineage": report, "getLineage": lineage}

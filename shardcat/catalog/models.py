@@ -29,6 +29,7 @@ from ..store.writes import WriteTx
 from ..entities.values import now_ms
 from .assets import _check_free, _managed_root, render
 from .crud import TypeService
+from ..web.kit import Handler, ShardServing, flag, json_body, ok
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import MetastoreState, Shard
 from ..governance import audit
@@ -366,3 +367,39 @@ class ModelService:
         write = operation == "READ_WRITE_MODEL_VERSION"
         await require_data_access(self.shard, caller, version, write=write)
         return await vend(self.shard, caller, url, write=write)
+
+
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths):
+    registered models, versions, aliases and model-version credentials."""
+    models = ModelService(serving.catalogs)
+
+    def handler(call) -> Handler:
+        """call(caller, path parameters, request, body) -> the answer's JSON."""
+        async def handle(request):
+            body = await json_body(request) if request.method in ("POST", "PUT", "PATCH") else {}
+            return ok(await call(request["caller"], request.match_info, request, body))
+        return handle
+
+    def page(r):
+        return r.query.get("max_results"), r.query.get("page_token")
+
+    return {name: handler(call) for name, call in {
+        "createRegisteredModel": lambda c, m, r, b: models.create_model(c, b),
+        "listRegisteredModels": lambda c, m, r, b: models.list_models(
+            c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r)),
+        "getRegisteredModel": lambda c, m, r, b: models.get_model(c, m["full_name"]),
+        "updateRegisteredModel": lambda c, m, r, b: models.update_model(c, m["full_name"], b),
+        "deleteRegisteredModel": lambda c, m, r, b: models.delete_model(c, m["full_name"], flag(r, "force")),
+        "createModelVersion": lambda c, m, r, b: models.create_version(c, b),
+        "listModelVersions": lambda c, m, r, b: models.list_versions(c, m["full_name"], *page(r)),
+        "getModelVersion": lambda c, m, r, b: models.get_version(c, m["full_name"], m["version"]),
+        "updateModelVersion": lambda c, m, r, b: models.update_version(c, m["full_name"], m["version"], b),
+        "deleteModelVersion": lambda c, m, r, b: models.delete_version(c, m["full_name"], m["version"]),
+        "finalizeModelVersion": lambda c, m, r, b: models.finalize_version(c, m["full_name"], m["version"], b),
+        "getModelVersionByAlias": lambda c, m, r, b: models.get_by_alias(c, m["full_name"], m["alias"]),
+        "setRegisteredModelAlias": lambda c, m, r, b: models.set_alias(c, m["full_name"], m["alias"], b),
+        "deleteRegisteredModelAlias": lambda c, m, r, b: models.delete_alias(c, m["full_name"], m["alias"]),
+        # the other temporary-credential endpoints are catalog/credentials.py's
+        "generateTemporaryModelVersionCredentials": lambda c, m, r, b: models.temporary_credentials(c, b),
+    }.items()}

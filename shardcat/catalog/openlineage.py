@@ -34,11 +34,10 @@ from ..errors import CatalogError, invalid
 from ..governance import audit
 from ..governance.authorize import authorizer
 from ..shards.shard import Shard
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from .dependencies import VIEW_TYPES
 from .lineage import MAX_JOB_CHARS, MAX_SOURCES
 from .service import CatalogService
-from ..web.wire import PREFIX
 
 RECORDED = ("COMPLETE",)
 MAX_FIELDS = 10_000
@@ -244,8 +243,8 @@ async def dropped_table_dependents(shard: Shard, caller: Caller, asset) -> list[
 LINEAGE_TRACKING = "/api/2.0/lineage-tracking"
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = OpenLineageService(shard)
 
@@ -258,7 +257,4 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def column_lineage(request):
         return ok(await service.column_lineage(request["caller"], request.query))
 
-    return [web.post(f"{prefix}/openlineage/api/v1/lineage", intake),
-            web.post(f"{prefix}/api/v1/lineage", intake),
-            web.get(f"{LINEAGE_TRACKING}/table-lineage", table_lineage),
-            web.get(f"{LINEAGE_TRACKING}/column-lineage", column_lineage)]
+    return {"reportOpenLineage": intake, "getTableLineage": table_lineage, "getColumnLineage": column_lineage}

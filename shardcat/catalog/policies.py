@@ -26,10 +26,9 @@ from ..governance import abac
 from ..governance.authorize import authorizer
 from ..shards.shard import MetastoreState, Shard
 from ..store.writes import WriteTx
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .assets import missing
-from ..web.wire import PREFIX
 
 _KIND = {"CATALOG": "catalog", "SCHEMA": "schema", "TABLE": "table"}
 _ALIAS = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -256,11 +255,10 @@ def _find(stored: dict, kind: str, key: str, name: str) -> dict:
     raise not_found(f"Policy '{name:.100}' does not exist on {kind} '{key}'.")
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = PolicyService(shard)
-    on = f"{prefix}/policies/{{on_securable_type}}/{{on_securable_fullname}}"
 
     async def create(request):
         body = await json_body(request)
@@ -286,6 +284,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
         await service.delete(request["caller"], m["on_securable_type"], m["on_securable_fullname"], m["name"])
         return ok({})
 
-    return [web.post(f"{prefix}/policies", create), web.get(on, list_policies),
-            web.get(f"{on}/{{name}}", get), web.patch(f"{on}/{{name}}", update), web.delete(f"{on}/{{name}}", delete)]
+    return {"createPolicy": create, "listPolicies": list_policies, "getPolicy": get, "updatePolicy": update,
+            "deletePolicy": delete}
 

@@ -46,10 +46,9 @@ from ..governance.authorize import Authz, authorizer
 from ..governance.index import privilege_index
 from ..shards.shard import RECONCILE_GAP, Shard
 from ..store import history
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.paging import decode_token, encode_token, page_size
 from .versions import version_asked
-from ..web.wire import PREFIX
 
 MAX_NODES = 100_000      # nodes one request may visit
 HELD = 8                 # snapshots a shard holds for the next pages of queries
@@ -348,12 +347,12 @@ def _expired(version: int) -> CatalogError:
                                                "retention window: run the query again without a page_token.")
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = QueryService(shard)
 
     async def query(request):
         return ok(await service.query(request["caller"], await json_body(request)))
 
-    return [web.post(f"{prefix}/shardcat/query", query)]
+    return {"queryPaths": query}

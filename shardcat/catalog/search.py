@@ -29,9 +29,8 @@ from ..store import history
 from ..store.history import READ_AT
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
-from ..web.kit import ok, ShardServing
+from ..web.kit import ok, ShardServing, Handler
 from .tags import check_key, check_value
-from ..web.wire import PREFIX
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200
@@ -146,12 +145,12 @@ class SearchService:
         return out
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = SearchService(shard)
 
     async def search(request):
         return ok(await service.search(request["caller"], request.query))
 
-    return [web.get(f"{prefix}/shardcat/search", search)]
+    return {"search": search}

@@ -35,9 +35,8 @@ from ..governance.authorize import Authz, Decision, authorizer, carries_policies
 from ..entities.values import now_ms
 from .assets import render
 from ..shards.shard import Shard
-from .crud import MetastoreLevel, crud_routes
-from ..web.kit import json_body, ok, ShardServing
-from ..web.wire import PREFIX
+from .crud import MetastoreLevel, crud_handlers
+from ..web.kit import json_body, ok, ShardServing, Handler
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
 OBJECT_TYPES = ("TABLE", "SCHEMA", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "VOLUME", "MODEL", "FUNCTION",
@@ -497,10 +496,10 @@ class Providers(MetastoreLevel):
 # ---- routes -----------------------------------------------------------------------------
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
 
 
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     shares = Shares(shard)
     recipients = Recipients(shard, shares)
@@ -523,13 +522,10 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def provider_shares(request):
         return ok(await providers.shares(request["caller"], request.match_info["name"]))
 
-    return [
-        *crud_routes(shares, f"{prefix}/shares"),
-        web.get(f"{prefix}/shares/{{name}}/permissions", share_permissions),
-        web.patch(f"{prefix}/shares/{{name}}/permissions", update_share_permissions),
-        *crud_routes(recipients, f"{prefix}/recipients"),
-        web.post(f"{prefix}/recipients/{{name}}/rotate-token", rotate),
-        web.get(f"{prefix}/recipients/{{name}}/share-permissions", recipient_shares),
-        *crud_routes(providers, f"{prefix}/providers"),
-        web.get(f"{prefix}/providers/{{name}}/shares", provider_shares),
-    ]
+    return {
+        **crud_handlers(shares, "Share"), "getSharePermissions": share_permissions,
+        "updateSharePermissions": update_share_permissions,
+        **crud_handlers(recipients, "Recipient"), "rotateRecipientToken": rotate,
+        "getRecipientSharePermissions": recipient_shares,
+        **crud_handlers(providers, "Provider"), "listProviderShares": provider_shares,
+    }

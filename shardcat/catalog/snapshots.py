@@ -32,11 +32,10 @@ from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.writes import WriteTx
 from ..store.history import READ_AT, PastRead
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .column_governance import keep_column_governance
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked
-from ..web.wire import PREFIX
 
 PINNABLE = ("catalog", "schema")
 # Table properties that make a table catalog-managed: a clone's plain log is not.
@@ -438,8 +437,8 @@ def _not_clonable(a: Asset, authz, clone_name: str) -> str | None:
     return None
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = SnapshotService(shard)
 
@@ -466,12 +465,5 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def vacuum(request):
         return ok(await service.vacuum(request["caller"], await json_body(request)))
 
-    return [
-        web.post(f"{prefix}/shardcat/snapshots", create),
-        web.get(f"{prefix}/shardcat/snapshots", list_),
-        web.get(f"{prefix}/shardcat/snapshots/{{name}}", get),
-        web.delete(f"{prefix}/shardcat/snapshots/{{name}}", delete),
-        web.post(f"{prefix}/shardcat/snapshots/{{name}}/restore", restore),
-        web.post(f"{prefix}/shardcat/clones", clone),
-        web.post(f"{prefix}/shardcat/vacuum", vacuum),
-    ]
+    return {"createSnapshot": create, "listSnapshots": list_, "getSnapshot": get, "deleteSnapshot": delete,
+            "restoreSnapshot": restore, "createClone": clone, "vacuumTable": vacuum}

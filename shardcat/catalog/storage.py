@@ -45,9 +45,8 @@ from ..shards.locations import outside_locations
 from ..web.paging import decode_token, encode_token, page_size
 from .assets import render
 from .path_access import authorize_path
-from .crud import MetastoreLevel, crud_routes
-from ..web.kit import ok, ShardServing
-from ..web.wire import PREFIX
+from .crud import MetastoreLevel, crud_handlers
+from ..web.kit import ok, ShardServing, Handler
 
 PURPOSES = ("STORAGE", "SERVICE")
 # The identity shardcat would assume AWS roles as; real vending comes with governance.
@@ -418,15 +417,12 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
 # ---- routes ------------------------------------------------------------------------
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     credentials = Credentials(shard)
     storage_credentials = Credentials(shard, "STORAGE", "Storage credential")
     storage_credentials.list_key = "storage_credentials"   # the 2.1 API's list key
-    routes = [*crud_routes(storage_credentials, f"{prefix}/storage-credentials"),
-              *crud_routes(ExternalLocations(shard), f"{prefix}/external-locations")]
-    crud = crud_routes(credentials, f"{prefix}/credentials")
 
     async def list_credentials(request):
         purpose = request.query.get("purpose")
@@ -442,5 +438,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
         return ok(await list_files(shard, request["caller"], request.query.get("url"),
                                    request.query.get("max_results"), request.query.get("page_token")))
 
-    crud[1] = web.get(f"{prefix}/credentials", list_credentials)
-    return [*crud, *routes, web.get(f"{prefix}/files", files)]
+    return {**crud_handlers(credentials, "Credential"), "listCredentials": list_credentials,
+            **crud_handlers(storage_credentials, "StorageCredential"),
+            **crud_handlers(ExternalLocations(shard), "ExternalLocation"), "listFiles": files}

@@ -28,11 +28,10 @@ from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, denied, is_metastore_admin
 from ..shards.shard import MetastoreState, Shard
 from ..store.writes import WriteTx
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..entities.values import now_ms
 from .assets import missing
-from ..web.wire import PREFIX
 
 # The path's entity_type (Databricks' plural spelling; singular and any case taken too) -> asset type.
 ENTITY_TYPES = {
@@ -366,11 +365,10 @@ def _body_assignment(body: dict) -> dict:
     return inner if isinstance(inner, dict) else body
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = TagService(shard)
-    one = f"{prefix}/entity-tag-assignments/{{entity_type}}/{{entity_name}}/tags/{{tag_key}}"
 
     async def create(request):
         body = _body_assignment(await json_body(request))
@@ -416,14 +414,10 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
         await service.delete_policy(request["caller"], request.match_info["tag_key"])
         return ok({})
 
-    return [
-        web.post(f"{prefix}/entity-tag-assignments", create),
-        web.get(f"{prefix}/entity-tag-assignments/{{entity_type}}/{{entity_name}}/tags", list_tags),
-        web.get(one, get), web.patch(one, update), web.delete(one, delete),
-        web.post(f"{prefix}/tag-policies", create_policy),
-        web.get(f"{prefix}/tag-policies", list_policies),
-        web.get(f"{prefix}/tag-policies/{{tag_key}}", get_policy),
-        web.patch(f"{prefix}/tag-policies/{{tag_key}}", update_policy),
-        web.delete(f"{prefix}/tag-policies/{{tag_key}}", delete_policy),
-    ]
+    return {
+        "createEntityTagAssignment": create, "listEntityTagAssignments": list_tags, "getEntityTagAssignment": get,
+        "updateEntityTagAssignment": update, "deleteEntityTagAssignment": delete,
+        "createTagPolicy": create_policy, "listTagPolicies": list_policies, "getTagPolicy": get_policy,
+        "updateTagPolicy": update_policy, "deleteTagPolicy": delete_policy,
+    }
 

@@ -36,11 +36,10 @@ from ..shards.group_commit import PendingWrite, speculate, undo_speculation
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store.conflicts import MAX_READ_AGE, changed_after, first_change_after
 from ..store.writes import WriteTx
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from .delta_commits import DeltaCommitService
 from .iceberg_rest import IcebergCatalog, IcebergError
 from .service import CatalogService
-from ..web.wire import PREFIX
 
 MAX_OPERATIONS = 100
 MAX_READS = 1000
@@ -334,13 +333,13 @@ async def _check_metastore(tx: WriteTx, read_at: int) -> None:
                        f"after version {read_at} that the transaction read; nothing was written.")
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = TransactionService(shard)
 
     async def post(request):
         return ok(await service.apply(request["caller"], await json_body(request)))
 
-    return [web.post(f"{prefix}/shardcat/transactions", post)]
+    return {"applyTransaction": post}
 

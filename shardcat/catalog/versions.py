@@ -31,7 +31,7 @@ from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.writes import WRITER, WriteTx
 from ..store.history import READ_AT, PastRead
-from ..web.kit import json_body, ok, ShardServing
+from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.wire import AS_OF_VERSION_HEADER, PREFIX
 from .assets import render
 
@@ -409,8 +409,8 @@ def start_purging(shard: Shard):
     return start, stop
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = VersionService(shard)
 
@@ -433,11 +433,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def purge(request):
         return ok(await service.purge(request["caller"], request.match_info["id"]))
 
-    return [
-        web.get(f"{prefix}/shardcat/history/{{securable_type}}/{{full_name}}", get_history),
-        web.get(f"{prefix}/shardcat/versions/settings", get_settings),
-        web.patch(f"{prefix}/shardcat/versions/settings", update_settings),
-        web.get(f"{prefix}/shardcat/dropped", list_dropped),
-        web.post(f"{prefix}/shardcat/dropped/{{id}}/undrop", undrop),
-        web.delete(f"{prefix}/shardcat/dropped/{{id}}", purge),
-    ]
+    return {"getAssetHistory": get_history, "getVersionSettings": get_settings,
+            "updateVersionSettings": update_settings, "listDroppedAssets": list_dropped, "undropAsset": undrop,
+            "purgeDroppedAsset": purge}

@@ -34,6 +34,7 @@ from aiohttp import web
 
 from ..errors import CatalogError, invalid
 from ..web import registry
+from ..web.kit import Handler
 from ..web.paging import decode_token, encode_token, page_size
 from ..web.wire import PREFIX, REQUEST_ID_HEADER
 from ..entities.values import bigint_text
@@ -575,7 +576,7 @@ async def _metastore_admin(store, caller) -> bool:
     return bool(await answer if inspect.isawaitable(answer) else answer)
 
 
-def audit_routes(audit_log: AuditLog) -> list[web.RouteDef]:
+def audit_handlers(audit_log: AuditLog) -> dict[str, Handler]:
     async def list_events(request: web.Request) -> web.Response:
         caller = request["caller"]
         q = request.query
@@ -604,4 +605,4 @@ def audit_routes(audit_log: AuditLog) -> list[web.RouteDef]:
             out["next_page_token"] = _token(events[limit - 1]["id"])
         return web.json_response(out)
 
-    return [web.get(f"{PREFIX}/shardcat/audit", list_events)]
+    return {"listAuditEvents": list_events}

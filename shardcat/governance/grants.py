@@ -32,8 +32,7 @@ from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
 from .index import privilege_index
-from ..web.kit import json_body, ok, ShardServing
-from ..web.wire import PREFIX
+from ..web.kit import json_body, ok, ShardServing, Handler
 
 MAX_AUTHORIZE_ITEMS = 1000
 
@@ -259,11 +258,10 @@ async def _is_account_admin(store, principal: str) -> bool:
     return await is_account_admin(store, principal)
 
 
-def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     service = PermissionsService(shard)
-    item = "/{securable_type}/{full_name}"
 
     def args(request):
         return request["caller"], request.match_info["securable_type"], request.match_info["full_name"]
@@ -287,8 +285,6 @@ def shard_routes(serving: ShardServing, prefix: str = PREFIX) -> list[web.RouteD
     async def authorize(request):
         return ok(await service.authorize(request["caller"], await json_body(request)))
 
-    return [web.get(f"{prefix}/permissions{item}", get), web.patch(f"{prefix}/permissions{item}", patch),
-            web.put(f"{prefix}/permissions{item}", put),
-            web.get(f"{prefix}/effective-permissions{item}", effective),
-            web.post(f"{prefix}/shardcat/authorize", authorize)]
+    return {"get": get, "update": patch, "replacePermissions": put, "getEffectivePermissions": effective,
+            "authorize": authorize}
 

@@ -18,9 +18,8 @@ import functools
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..web.wire import PREFIX
-from ..web.kit import json_body, ok
-from .principals import CONTROL_PREFIX, ERROR_SCHEMA, RESOURCES, SCIM_PREFIX, IdentityService
+from ..web.kit import Handler, json_body, ok
+from .principals import ERROR_SCHEMA, RESOURCES, SCIM_PREFIX, IdentityService
 
 SCIM_TYPE = "application/scim+json"
 
@@ -52,23 +51,17 @@ class PrincipalsApi:
         self.identity = identity
         self.exchange = exchange    # governance/oidc.py OidcVerifier, when an identity provider is configured
 
-    def routes(self) -> list[web.RouteDef]:
-        r = [
-            web.get(f"{PREFIX}/user-info/me", self.user_info),
-            web.get(f"{PREFIX}/user-info/my-groups", self.my_groups),
-            web.get(f"{SCIM_PREFIX}/Me", self.scim_me),
-            web.post(f"{CONTROL_PREFIX}/auth/tokens", self.create_token),
-            web.get(f"{CONTROL_PREFIX}/auth/tokens", self.list_tokens),
-            web.get(f"{CONTROL_PREFIX}/auth/tokens/{{token_id}}", self.get_token),
-            web.delete(f"{CONTROL_PREFIX}/auth/tokens/{{token_id}}", self.revoke_token),
-            web.post(f"{CONTROL_PREFIX}/auth/logout", self.logout),
-        ]
-        for path in RESOURCES:
-            base = f"{SCIM_PREFIX}/{path}"
-            r += [web.get(base, self.scim_list), web.post(base, self.scim_create),
-                  web.get(base + "/{id}", self.scim_get), web.put(base + "/{id}", self.scim_replace),
-                  web.patch(base + "/{id}", self.scim_patch), web.delete(base + "/{id}", self.scim_delete)]
-        return r
+    def handlers(self) -> dict[str, Handler]:
+        """Identity's handlers by operationId (web/registry.py declares their paths)."""
+        out = {"getCurrentUser": self.user_info, "getCurrentUserGroups": self.my_groups, "scimMe": self.scim_me,
+               "createToken": self.create_token, "listTokens": self.list_tokens, "getToken": self.get_token,
+               "revokeToken": self.revoke_token, "logout": self.logout}
+        for plural in RESOURCES:        # Users, Groups, ServicePrincipals
+            one = plural[:-1]
+            out |= {f"list{plural}": self.scim_list, f"create{one}": self.scim_create, f"get{one}": self.scim_get,
+                    f"replace{one}": self.scim_replace, f"patch{one}": self.scim_patch,
+                    f"delete{one}": self.scim_delete}
+        return out
 
     @staticmethod
     def _resource(request):

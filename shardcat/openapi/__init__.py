@@ -16,11 +16,6 @@ import orjson
 import yaml
 from aiohttp import web
 
-from ..web.wire import PREFIX
-
-JSON_PATH = f"{PREFIX}/openapi.json"
-YAML_PATH = f"{PREFIX}/openapi.yaml"
-
 
 @functools.cache
 def document_yaml() -> bytes:
@@ -46,5 +41,6 @@ async def _serve_yaml(request: web.Request) -> web.Response:
     return web.Response(body=document_yaml(), content_type="application/yaml")
 
 
-def openapi_routes() -> list[web.RouteDef]:
-    return [web.get(JSON_PATH, _serve_json), web.get(YAML_PATH, _serve_yaml)]
+def openapi_handlers() -> dict:
+    """The document's handlers by operationId (web/registry.py declares their paths)."""
+    return {"getOpenApiJson": _serve_json, "getOpenApiYaml": _serve_yaml}

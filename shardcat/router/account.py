@@ -1,4 +1,4 @@
-"""Account-level routes the front serves itself: creating and listing metastores, workspace assignment,
+"""Account-level handlers the front serves itself: creating and listing metastores, workspace assignment,
 and identity (principals, groups, tokens, user-info)."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from aiohttp import web
 
 from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
-from ..web.wire import PREFIX
-from ..web.kit import json_body, ok
+from ..web.kit import Handler, json_body, ok
 from ..catalog.metastores import AccountService
 from ..web.middleware import Authenticator
 
@@ -19,20 +18,17 @@ class AccountApi:
         self.authenticator = authenticator   # its workspace->metastore cache must see assignment changes
         self.exchange = exchange             # the identity provider's token exchange (governance/oidc.py), if any
 
-    def routes(self) -> list[web.RouteDef]:
-        ws = f"{PREFIX}/workspaces/{{workspace_id}}/metastore"
-        return [
-            web.get(f"{PREFIX}/metastores", self.list_metastores),
-            web.post(f"{PREFIX}/metastores", self.create_metastore),
-            web.put(ws, self.put_assignment),
-            web.patch(ws, self.patch_assignment),
-            web.delete(ws, self.delete_assignment),
+    def handlers(self) -> dict[str, Handler]:
+        """The account's handlers by operationId (web/registry.py declares their paths)."""
+        return {
+            "listMetastores": self.list_metastores, "createMetastore": self.create_metastore,
+            "assignMetastore": self.put_assignment, "updateMetastoreAssignment": self.patch_assignment,
+            "unassignMetastore": self.delete_assignment,
             # home databases (docs/cluster.md): list them, move a metastore between them
-            web.get(f"{PREFIX}/shardcat/databases", self.list_databases),
-            web.post(f"{PREFIX}/shardcat/metastores/{{metastore}}/move", self.move_metastore),
+            "listDatabases": self.list_databases, "moveMetastore": self.move_metastore,
             # identity: users, groups, service principals, tokens, user-info (shardcat/governance/principals.py)
-            *PrincipalsApi(IdentityService(self.account.store, self.authenticator), self.exchange).routes(),
-        ]
+            **PrincipalsApi(IdentityService(self.account.store, self.authenticator), self.exchange).handlers(),
+        }
 
     async def list_metastores(self, request):
         return ok(await self.account.list(request["caller"]))

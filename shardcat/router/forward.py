@@ -15,7 +15,7 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
-from ..openapi import openapi_routes
+from ..openapi import openapi_handlers
 from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER, MAX_BODY_BYTES,
                         MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
 from ..web import registry
@@ -28,9 +28,9 @@ from ..entities.values import bigint_text
 from .account import AccountApi
 from ..web.middleware import Authenticator, error_middleware, text_input
 from .routing import WRITE_COST, RoutingTable
-from .metrics import probe_routes
-from .nodes import node_routes
-from ..web.explorer import explorer_routes
+from .metrics import probe_handlers
+from .nodes import node_handlers
+from ..web.explorer import explorer_handlers
 from ..web.metrics import OBSERVED, Observed
 from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreachable
 
@@ -183,13 +183,12 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     app.on_cleanup.append(forwarder.close)
     app.on_cleanup.append(audit_log.stop)
     account = AccountApi(AccountService(store, lambda: routing.load), authenticator, verifier)
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *explorer_routes(verifier),
-                *probe_routes(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
-                *account.routes(),
-                web.get(f"{PREFIX}/shardcat/routing", forwarder.routes_table), *node_routes(nodes),
-                *audit.audit_routes(audit_log)]
+    handlers = {"healthz": healthz, **openapi_handlers(), **explorer_handlers(verifier),
+                **probe_handlers(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
+                **account.handlers(), "getRouting": forwarder.routes_table, **node_handlers(nodes),
+                **audit.audit_handlers(audit_log)}
     app.add_routes([
-        *routes(registry.ACCOUNT, handlers, extra=registry.ROUTER),
+        *routes(registry.ACCOUNT, {None: handlers}, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard
         web.route("*", SHARING_PREFIX + "/{tail:.*}", forwarder.forward),     # Delta Sharing: the metastore's
         # Databricks' lineage-tracking API sits outside the prefix; it is a metastore's too

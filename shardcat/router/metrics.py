@@ -13,7 +13,7 @@ from aiohttp import web
 
 from ..governance.audit import AuditLog
 from ..store.db import Store
-from ..web.kit import healthz
+from ..web.kit import Handler, healthz
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
                            exposition, probe_answer)
 from .routing import RoutingTable
@@ -62,8 +62,8 @@ def readiness_problems(routing: RoutingTable) -> list[str]:
     return [f"{orphans} metastore(s) assigned to a shard that is not live"] if orphans else []
 
 
-def probe_routes(store: Store, routing: RoutingTable, audit_log: AuditLog,
-                 supervisor_events: dict[str, int]) -> list[web.RouteDef]:
+def probe_handlers(store: Store, routing: RoutingTable, audit_log: AuditLog,
+                   supervisor_events: dict[str, int]) -> dict[str, Handler]:
     """/livez, /readyz and /metrics of the router app."""
 
     async def ready(request):
@@ -83,4 +83,4 @@ def probe_routes(store: Store, routing: RoutingTable, audit_log: AuditLog,
         own.labelled["shard_up"] = up
         return web.Response(body=exposition(snapshots), headers={"Content-Type": CONTENT_TYPE})
 
-    return [web.get("/livez", healthz), web.get("/readyz", ready), web.get("/metrics", metrics)]
+    return {"livez": healthz, "readyz": ready, "metrics": metrics}

@@ -12,11 +12,10 @@ from aiohttp import web
 
 from ..catalog.metastores import require_account_admin
 from ..errors import CatalogError
-from ..web.kit import ok
-from ..web.wire import PREFIX
+from ..web.kit import Handler, ok
 
 
-def node_routes(control: Any | None) -> list[web.RouteDef]:
+def node_handlers(control: Any | None) -> dict[str, Handler]:
     async def drain(request: web.Request) -> web.Response:
         require_account_admin(request["caller"], "drain a node")
         if control is None:
@@ -30,4 +29,4 @@ def node_routes(control: Any | None) -> list[web.RouteDef]:
         except TimeoutError as e:
             raise CatalogError("TEMPORARILY_UNAVAILABLE", f"The drain goes on: {e}.") from None
 
-    return [web.post(f"{PREFIX}/shardcat/nodes/{{node_id}}/drain", drain)]
+    return {"drainNode": drain}

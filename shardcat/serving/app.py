@@ -15,17 +15,16 @@ from aiohttp import web
 from ..errors import CatalogError
 from ..governance.authorize import authorizer
 from ..governance.audit import APP_KEY as AUDIT_KEY
-from ..governance.audit import AuditLog, audit_routes
+from ..governance.audit import AuditLog, audit_handlers
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
-from ..openapi import openapi_routes
+from ..openapi import openapi_handlers
 from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.errors import MetastoreGone
 from ..catalog.openlineage import dropped_table_dependents
 from ..entities.names import full_name_key
 from ..catalog.metastores import MetastoreService
-from ..catalog.models import ModelService
 from ..catalog.resolve import ResolveService
 from ..catalog.versions import start_purging, versions_middleware
 from ..catalog.assets import presented_json, presented_page
@@ -34,20 +33,29 @@ from ..web.kit import encode_json
 from ..web.destinations import allowed_host
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..web import registry
-from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
+from ..web.kit import Handler, flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
 from ..web.metrics import OBSERVED, Observed
-from .metrics import probe_routes
-from ..web.explorer import explorer_routes
-from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
+from .metrics import probe_handlers
+from ..web.explorer import explorer_handlers
+from ..web.wire import MAX_BODY_BYTES, MIN_VERSION_HEADER, VERSION_HEADER
 
-# The assets with create, list, get, update and delete routes: (type, path segment, the item's
-# path parameter, the list's required query parameters naming the parent).
-CRUD = (
-    ("catalog", "catalogs", "name", ()),
-    ("schema", "schemas", "full_name", ("catalog_name",)),
-    ("table", "tables", "full_name", ("catalog_name", "schema_name")),
-    ("volume", "volumes", "name", ("catalog_name", "schema_name")),
-)
+# The catalog tree's types with create, list, get, update and delete endpoints (createCatalog,
+# listCatalogs, getCatalog...), and the query parameters naming a list's parent.
+PARENTS = {"catalog": (), "schema": ("catalog_name",), "table": ("catalog_name", "schema_name"),
+           "volume": ("catalog_name", "schema_name")}
+
+
+def _crud() -> tuple[tuple[str, str, str, tuple[str, ...]], ...]:
+    """(type, path segment, the item's path parameter, the list's parent query parameters) of each,
+    the path the registry's: getCatalog's /catalogs/{name} gives "catalogs" and "name"."""
+    out = []
+    for type_name, parents in PARENTS.items():
+        segment, parameter = registry.operation(f"get{type_name.capitalize()}").path.strip("/").split("/")
+        out.append((type_name, segment, parameter.strip("{}"), parents))
+    return tuple(out)
+
+
+CRUD = _crud()      # the shard's front answers their gets and lists itself (serving/front.py)
 
 
 async def found_json(catalogs: CatalogService, caller, type_name: str, full_name: str) -> bytes:
@@ -80,29 +88,21 @@ async def resolved_json(resolver: ResolveService, caller, raw: bytes) -> bytes:
 
 
 class ShardApi:
-    """Routes for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
+    """Handlers for one metastore's own fields, its catalogs, schemas, tables, staging tables and summaries."""
 
     def __init__(self, catalogs: CatalogService, metastores: MetastoreService):
         self.catalogs = catalogs
         self.metastores = metastores
-        self.models = ModelService(catalogs)
 
-    def routes(self) -> list[web.RouteDef]:
-        p = PREFIX
-        r = [
-            web.get(f"{p}/metastores/{{id}}", self.get_metastore),
-            web.patch(f"{p}/metastores/{{id}}", self.update_metastore),
-            web.delete(f"{p}/metastores/{{id}}", self.delete_metastore),
-            web.get(f"{p}/metastore_summary", self.metastore_summary),
-            web.post(f"{p}/staging-tables", self.create_staging_table),
-            web.post(f"{p}/table-summaries", self.table_summaries),
-        ]
-        for type_name, path, key, parents in CRUD:
-            r += self._crud(type_name, f"{p}/{path}", key, parents)
-        r += self._asset_routes(p)
-        return r
+    def handlers(self) -> dict[str, Handler]:
+        out = {"getMetastore": self.get_metastore, "updateMetastore": self.update_metastore,
+               "deleteMetastore": self.delete_metastore, "summary": self.metastore_summary,
+               "createStagingTable": self.create_staging_table, "listTableSummaries": self.table_summaries}
+        for type_name, _, key, parents in CRUD:
+            out |= self._crud(type_name, key, parents)
+        return out
 
-    def _crud(self, type_name: str, base: str, key: str, parents: tuple[str, ...]) -> list[web.RouteDef]:
+    def _crud(self, type_name: str, key: str, parents: tuple[str, ...]) -> dict[str, Handler]:
         catalogs = self.catalogs
 
         async def create(request):
@@ -135,9 +135,9 @@ class ShardApi:
             await catalogs.delete(caller, type_name, request.match_info[key], flag(request, "force"))
             return ok({"dependents": dependents}) if dependents else ok()
 
-        item = f"{base}/{{{key}}}"
-        return [web.post(base, create), web.get(base, list_), web.get(item, get),
-                web.patch(item, update), web.delete(item, delete)]
+        noun = type_name.capitalize()
+        return {f"create{noun}": create, f"list{noun}s": list_, f"get{noun}": get, f"update{noun}": update,
+                f"delete{noun}": delete}
 
     # ---- metastores ---------------------------------------------------------
 
@@ -161,47 +161,6 @@ class ShardApi:
 
     async def table_summaries(self, request):
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
-
-    # ---- registered models and model versions --------------------------------
-
-    def _asset_routes(self, p: str) -> list[web.RouteDef]:
-        """Registered models, versions, aliases and model-version credentials. Each handler is called
-        as handler(caller, path parameters, request, body) and returns the answer's JSON."""
-        models = self.models
-
-        def route(method: str, path: str, handler) -> web.RouteDef:
-            async def handle(request):
-                body = await json_body(request) if method in ("POST", "PUT", "PATCH") else {}
-                return ok(await handler(request["caller"], request.match_info, request, body))
-            return web.route(method, p + path, handle)
-
-        def page(r):
-            return r.query.get("max_results"), r.query.get("page_token")
-
-        model = "/models/{full_name}"
-        version, alias = f"{model}/versions/{{version}}", f"{model}/aliases/{{alias}}"
-        return [
-            route("POST", "/models", lambda c, m, r, b: models.create_model(c, b)),
-            route("GET", "/models", lambda c, m, r, b: models.list_models(
-                c, r.query.get("catalog_name") or None, r.query.get("schema_name") or None, *page(r))),
-            route("GET", model, lambda c, m, r, b: models.get_model(c, m["full_name"])),
-            route("PATCH", model, lambda c, m, r, b: models.update_model(c, m["full_name"], b)),
-            route("DELETE", model, lambda c, m, r, b: models.delete_model(c, m["full_name"], flag(r, "force"))),
-            route("POST", "/models/versions", lambda c, m, r, b: models.create_version(c, b)),
-            route("GET", f"{model}/versions", lambda c, m, r, b: models.list_versions(c, m["full_name"], *page(r))),
-            route("GET", version, lambda c, m, r, b: models.get_version(c, m["full_name"], m["version"])),
-            route("PATCH", version, lambda c, m, r, b: models.update_version(c, m["full_name"], m["version"], b)),
-            route("DELETE", version, lambda c, m, r, b: models.delete_version(c, m["full_name"], m["version"])),
-            route("PATCH", f"{version}/finalize",
-                  lambda c, m, r, b: models.finalize_version(c, m["full_name"], m["version"], b)),
-            route("GET", alias, lambda c, m, r, b: models.get_by_alias(c, m["full_name"], m["alias"])),
-            route("PUT", alias, lambda c, m, r, b: models.set_alias(c, m["full_name"], m["alias"], b)),
-            route("DELETE", alias, lambda c, m, r, b: models.delete_alias(c, m["full_name"], m["alias"])),
-            # Model-version credentials live with the models (catalog/models.py); the other
-            # temporary-credential endpoints are catalog/credentials.py's.
-            route("POST", "/temporary-model-version-credentials",
-                  lambda c, m, r, b: models.temporary_credentials(c, b)),
-        ]
 
 
 def _metastore_session(shard: Shard):
@@ -280,10 +239,10 @@ def fast_writes(serving: Serving) -> dict:
             for type_name, path, _, _ in CRUD}
 
 
-def shard_routes(serving: Serving) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names it for their endpoints): a
-    metastore's own fields, the catalog tree's types, staging tables, table summaries, models and
-    model versions, and the batched resolve."""
+def shard_handlers(serving: Serving) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths):
+    a metastore's own fields, the catalog tree's types, staging tables, table summaries, and the
+    batched resolve."""
     resolver = serving.resolver
 
     async def resolve(request):
@@ -294,12 +253,13 @@ def shard_routes(serving: Serving) -> list[web.RouteDef]:
         return ok(resolver.stats_of(request["caller"]))
 
     api = ShardApi(serving.catalogs, MetastoreService(serving.shard))
-    return [*api.routes(), web.post(f"{PREFIX}/resolve", resolve), web.get(f"{PREFIX}/resolve/stats", resolve_stats)]
+    return {**api.handlers(), "resolve": resolve, "resolveStats": resolve_stats}
 
 
-def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(),
+def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_handlers=None,
                    max_body_bytes: int = MAX_BODY_BYTES, webhook_allow_hosts=()) -> web.Application:
-    """The API app over one shard: audit, error JSON, authentication, the shard's routes (and any extra)."""
+    """The API app over one shard: audit, error JSON, authentication, the shard's routes (and, with
+    `extra_handlers`, the account's: the one-process app)."""
     audit_log = AuditLog(shard.store)
     app = web.Application(
         middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
@@ -318,9 +278,9 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_routes=(
     # The app's own handlers (probes, the document, the explorer, the audit log; the account's in one
     # process), then those of each module the endpoint registry names for the shard's endpoints.
     # Which endpoints there are, and in what order, is the registry's; this function names no module.
-    handlers = [web.get("/healthz", healthz), *openapi_routes(), *probe_routes(shard, audit_log),
-                *explorer_routes(authenticator.identity_provider), *audit_routes(audit_log), *extra_routes]
-    for module in registry.modules(registry.SHARD):
-        handlers += import_module(f"shardcat.{module}").shard_routes(serving)
-    app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_routes else None))
+    own = {"healthz": healthz, **openapi_handlers(), **probe_handlers(shard, audit_log),
+           **explorer_handlers(authenticator.identity_provider), **audit_handlers(audit_log), **(extra_handlers or {})}
+    handlers = {None: own, **{module: import_module(f"shardcat.{module}").shard_handlers(serving)
+                              for module in registry.modules(registry.SHARD)}}
+    app.add_routes(routes(registry.SHARD, handlers, extra=registry.ACCOUNT if extra_handlers else None))
     return app

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ..governance.audit import AuditLog
 from ..shards.shard import Shard
-from ..web.kit import healthz
+from ..web.kit import Handler, healthz
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
                            exposition, probe_answer)
 from . import gc_policy
@@ -46,7 +46,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     return figures
 
 
-def probe_routes(shard: Shard, audit_log: AuditLog) -> list[web.RouteDef]:
+def probe_handlers(shard: Shard, audit_log: AuditLog) -> dict[str, Handler]:
     """/livez, /readyz and /metrics of a shard's app (the app holds the front's `OBSERVED`)."""
 
     async def ready(request):
@@ -57,4 +57,4 @@ def probe_routes(shard: Shard, audit_log: AuditLog) -> list[web.RouteDef]:
         figures = shard_figures(shard, audit_log, request.app[OBSERVED])
         return web.Response(body=exposition([({}, figures)]), headers={"Content-Type": CONTENT_TYPE})
 
-    return [web.get("/livez", healthz), web.get("/readyz", ready), web.get("/metrics", metrics)]
+    return {"livez": healthz, "readyz": ready, "metrics": metrics}

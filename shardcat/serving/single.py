@@ -20,4 +20,4 @@ def make_app(store: Store, shard: Shard, oidc: OidcConfig | None = None,
     verifier = OidcVerifier(oidc, store) if oidc else None
     authenticator = Authenticator(store, cache=shard.cache_config.enabled, identity_provider=verifier)
     account = AccountApi(AccountService(store), authenticator, verifier)
-    return make_shard_app(shard, authenticator, extra_routes=account.routes(), webhook_allow_hosts=webhook_allow_hosts)
+    return make_shard_app(shard, authenticator, extra_handlers=account.handlers(), webhook_allow_hosts=webhook_allow_hosts)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ..errors import CatalogError
+from .kit import Handler
 
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
@@ -45,7 +46,7 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def explorer_routes(identity_provider=None) -> list[web.RouteDef]:
+def explorer_handlers(identity_provider=None) -> dict[str, Handler]:
     """`identity_provider`: governance/oidc.py's verifier, whose `sign_in_settings` the page reads."""
     files = _files()
     settings: dict | None = None
@@ -78,4 +79,4 @@ def explorer_routes(identity_provider=None) -> list[web.RouteDef]:
             return web.json_response(await sign_in(), headers=_HEADERS)
         return await answer(request.match_info["file"])
 
-    return [web.get("/", index), web.get("/explorer/{file}", asset)]
+    return {"explorer": index, "explorerFile": asset}

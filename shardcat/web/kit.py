@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 import orjson
 from aiohttp import web
@@ -120,37 +120,44 @@ def reading_at_least(caller, min_version: str | None):
     return caller.reading_at_least(version)
 
 
-def routes(app: str, handlers, *, extra: str | None = None) -> list[web.RouteDef]:
-    """An app's aiohttp routes, derived from the endpoint registry (web/registry.py): its endpoints
-    in registry order, each with the handler one of `handlers` (RouteDefs its module made) gives it.
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def routes(app: str, handlers: Mapping[str | None, Mapping[str, Handler]], *,
+           extra: str | None = None) -> list[web.RouteDef]:
+    """An app's aiohttp routes, derived from the endpoint registry (web/registry.py) at start-up: its
+    endpoints in registry order, each with its handler from `handlers`, each module's table of
+    handlers by name (the endpoint's `handler`, else its operationId; under None the app's own).
     `extra`: another app's endpoints served here too (the one-process app serves the account's).
-    A handler for an endpoint not in the registry, or an endpoint without one, is an error."""
-    by_route = {}
-    for r in handlers:
-        key = (r.method, r.path)
-        if key in by_route:
-            raise ValueError(f"two handlers for {r.method} {r.path}")
-        by_route[key] = r
+    A handler no endpoint names, or an endpoint without one, is an error."""
+    unused = {(module, name) for module, table in handlers.items() for name in table}
     declared = registry.served_by(app) + (registry.served_by(extra) if extra else [])
     out, seen = [], set()
     for e in declared:
-        key = (e.method, e.full_path)
-        if key in seen:
+        if (e.method, e.full_path) in seen:
             continue
-        seen.add(key)
-        if key not in by_route:
-            raise ValueError(f"{e.method} {e.full_path} is in the endpoint registry but no module handles it")
-        out.append(by_route.pop(key))
-    if by_route:
-        method, path = next(iter(by_route))
-        raise ValueError(f"{method} {path} has a handler but is not in the endpoint registry (web/registry.py)")
+        seen.add((e.method, e.full_path))
+        name = e.handler or e.action
+        handler = handlers.get(e.module, {}).get(name)
+        if handler is None:
+            raise ValueError(f"{e.method} {e.full_path} is in the endpoint registry but no module handles it "
+                             f"({e.module or 'the app'} has no handler {name})")
+        unused.discard((e.module, name))
+        # aiohttp's GET answers HEAD too unless told not to
+        options = {"allow_head": e.head} if e.method == "GET" else {}
+        out.append(web.route(e.method, e.full_path, handler, **options))
+    if unused:
+        module, name = sorted(unused, key=str)[0]
+        raise ValueError(f"{module or 'the app'} has a handler {name} that is not in the endpoint registry "
+                         "(web/registry.py)")
     return out
 
 
 class ShardServing(Protocol):
-    """What the shard app gives the `shard_routes(serving)` of each module the endpoint registry
+    """What the shard app gives the `shard_handlers(serving)` of each module the endpoint registry
     names (serving/app.py's `Serving`): the shard and the app's audit log, among others."""
     shard: Any          # shards/shard.py Shard
+    catalogs: Any       # catalog/service.py CatalogService
     audit_log: Any      # governance/audit.py AuditLog
     webhook_allow_hosts: frozenset[str]     # reached although not public (web/destinations.py)
 

@@ -1,18 +1,23 @@
 """The endpoint registry: every endpoint of the API, once, with what each part of shardcat needs to know of it.
 
-One line per endpoint: the app that serves it, method, path (under its prefix), the module
-whose handler answers it (a shard's endpoints are grouped by module with `served_in`), the audit
-action, the securable type the audit row names (when the path says it), whether a POST only
-reads (safe to send again, like a GET), whether the shard's fast front answers it itself, and
-whether it is served without a token, and whether a request to it is an audit event.
-From it are derived: each app's aiohttp routes and their order (web/kit.py `routes`: a
-handler for an undeclared endpoint, or an endpoint without a handler, stops the app), which
+The one place a path is written. One line per endpoint: the app that serves it, method, path
+(under its prefix), its operationId (the OpenAPI document's, the audit log's action, and its
+handler's name), the module whose handler answers it (a shard's endpoints are grouped by module
+with `served_in`), the securable type the audit row names (when the path says it), whether a
+POST only reads (safe to send again, like a GET), whether the shard's fast front answers it
+itself, whether it is served without a token, and whether a request to it is an audit event.
+From it are derived, at start-up: each app's aiohttp routes and their order (web/kit.py
+`routes`, each endpoint's handler from its module's `shard_handlers` table by operationId: a
+handler no endpoint names, or an endpoint without a handler, stops the app), which
 modules the shard app asks for handlers (`modules`: serving/app.py names none itself), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
 the shard front's fast paths (serving/front.py), the paths that need no token
 (web/middleware.py), those not audited, and the operation names of /metrics (web/metrics.py).
-Adding an endpoint: write its handler in its module, add its line here, in its module's group
-(docs/design.md); a new module: a new group. Pure data: clients read it too.
+The OpenAPI document (shardcat/openapi/shardcat.yaml) stays the hand-written spec;
+tests/unit/test_declared_once.py holds it, the served routes and this list to the same paths and
+operationIds. Adding an endpoint: its line here, in its module's group, its handler under its
+operationId, its operation in the document (docs/design.md); a new module: a new group. Pure
+data: clients read it too.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ class Endpoint:
     app: str
     method: str
     path: str                       # under `prefix`, with {parameters}
-    action: str                     # the audit log's name for it
+    action: str                     # its operationId in the OpenAPI document: the audit log's action, the
+                                    # metrics' operation, and its handler's name in its module's table
     securable: str | None = None    # the securable type the path names (audit), None: the handler says
     read_only: bool = False         # a POST that changes nothing: safe to send again (GET and HEAD always are)
     fast: bool = False              # the shard's front answers it itself (serving/front.py); a write:
@@ -46,9 +52,11 @@ class Endpoint:
     public: bool = False            # served without an API token (names no securable, or checks its own token)
     audited: bool = True            # False: not an audit event (probes, metrics, the explorer's files)
     prefix: str = PREFIX
-    module: str | None = None       # under shardcat: the module whose `shard_routes(serving)` has the
+    module: str | None = None       # under shardcat: the module whose `shard_handlers(serving)` has the
                                     # shard app's handler; None for what each app builds itself (the
                                     # probes, the document, the explorer, the audit log, the account's)
+    handler: str | None = None      # its handler's name in that table when endpoints share one; default `action`
+    head: bool = True               # a GET answers HEAD too (aiohttp's); False where it must not
 
     @property
     def full_path(self) -> str:
@@ -59,7 +67,7 @@ E = Endpoint
 
 
 def served_in(module: str, *endpoints: Endpoint) -> tuple[Endpoint, ...]:
-    """`endpoints`, answered in the shard app by the handlers `module`'s `shard_routes` makes."""
+    """`endpoints`, answered in the shard app by the handlers `module`'s `shard_handlers` makes."""
     return tuple(replace(e, module=module) for e in endpoints)
 
 # Iceberg's REST catalog (catalog/iceberg_rest.py): the spec's operations as (method, path under
@@ -94,10 +102,10 @@ ICEBERG_PREFIXES = {"/catalogs/{catalog}": "", "": "NoWarehouse"}     # with a w
 def _iceberg() -> tuple[Endpoint, ...]:
     out = []
     for base, word in ICEBERG_BASES.items():
-        out.append(E(SHARD, "GET", f"{base}/config", f"{word}GetConfig"))
+        out.append(E(SHARD, "GET", f"{base}/config", f"{word}GetConfig", handler="getConfig", head=False))
         for method, path, operation in ICEBERG_OPERATIONS:
-            out += [E(SHARD, method, f"{base}{prefix}{path}", word + operation[0].upper() + operation[1:] + suffix)
-                for prefix, suffix in ICEBERG_PREFIXES.items()]
+            out += [E(SHARD, method, f"{base}{prefix}{path}", word + operation[0].upper() + operation[1:] + suffix,
+                      handler=operation) for prefix, suffix in ICEBERG_PREFIXES.items()]
     return tuple(out)
 
 
@@ -145,7 +153,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "PATCH", "/functions/{name}", "updateFunction", securable="FUNCTION"),
         E(SHARD, "DELETE", "/functions/{name}", "deleteFunction", securable="FUNCTION"),
     ),
-    *served_in("serving.app",
+    *served_in("catalog.models",
         E(SHARD, "POST", "/models", "createRegisteredModel", securable="REGISTERED_MODEL"),
         E(SHARD, "GET", "/models", "listRegisteredModels", securable="REGISTERED_MODEL"),
         E(SHARD, "GET", "/models/{full_name}", "getRegisteredModel", securable="REGISTERED_MODEL"),
@@ -161,6 +169,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "PUT", "/models/{full_name}/aliases/{alias}", "setRegisteredModelAlias", securable="REGISTERED_MODEL"),
         E(SHARD, "DELETE", "/models/{full_name}/aliases/{alias}", "deleteRegisteredModelAlias", securable="REGISTERED_MODEL"),
         E(SHARD, "POST", "/temporary-model-version-credentials", "generateTemporaryModelVersionCredentials"),
+    ),
+    *served_in("serving.app",
         E(SHARD, "POST", "/resolve", "resolve", read_only=True, fast=True),
         E(SHARD, "GET", "/resolve/stats", "resolveStats"),
     ),
@@ -218,20 +228,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
           prefix=SHARING, public=True),
         E(SHARD, "GET", "/shares/{share}/all-tables", "deltaSharingListAllTables", securable="SHARE", prefix=SHARING, public=True),
         E(SHARD, "GET", SHARED_TABLE, "deltaSharingGetTableVersionHead", securable="TABLE", prefix=SHARING, public=True),
-        E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING, public=True),
+        E(SHARD, "GET", SHARED_TABLE + "/version", "deltaSharingGetTableVersion", securable="TABLE", prefix=SHARING,
+          public=True, head=False),
         E(SHARD, "GET", SHARED_TABLE + "/metadata", "deltaSharingGetTableMetadata", securable="TABLE",
-          prefix=SHARING, public=True),
+          prefix=SHARING, public=True, head=False),
         E(SHARD, "POST", SHARED_TABLE + "/query", "deltaSharingQueryTable", securable="TABLE", read_only=True,
           prefix=SHARING, public=True),
         E(SHARD, "GET", SHARED_TABLE + "/changes", "deltaSharingQueryTableChanges", securable="TABLE",
-          prefix=SHARING, public=True),
+          prefix=SHARING, public=True, head=False),
         E(SHARD, "GET", "/files/{token}/{name}", "deltaSharingGetFile", securable="TABLE", prefix=SHARING_PREFIX, public=True),
     ),
     *served_in("catalog.delta_sharing.activation",
         E(SHARD, "GET", "/public/data_sharing_activation/{activation_url}", "retrieveRecipientProfile",
-          securable="RECIPIENT", public=True),
+          securable="RECIPIENT", public=True, head=False),
         E(SHARD, "GET", "/public/data_sharing_activation_info/{activation_url}", "getActivationUrlInfo",
-          securable="RECIPIENT", public=True),
+          securable="RECIPIENT", public=True, head=False),
     ),
     *served_in("catalog.delta_commits",
         E(SHARD, "POST", "/delta/preview/commits", "commit", fast=True),
@@ -240,20 +251,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *served_in("catalog.iceberg_rest", *_iceberg()),
     # The UC Delta API (catalog/delta_api.py), its actions the spec's operationIds; the handlers name the table.
     *served_in("catalog.delta_api",
-        E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig"),
+        E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig", head=False),
         E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/staging-tables", "createDeltaStagingTable"),
         E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "createDeltaTable"),
-        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "listDeltaTables"),
-        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "loadDeltaTable"),
+        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables", "listDeltaTables", head=False),
+        E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "loadDeltaTable", head=False),
         E(SHARD, "HEAD", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deltaTableExists"),
         E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "updateDeltaTable"),
         E(SHARD, "DELETE", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "deleteDeltaTable"),
         E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/rename", "renameDeltaTable"),
         E(SHARD, "POST", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/metrics", "reportDeltaMetrics"),
         E(SHARD, "GET", "/delta/v1/catalogs/{catalog}/schemas/{schema}/tables/{table}/credentials",
-          "getDeltaTableCredentials"),
-        E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getDeltaStagingTableCredentials"),
-        E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getDeltaTemporaryPathCredentials"),
+          "getDeltaTableCredentials", head=False),
+        E(SHARD, "GET", "/delta/v1/staging-tables/{table_id}/credentials", "getDeltaStagingTableCredentials", head=False),
+        E(SHARD, "GET", "/delta/v1/temporary-path-credentials", "getDeltaTemporaryPathCredentials", head=False),
     ),
     *served_in("catalog.search",
         E(SHARD, "GET", "/shardcat/search", "search"),
@@ -318,7 +329,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     *served_in("catalog.openlineage",
         E(SHARD, "POST", "/openlineage/api/v1/lineage", "reportOpenLineage"),
-        E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineageNoSlash"),     # the client's URL without its trailing slash
+        # the client's URL without its trailing slash
+        E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineageNoSlash", handler="reportOpenLineage"),
         E(SHARD, "GET", "/lineage-tracking/table-lineage", "getTableLineage", prefix="/api/2.0"),
         E(SHARD, "GET", "/lineage-tracking/column-lineage", "getColumnLineage", prefix="/api/2.0"),
     ),
@@ -378,11 +390,17 @@ def served_by(app: str) -> list[Endpoint]:
 
 
 def modules(app: str) -> list[str]:
-    """The modules (under shardcat) whose `shard_routes` give an app's handlers, in registry order."""
+    """The modules (under shardcat) whose `shard_handlers` give an app's handlers, in registry order."""
     return list(dict.fromkeys(e.module for e in served_by(app) if e.module is not None))
 
 
 _BY_ROUTE = {(e.method, e.full_path): e for e in ENDPOINTS}
+_BY_OPERATION = {e.action: e for e in ENDPOINTS}
+
+
+def operation(operation_id: str) -> Endpoint:
+    """The endpoint of an operationId (each names one: tests/unit/test_declared_once.py)."""
+    return _BY_OPERATION[operation_id]
 
 
 def endpoint(method: str, full_path: str) -> Endpoint | None:

@@ -13,8 +13,13 @@ async def _handler(request):
     return web.Response()
 
 
-def _handlers(app: str) -> list[web.RouteDef]:
-    return [web.route(e.method, e.full_path, _handler) for e in registry.served_by(app)]
+def _handlers(app: str, *, leave_out: str | None = None) -> dict:
+    """A stand-in handler for each of an app's endpoints, in tables by module as the apps give them."""
+    out = {}
+    for e in registry.served_by(app):
+        if e.action != leave_out:
+            out.setdefault(e.module, {})[e.handler or e.action] = _handler
+    return out
 
 
 def test_an_app_gets_its_endpoints_in_registry_order():
@@ -23,14 +28,15 @@ def test_an_app_gets_its_endpoints_in_registry_order():
 
 
 def test_a_handler_outside_the_registry_stops_the_app():
-    extra = web.get(f"{PREFIX}/not-declared", _handler)
-    with pytest.raises(ValueError, match="not in the endpoint registry"):
-        routes(registry.ROUTER, [*_handlers(registry.ROUTER), extra])
+    handlers = _handlers(registry.ROUTER)
+    handlers[None]["getNotDeclared"] = _handler
+    with pytest.raises(ValueError, match="getNotDeclared that is not in the endpoint registry"):
+        routes(registry.ROUTER, handlers)
 
 
 def test_an_endpoint_without_a_handler_stops_the_app():
     with pytest.raises(ValueError, match="no module handles it"):
-        routes(registry.SHARD, _handlers(registry.SHARD)[1:])
+        routes(registry.SHARD, _handlers(registry.SHARD, leave_out="getTable"))
 
 
 def test_resend_rule_and_audit_names_come_from_the_registry():
@@ -78,10 +84,12 @@ def test_every_shard_endpoint_is_answered_by_the_module_the_registry_names():
 
     app = _shard_app()
     served = _app_handlers(app)
-    made = {}       # (method, path) -> (module, handler) of each named module's shard_routes
-    for module in registry.modules(registry.SHARD):
-        for r in import_module(f"shardcat.{module}").shard_routes(app[SERVING]):
-            made[(r.method, r.path)] = (module, r.handler)
+    tables = {module: import_module(f"shardcat.{module}").shard_handlers(app[SERVING])
+              for module in registry.modules(registry.SHARD)}
+    made = {}       # (method, path) -> (module, handler) of each named module's shard_handlers
+    for e in registry.served_by(registry.SHARD):
+        if e.module in tables:
+            made[(e.method, e.full_path)] = (e.module, tables[e.module][e.handler or e.action])
     shard_endpoints = [e for e in registry.ENDPOINTS if e.app == registry.SHARD]
     assert len(shard_endpoints) > 250 and len(registry.modules(registry.SHARD)) > 20
     for e in shard_endpoints:
@@ -103,7 +111,7 @@ def test_a_new_module_is_served_from_its_registry_lines_alone(monkeypatch):
         return web.json_response({"hello": request.match_info["name"]})
 
     module = types.ModuleType("shardcat.catalog.example_protocol")
-    module.shard_routes = lambda serving: [web.get(f"{PREFIX}/example/{{name}}", hello)]
+    module.shard_handlers = lambda serving: {"getExample": hello}
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(registry, "ENDPOINTS", registry.ENDPOINTS + registry.served_in(
         "catalog.example_protocol", registry.E(registry.SHARD, "GET", "/example/{name}", "getExample")))

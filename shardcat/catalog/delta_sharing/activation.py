@@ -21,8 +21,8 @@ from ...errors import CatalogError, not_found
 from ...shards.shard import Shard
 from ...store.errors import MetastoreGone
 from ...store.sealing import SecretKeyError
-from ...web.kit import ok, public_origin, ShardServing
-from ...web.wire import PREFIX, SHARING_PREFIX
+from ...web.kit import ok, public_origin, ShardServing, Handler
+from ...web.wire import SHARING_PREFIX
 
 PROFILE_VERSION = 1
 
@@ -105,8 +105,8 @@ class Activation:
                 "expirationTime": _iso(shown["expiration_time"])}
 
 
-def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     activation = Activation(shard)
 
@@ -116,7 +116,4 @@ def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
     async def info(request):
         return ok(await activation.info(request.match_info["activation_url"]))
 
-    return [
-        web.get(f"{PREFIX}/public/data_sharing_activation/{{activation_url}}", retrieve, allow_head=False),
-        web.get(f"{PREFIX}/public/data_sharing_activation_info/{{activation_url}}", info, allow_head=False),
-    ]
+    return {"retrieveRecipientProfile": retrieve, "getActivationUrlInfo": info}

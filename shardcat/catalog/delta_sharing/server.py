@@ -41,7 +41,7 @@ from ...governance.grants import Subjects
 from ...governance.index import privilege_index
 from ...shards.shard import Shard
 from ...store.errors import MetastoreGone
-from ...web.kit import client_address, public_origin, ShardServing
+from ...web.kit import client_address, public_origin, ShardServing, Handler
 from ...web.paging import decode_token, encode_token
 from ...web.wire import SHARING_PREFIX
 from ..sharing import owner_decision
@@ -503,11 +503,10 @@ def _in_thread(fn, *args):
     return run()
 
 
-def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
-    """This module's handlers in the shard app (web/registry.py names the module for its endpoints)."""
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
     server = SharingServer(shard)
-    base = f"{SHARING_PREFIX}{MS}"
 
     async def list_shares(request):
         r = await server.recipient(request)
@@ -746,17 +745,12 @@ def shard_routes(serving: ShardServing) -> list[web.RouteDef]:
             raise _error("PERMISSION_DENIED", "This file is not in the shared table.") from None
         return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
-    table = f"{base}/shares/{{share}}/schemas/{{schema}}/tables/{{table}}"
-    return [
-        web.get(f"{base}/shares", protocol_errors(list_shares)),
-        web.get(f"{base}/shares/{{share}}", protocol_errors(get_share)),
-        web.get(f"{base}/shares/{{share}}/schemas", protocol_errors(list_schemas)),
-        web.get(f"{base}/shares/{{share}}/schemas/{{schema}}/tables", protocol_errors(list_tables)),
-        web.get(f"{base}/shares/{{share}}/all-tables", protocol_errors(list_all_tables)),
-        web.get(table, protocol_errors(table_version_head)),     # HEAD (the front relays HEAD as GET)
-        web.get(f"{table}/version", protocol_errors(table_version), allow_head=False),
-        web.get(f"{table}/metadata", protocol_errors(metadata), allow_head=False),
-        web.post(f"{table}/query", protocol_errors(query)),
-        web.get(f"{table}/changes", protocol_errors(changes), allow_head=False),
-        web.get(f"{SHARING_PREFIX}/files/{{token}}/{{name}}", protocol_errors(file)),
-    ]
+    handlers = {
+        "deltaSharingListShares": list_shares, "deltaSharingGetShare": get_share,
+        "deltaSharingListSchemas": list_schemas, "deltaSharingListTables": list_tables,
+        "deltaSharingListAllTables": list_all_tables,
+        "deltaSharingGetTableVersionHead": table_version_head,     # HEAD (the front relays HEAD as GET)
+        "deltaSharingGetTableVersion": table_version, "deltaSharingGetTableMetadata": metadata,
+        "deltaSharingQueryTable": query, "deltaSharingQueryTableChanges": changes, "deltaSharingGetFile": file,
+    }
+    return {name: protocol_errors(handler) for name, handler in handlers.items()}
