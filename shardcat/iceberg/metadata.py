@@ -27,7 +27,10 @@ from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate, update_table_metadata
+from pyiceberg.table.update import (AddSortOrderUpdate, AssertCreate, AssertCurrentSchemaId, AssertDefaultSortOrderId,
+                                    AssertDefaultSpecId, AssertLastAssignedFieldId, AssertLastAssignedPartitionId,
+                                    AssertTableUUID, SetDefaultSortOrderUpdate, TableRequirement, TableUpdate,
+                                    update_table_metadata)
 from pyiceberg.types import (DecimalType, ListType, MapType, NestedField, PrimitiveType, StructType)
 from pyiceberg.view.metadata import ViewMetadata
 
@@ -36,6 +39,7 @@ from ..errors import CatalogError, invalid
 
 METADATA_LOCATION = "metadata_location"                    # the table's row keeps its current metadata file here
 PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
+WRITE_METADATA_PATH = "write.metadata.path"                 # a table's or view's property: its metadata folder
 
 _REQUIREMENTS = TypeAdapter(list[TableRequirement])
 _UPDATES = TypeAdapter(list[TableUpdate])
@@ -123,7 +127,9 @@ def updated(base: TableMetadata | None, base_location: str | None, requirements:
         try:
             requirement.validate(base)
         except CommitFailedException as e:
-            raise CatalogError("RESOURCE_CONFLICT", str(e)) from None
+            raise CatalogError("RESOURCE_CONFLICT", _requirement_failed(requirement, base, e)) from None
+    if base is not None:
+        updates = _sort_orders_numbered(base, updates)
     try:
         metadata = update_table_metadata(base if base is not None else empty_metadata(), tuple(updates),
                                          enforce_validation=base is None, metadata_location=base_location)
@@ -135,6 +141,57 @@ def updated(base: TableMetadata | None, base_location: str | None, requirements:
     return _writable(metadata)
 
 
+# A failed requirement in the words of Iceberg's reference catalog, which Java clients (and Iceberg's
+# compatibility kit) read: (what changed, the requirement's value, the table's value).
+_REQUIREMENT_WORDS = {
+    AssertLastAssignedFieldId: ("last assigned field id", "last_assigned_field_id", "last_column_id"),
+    AssertCurrentSchemaId: ("current schema", "current_schema_id", "current_schema_id"),
+    AssertLastAssignedPartitionId: ("last assigned partition id", "last_assigned_partition_id", "last_partition_id"),
+    AssertDefaultSpecId: ("default partition spec", "default_spec_id", "default_spec_id"),
+    AssertDefaultSortOrderId: ("default sort order", "default_sort_order_id", "default_sort_order_id"),
+}
+
+
+def _requirement_failed(requirement: TableRequirement, base: TableMetadata | None, e: Exception) -> str:
+    if isinstance(requirement, AssertCreate):
+        return "Requirement failed: table already exists"
+    if base is None:
+        return str(e)
+    if isinstance(requirement, AssertTableUUID):
+        return f"Requirement failed: UUID does not match: expected {base.table_uuid} != {requirement.uuid}"
+    words = _REQUIREMENT_WORDS.get(type(requirement))
+    if words is None:
+        return str(e)                   # pyiceberg's words (a branch or tag's) are the reference's already
+    what, wanted, found = words
+    return (f"Requirement failed: {what} changed: expected id {getattr(requirement, wanted)} != "
+            f"{getattr(base, found)}")
+
+
+def _sort_orders_numbered(base: TableMetadata, updates: list) -> list:
+    """The updates with each added sort order numbered as the reference catalog numbers it: an order
+    the table has already keeps its id (and is not added twice), a new one whose id is taken gets the
+    next free one. A replace transaction adds its order against the metadata it started from, so a
+    concurrent replace may have taken that id meanwhile (pyiceberg would refuse the clash)."""
+    orders = {order.order_id: order for order in base.sort_orders}
+    out, last_added = [], None
+    for update in updates:
+        if isinstance(update, AddSortOrderUpdate):
+            order = update.sort_order
+            same = next((o for o in orders.values() if o.fields == order.fields), None)
+            if same is not None:
+                last_added = same.order_id
+                continue
+            if order.order_id in orders:
+                order = order.model_copy(update={"order_id": max(orders) + 1})
+                update = update.model_copy(update={"sort_order": order})
+            orders[order.order_id] = order
+            last_added = order.order_id
+        elif isinstance(update, SetDefaultSortOrderUpdate) and update.sort_order_id == -1 and last_added is not None:
+            update = update.model_copy(update={"sort_order_id": last_added})
+        out.append(update)
+    return out
+
+
 def next_location(metadata: TableMetadata, previous: str | None) -> str:
     """Where the next metadata file goes: pyiceberg's location provider, numbered after `previous`.
     Always inside the table's own location: `write.metadata.path` may not send it elsewhere (the
@@ -142,14 +199,20 @@ def next_location(metadata: TableMetadata, previous: str | None) -> str:
     version = MetastoreCatalog._parse_metadata_version(previous) + 1 if previous else 0
     provider = load_location_provider(metadata.location, metadata.properties)
     location = provider.new_table_metadata_file_location(version)
+    _inside(location, metadata.location, "table")
+    return location
+
+
+def _inside(location: str, where: str, what: str) -> None:
+    """Refuse a metadata file outside its table's (view's) location: the catalog writes it, and only that
+    location passed the storage rules."""
     try:
-        inside = is_within(location, metadata.location)
+        inside = is_within(location, where)
     except InvalidUrl:
         inside = False
     if not inside:
-        raise invalid(f"The table's metadata files must lie inside its location '{metadata.location}'; "
-                      f"'write.metadata.path' may not send them to '{location.rsplit('/', 1)[0]}'.")
-    return location
+        raise invalid(f"The {what}'s metadata files must lie inside its location '{where}'; "
+                      f"'{WRITE_METADATA_PATH}' may not send them to '{location.rsplit('/', 1)[0]}'.")
 
 
 # Metadata files are immutable: a file read once is the same file forever.
@@ -222,15 +285,23 @@ def parse_metadata(raw: dict) -> TableMetadata:
 # ---- views --------------------------------------------------------------------------------------
 
 
+class InvalidViewVersion(CatalogError):
+    """A view version the reference catalog refuses as an illegal argument (a 400 whose type Iceberg's Java
+    client raises as IllegalArgumentException)."""
+
+    def __init__(self, message: str):
+        super().__init__("INVALID_PARAMETER_VALUE", f"Invalid view version: {message}")
+
+
 def new_view_metadata(request: CreateViewRequest, location: str) -> ViewMetadata:
-    now = int(time.time() * 1000)
-    schema = request.view_schema
-    version = request.view_version.model_copy(update={"version_id": 1, "schema_id": schema.schema_id})
-    return _view({"view-uuid": str(uuid.uuid4()), "format-version": 1, "location": location,
-                  "schemas": [metadata_json(schema)], "current-version-id": 1,
-                  "versions": [metadata_json(version)],
-                  "version-log": [{"timestamp-ms": now, "version-id": 1}],
-                  "properties": dict(request.properties)})
+    """A new view, built by the same updates a replace applies: its schema numbered 0 and its version
+    1, as the reference catalog numbers them whatever ids the client sent."""
+    version = {**metadata_json(request.view_version), "version-id": 1, "schema-id": -1}
+    view = {"view-uuid": str(uuid.uuid4()), "format-version": 1, "location": location, "schemas": [],
+            "current-version-id": 0, "versions": [], "version-log": [], "properties": dict(request.properties)}
+    return _view(_apply_view_updates(view, [{"action": "add-schema", "schema": metadata_json(request.view_schema)},
+                                            {"action": "add-view-version", "view-version": version},
+                                            {"action": "set-current-view-version", "view-version-id": -1}]))
 
 
 def _view(raw: dict) -> ViewMetadata:
@@ -248,8 +319,38 @@ def updated_view(base: ViewMetadata, requirements: list, updates: list) -> ViewM
         if r.get("uuid") != base.view_uuid:
             raise CatalogError("RESOURCE_CONFLICT", f"Requirement failed: view UUID does not match: "
                                                     f"expected {base.view_uuid} != {r.get('uuid')}")
-    view = metadata_json(base)
-    added_version = None
+    return _view(_apply_view_updates(metadata_json(base), updates))
+
+
+def _same_schema(one: dict, two: dict) -> bool:
+    """Whether two schemas (JSON) have the same fields and identifier fields, whatever their ids."""
+    try:
+        a, b = Schema.model_validate(one), Schema.model_validate(two)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return a.fields == b.fields and a.identifier_field_ids == b.identifier_field_ids
+
+
+_SAME_VERSION_KEYS = ("summary", "representations", "default-catalog", "default-namespace", "schema-id")
+
+
+def _check_version(version: dict, schema_ids: list) -> None:
+    if version.get("schema-id") not in schema_ids:
+        raise InvalidViewVersion(f"Cannot add version with unknown schema: {version.get('schema-id')}")
+    dialects = set()
+    for representation in version.get("representations") or []:
+        if isinstance(representation, dict) and representation.get("type") == "sql":
+            dialect = str(representation.get("dialect")).lower()
+            if dialect in dialects:
+                raise InvalidViewVersion(f"Cannot add multiple queries for dialect {dialect}")
+            dialects.add(dialect)
+
+
+def _apply_view_updates(view: dict, updates: list) -> dict:
+    """The REST spec's view updates applied to a view's JSON, numbering as the reference catalog does:
+    an added schema (version) the view has already keeps that one's id, a new one gets the next id;
+    -1 names the schema (version) this commit added."""
+    added_schema = added_version = None
     for u in updates:
         action = u.get("action") if isinstance(u, dict) else None
         if action == "assign-uuid":
@@ -259,8 +360,13 @@ def updated_view(base: ViewMetadata, requirements: list, updates: list) -> ViewM
             if u.get("format-version") != 1:
                 raise invalid(f"Unsupported view format version {u.get('format-version')!r}.")
         elif action == "add-schema":
-            schema = u.get("schema") or {}
-            view["schemas"] = [s for s in view["schemas"] if s.get("schema-id") != schema.get("schema-id")] + [schema]
+            schema = u.get("schema") if isinstance(u.get("schema"), dict) else {}
+            same = next((s for s in view["schemas"] if _same_schema(s, schema)), None)
+            if same is not None:
+                added_schema = same.get("schema-id")
+            else:
+                added_schema = max((s.get("schema-id", -1) for s in view["schemas"]), default=-1) + 1
+                view["schemas"] = [*view["schemas"], {**schema, "schema-id": added_schema}]
         elif action == "set-location":
             view["location"] = u.get("location")
         elif action == "set-properties":
@@ -270,24 +376,38 @@ def updated_view(base: ViewMetadata, requirements: list, updates: list) -> ViewM
                                   if k not in (u.get("removals") or [])}
         elif action == "add-view-version":
             version = dict(u.get("view-version") or {})
-            if version.get("schema-id") == -1:     # -1: the schema added by this commit
-                version["schema-id"] = view["schemas"][-1].get("schema-id")
-            version["version-id"] = max(v["version-id"] for v in view["versions"]) + 1
-            view["versions"].append(version)
-            added_version = version["version-id"]
+            if version.get("schema-id") == -1:
+                if added_schema is None:
+                    raise invalid("add-view-version with schema-id -1 needs an add-schema before it.")
+                version["schema-id"] = added_schema
+            _check_version(version, [s.get("schema-id") for s in view["schemas"]])
+            same = next((v for v in view["versions"]
+                         if all(v.get(k) == version.get(k) for k in _SAME_VERSION_KEYS)), None)
+            if same is not None:
+                added_version = same["version-id"]
+            else:
+                added_version = max([version.get("version-id") or 1,
+                                     *(v["version-id"] + 1 for v in view["versions"])])
+                view["versions"] = [*view["versions"], {**version, "version-id": added_version}]
         elif action == "set-current-view-version":
             version_id = u.get("view-version-id")
             if version_id == -1:
                 if added_version is None:
                     raise invalid("set-current-view-version -1 needs an add-view-version before it.")
                 version_id = added_version
-            if version_id not in [v["version-id"] for v in view["versions"]]:
+            version = next((v for v in view["versions"] if v["version-id"] == version_id), None)
+            if version is None:
                 raise invalid(f"View version {version_id!r} does not exist.")
-            view["current-version-id"] = version_id
-            view["version-log"].append({"timestamp-ms": int(time.time() * 1000), "version-id": version_id})
+            if version_id != view["current-version-id"]:
+                view["current-version-id"] = version_id
+                # a version added by this commit dates from its own timestamp, an older one made current from now
+                added_now = version_id == added_version and version.get("timestamp-ms") is not None
+                view["version-log"] = [*view["version-log"], {
+                    "timestamp-ms": version["timestamp-ms"] if added_now else int(time.time() * 1000),
+                    "version-id": version_id}]
         else:
             raise invalid(f"Unknown view update action {action!r:.40}.")
-    return _view(view)
+    return view
 
 
 def view_sql(view: ViewMetadata) -> str:
@@ -318,8 +438,13 @@ def write_view(view: ViewMetadata, location: str, io: dict) -> None:
 
 
 def next_view_location(view: ViewMetadata, previous: str | None) -> str:
+    """Where the view's next metadata file goes: its `write.metadata.path`, else its location's
+    `metadata` folder; inside its location either way (as for tables: see next_location)."""
     version = MetastoreCatalog._parse_metadata_version(previous) + 1 if previous else 0
-    return f"{view.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+    folder = (view.properties.get(WRITE_METADATA_PATH) or f"{view.location.rstrip('/')}/metadata").rstrip("/")
+    location = f"{folder}/{version:05d}-{uuid.uuid4()}.metadata.json"
+    _inside(location, view.location, "view")
+    return location
 
 
 # ---- the catalog row's columns --------------------------------------------------------------------

@@ -33,7 +33,9 @@ def test_requirements_are_checked_before_updates():
     requirements, _ = md.changes({"requirements": [{"type": "assert-current-schema-id", "current-schema-id": 9}]})
     with pytest.raises(CatalogError) as refused:
         md.updated(base, None, requirements, updates)
-    assert refused.value.code == "RESOURCE_CONFLICT" and "schema id" in refused.value.message
+    # In the reference catalog's words, which Java clients and Iceberg's compatibility kit read.
+    assert refused.value.code == "RESOURCE_CONFLICT"
+    assert refused.value.message == "Requirement failed: current schema changed: expected id 9 != 0"
     with pytest.raises(CatalogError) as bad:
         md.changes({"updates": [{"action": "no-such-action"}]})
     assert bad.value.code == "INVALID_PARAMETER_VALUE"
@@ -48,9 +50,10 @@ def test_the_next_metadata_file_is_numbered_after_the_current():
     assert md.next_location(base, "file:///t/metadata/v1.metadata.json").startswith("file:///t/metadata/00000-")
 
 
-def _view():
-    request = md.view_request({"name": "v", "schema": json.loads(SCHEMA.model_dump_json()), "view-version": {
-        "version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {},
+def _view(schema_id: int = 0):
+    schema = {**json.loads(SCHEMA.model_dump_json()), "schema-id": schema_id}
+    request = md.view_request({"name": "v", "schema": schema, "view-version": {
+        "version-id": 1, "schema-id": schema_id, "timestamp-ms": 1, "summary": {},
         "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}], "default-namespace": ["s"]}})
     return md.new_view_metadata(request, "file:///v")
 
@@ -68,9 +71,10 @@ def test_view_updates():
             "default-namespace": ["s"]}},
         {"action": "set-current-view-version", "view-version-id": -1},
         {"action": "set-properties", "updates": {"p": "1"}}])
-    assert (replaced.current_version_id, md.view_sql(replaced), replaced.properties) == (2, "SELECT 1, 'x'", {"p": "1"})
+    # The reference catalog keeps a new version's id when it is free, and numbers a new schema after the last.
+    assert (replaced.current_version_id, md.view_sql(replaced), replaced.properties) == (99, "SELECT 1, 'x'", {"p": "1"})
     assert [v.schema_id for v in replaced.versions] == [0, 1]          # -1: the schema this commit added
-    assert [e.version_id for e in replaced.version_log] == [1, 2]
+    assert [e.version_id for e in replaced.version_log] == [1, 99]
     with pytest.raises(CatalogError) as refused:
         md.updated_view(view, [{"type": "assert-view-uuid", "uuid": "other"}], [])
     assert refused.value.code == "RESOURCE_CONFLICT"
@@ -78,6 +82,42 @@ def test_view_updates():
                 {"action": "set-current-view-version", "view-version-id": 5}):
         with pytest.raises(CatalogError):
             md.updated_view(view, [], [bad])
+
+
+def test_a_views_schemas_and_versions_are_numbered_as_the_reference_numbers_them():
+    view = _view(schema_id=7)                       # a new view's schema is 0 whatever the client sent
+    assert [s.schema_id for s in view.schemas] == [0] and view.versions[0].schema_id == 0
+    same = json.loads(SCHEMA.model_dump_json())     # the same schema again: its id is kept, nothing added
+    other = json.loads(Schema(NestedField(3, "y", StringType()), schema_id=0).model_dump_json())   # id 0 is taken
+    version = {"version-id": 1, "schema-id": -1, "timestamp-ms": 5, "summary": {},
+               "representations": [{"type": "sql", "sql": "SELECT 2", "dialect": "spark"}], "default-namespace": ["s"]}
+    replaced = md.updated_view(view, [], [{"action": "add-schema", "schema": same},
+                                          {"action": "add-schema", "schema": other},
+                                          {"action": "add-view-version", "view-version": version},
+                                          {"action": "set-current-view-version", "view-version-id": -1}])
+    assert [s.schema_id for s in replaced.schemas] == [0, 1]
+    assert (replaced.current_version_id, replaced.versions[-1].schema_id) == (2, 1)     # id 1 was taken
+    assert replaced.version_log[-1].timestamp_ms == 5                                    # the version's own time
+    twice = {**version, "schema-id": 0, "representations": [{"type": "sql", "sql": "a", "dialect": "trino"},
+                                                            {"type": "sql", "sql": "b", "dialect": "Trino"}]}
+    with pytest.raises(md.InvalidViewVersion, match="Cannot add multiple queries for dialect trino"):
+        md.updated_view(view, [], [{"action": "add-view-version", "view-version": twice}])
+
+
+def test_a_sort_order_added_against_an_older_base_gets_a_free_id():
+    base = table()
+    field = {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}
+    _, first = md.changes({"updates": [{"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": [field]}},
+                                       {"action": "set-default-sort-order", "sort-order-id": -1}]})
+    once = md.updated(base, None, [], first)
+    # A concurrent replace added its own order 1 from the same base: it becomes order 2, and the default.
+    _, second = md.changes({"updates": [
+        {"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": [{**field, "direction": "desc"}]}},
+        {"action": "set-default-sort-order", "sort-order-id": -1}]})
+    twice = md.updated(once, None, [], second)
+    assert [o.order_id for o in twice.sort_orders] == [0, 1, 2] and twice.default_sort_order_id == 2
+    # The same order again is the one the table has.
+    assert md.updated(twice, None, [], first).default_sort_order_id == 1
 
 
 def test_columns_of_nested_types_are_valid_unity_catalog_columns():
