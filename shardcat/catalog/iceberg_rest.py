@@ -29,7 +29,7 @@ from ..auth import Caller
 from ..entities.urls import InvalidUrl, is_within, join_url, local_path, normalize_url
 from ..entities.asset import Asset
 from ..entities.names import check_name
-from ..errors import STATUS, CatalogError
+from ..errors import CatalogError
 from ..governance import audit
 from ..governance.authorize import authorizer, data_decision, denied
 from ..governance import vending
@@ -42,7 +42,8 @@ from ..shards.locations import require_external_location
 from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
 from ..store import history
 from ..store.writes import WriteTx
-from ..web.kit import encode_json, json_body, ok, ShardServing, Handler
+from ..web.kit import json_body, ok, ShardServing, Handler
+from ..web.iceberg_errors import iceberg_response, iceberg_type
 from ..web.registry import ICEBERG_OPERATIONS
 from . import assets
 from .path_access import authorize_path, owner_label
@@ -62,8 +63,51 @@ class IcebergError(Exception):
         self.status, self.kind, self.message = status, kind, message
 
 
-def no_such(kind: str, message: str) -> IcebergError:
-    return IcebergError(404, f"NoSuch{kind}Exception", message)
+class Name(str):
+    """A namespace's, table's or view's full name in the metastore (catalog.schema.name, lower case) that
+    keeps the client's spelling: `spelled`, its namespace levels (the warehouse left out) and name as
+    sent, dot-joined, as Iceberg's clients and catalogs name it in messages."""
+
+    spelled: str
+
+    def __new__(cls, full_name: str, spelled: str) -> "Name":
+        name = super().__new__(cls, full_name)
+        name.spelled = spelled
+        return name
+
+
+def spelled(name: str) -> str:
+    """How the client named `name` (a Name); a plain full name as it is."""
+    return getattr(name, "spelled", name)
+
+
+def schema_of(name: str) -> Name:
+    """The schema of a table's (view's) name, spelled as the client named its namespace."""
+    return Name(name.rsplit(".", 1)[0], spelled(name).rsplit(".", 1)[0])
+
+
+# The messages say what Iceberg's reference catalog says (its clients and compatibility kit match them).
+
+def missing(kind: str, name: str, why: str = "") -> IcebergError:
+    """A missing namespace, table or view: "Table does not exist: ns.tbl"."""
+    return IcebergError(404, f"NoSuch{kind}Exception", f"{kind} does not exist: {spelled(name)}{why}")
+
+
+def taken(kind: str, name: str, holder: str | None = None) -> IcebergError:
+    """A name already taken: "Table already exists: ns.tbl", or by the other kind (`holder`), "View with
+    same name already exists: ns.tbl"."""
+    if holder is not None and holder != kind:
+        return IcebergError(409, "AlreadyExistsException", f"{holder} with same name already exists: {spelled(name)}")
+    return IcebergError(409, "AlreadyExistsException", f"{kind} already exists: {spelled(name)}")
+
+
+def _kind(asset: Asset) -> str:
+    return "View" if asset.info.get("table_type") == "VIEW" else "Table"
+
+
+def _taken_by(authz, kind: str, name: str, existing: Asset) -> IcebergError:
+    """Creating a `kind` over an existing table or view: its kind is named only to who may see it."""
+    return taken(kind, name, _kind(existing) if authz.sees(existing.type, existing) else None)
 
 
 def require_data(authz, asset: Asset, *, write: bool) -> None:
@@ -83,21 +127,14 @@ def require(authz, op: str, asset: Asset) -> None:
 
 def _refuse(authz, asset: Asset, reason: str):
     if not authz.sees(asset.type, asset):
-        kind = "View" if asset.info.get("table_type") == "VIEW" else "Table"
-        raise no_such(kind, f"{kind} '{asset.full_name}' does not exist.")
+        raise missing(_kind(asset), asset.full_name)
     raise denied(reason)
 
 
-_KINDS = {"ALREADY_EXISTS": "AlreadyExistsException", "RESOURCE_CONFLICT": "CommitFailedException",
-          "PERMISSION_DENIED": "ForbiddenException", "UNAUTHENTICATED": "NotAuthorizedException",
-          "TEMPORARILY_UNAVAILABLE": "ServiceUnavailableException", "NOT_FOUND": "NotFoundException",
-          "RESOURCE_EXHAUSTED": "TooManyRequestsException"}
-
-
 def _iceberg(e: CatalogError) -> IcebergError:
-    status = STATUS[e.code]
-    kind = _KINDS.get(e.code) or ("BadRequestException" if status == 400 else "InternalServerError")
-    return IcebergError(status, kind, e.message)
+    if isinstance(e, md.InvalidViewVersion):        # the reference's precondition failure, which Java clients raise
+        return IcebergError(e.status, "IllegalArgumentException", e.message)
+    return IcebergError(e.status, iceberg_type(e.code, e.status), e.message)
 
 
 class _Lookups:
@@ -132,14 +169,26 @@ class IcebergCatalog:
         return [warehouse, *parts] if warehouse is not None else list(parts)
 
     @staticmethod
-    def schema_name(levels: list[str]) -> str:
-        if len(levels) != 2:
-            raise no_such("Namespace", f"Namespace {'.'.join(levels[1:])!r} is not a schema: tables and views live "
-                                       "in a schema (a one-level namespace under a warehouse).")
-        return ".".join(levels).lower()
+    def namespace_name(warehouse: str | None, levels: list[str]) -> Name:
+        """The full name of a namespace's catalog or schema, spelled as the client named the namespace."""
+        return Name(".".join(levels).lower(), ".".join(levels[1:] if warehouse is not None else levels))
 
-    def table_name(self, warehouse: str | None, namespace, name: str) -> str:
-        return f"{self.schema_name(self.namespace(warehouse, namespace))}.{name.lower()}"
+    def schema_name(self, warehouse: str | None, levels: list[str]) -> Name:
+        name = self.namespace_name(warehouse, levels)
+        if len(levels) != 2:
+            raise IcebergError(404, "NoSuchNamespaceException", f"Namespace {name.spelled} is not a schema: tables "
+                                                                "and views live in a schema (a one-level namespace "
+                                                                "under a warehouse).")
+        return name
+
+    def table_name(self, warehouse: str | None, namespace, name: str) -> Name:
+        schema = self.schema_name(warehouse, self.namespace(warehouse, namespace))
+        return Name(f"{schema}.{name.lower()}", f"{schema.spelled}.{name}")
+
+    def new_name(self, warehouse: str | None, namespace, name) -> tuple[Name, Name]:
+        """(schema, table) for a table or view to create: its name checked as every table name is."""
+        schema = self.schema_name(warehouse, self.namespace(warehouse, namespace))
+        return schema, Name(f"{schema}.{check_name(name, 'table')}", f"{schema.spelled}.{name}")
 
     @staticmethod
     def shown(warehouse: str | None, full_name: str) -> list[str]:
@@ -164,27 +213,28 @@ class IcebergCatalog:
 
     # ---- namespaces ---------------------------------------------------------------------------
 
-    async def _container(self, caller: Caller, levels: list[str]) -> Asset:
-        kind = "catalog" if len(levels) == 1 else "schema"
+    async def _container(self, caller: Caller, name: str) -> Asset:
+        """The catalog or schema a namespace is (`name`: its full name); a missing or invisible one is
+        NoSuchNamespaceException."""
+        levels = name.split(".")
         if len(levels) > 2:
-            raise no_such("Namespace", f"Namespace {'.'.join(levels)!r} does not exist: namespaces have at most "
-                                       "two levels, catalog and schema.")
+            raise missing("Namespace", name, " (namespaces have at most two levels, catalog and schema)")
         try:
-            return await self.catalogs.find(caller, kind, ".".join(levels).lower())
+            return await self.catalogs.find(caller, "catalog" if len(levels) == 1 else "schema", name)
         except CatalogError as e:
             if e.code == "NOT_FOUND":
-                raise no_such("Namespace", e.message) from None
+                raise missing("Namespace", name) from None
             raise
 
     async def list_namespaces(self, caller: Caller, warehouse: str | None, parent: str | None,
                               page_size, page_token) -> dict:
         levels = self.namespace(warehouse, parent) if parent else ([warehouse] if warehouse else [])
         if len(levels) >= 2:
-            await self._container(caller, levels)
+            await self._container(caller, self.namespace_name(warehouse, levels))
             return {"namespaces": []}         # schemas hold no namespaces
         kind, under = ("schema", levels[0].lower()) if levels else ("catalog", None)
         if under is not None:
-            await self._container(caller, levels)
+            await self._container(caller, self.namespace_name(warehouse, levels))
         page, token = await self.catalogs.list_page(caller, kind, under, page_size, page_token)
         out = {"namespaces": [self.shown(warehouse, a.full_name) for a in page]}
         if token:
@@ -207,12 +257,17 @@ class IcebergCatalog:
         kind = "catalog" if len(levels) == 1 else "schema"
         if kind == "schema":
             fields["catalog_name"] = levels[0]
-        await self.catalogs.create(caller, kind, fields)
+        try:
+            await self.catalogs.create(caller, kind, fields)
+        except CatalogError as e:
+            if e.code == "ALREADY_EXISTS":
+                raise taken("Namespace", self.namespace_name(warehouse, levels)) from None
+            raise
         return {"namespace": levels if warehouse is None else levels[1:], "properties": props}
 
     async def load_namespace(self, caller: Caller, warehouse: str | None, raw: str) -> dict:
         levels = self.namespace(warehouse, raw)
-        asset = await self._container(caller, levels)
+        asset = await self._container(caller, self.namespace_name(warehouse, levels))
         props = dict(_props(asset))
         if asset.info.get("comment") is not None:
             props["comment"] = asset.info["comment"]
@@ -222,7 +277,7 @@ class IcebergCatalog:
 
     async def drop_namespace(self, caller: Caller, warehouse: str | None, raw: str) -> None:
         levels = self.namespace(warehouse, raw)
-        asset = await self._container(caller, levels)
+        asset = await self._container(caller, self.namespace_name(warehouse, levels))
         try:
             await self.catalogs.delete(caller, asset.type, asset.full_name)
         except CatalogError as e:
@@ -240,40 +295,38 @@ class IcebergCatalog:
         if both:
             raise IcebergError(422, "UnprocessableEntityException",
                                f"Properties {sorted(both)} are both removed and updated.")
-        asset = await self._container(caller, levels)
+        asset = await self._container(caller, self.namespace_name(warehouse, levels))
         props = dict(_props(asset))
-        missing = [k for k in removals if k not in props]
+        absent = [k for k in removals if k not in props]
         for k in removals:
             props.pop(k, None)
         props.update(updates)
         await self.catalogs.update(caller, asset.type, asset.full_name, {"properties": props})
-        return {"updated": sorted(updates), "removed": sorted(set(removals) - set(missing)), "missing": missing}
+        return {"updated": sorted(updates), "removed": sorted(set(removals) - set(absent)), "missing": absent}
 
     # ---- tables: reads ------------------------------------------------------------------------
 
     async def _table(self, caller: Caller, full_name: str, view: bool = False) -> Asset:
-        """The Iceberg table (view). One the caller may not see answers exactly as a missing one (its
-        namespace's answer included), and only who may see a table hears it is not an Iceberg one."""
+        """The Iceberg table (view). One the caller may not see answers exactly as a missing one, and so
+        does one in a missing namespace (as in Iceberg's reference catalog); only who may see a table
+        hears it is not an Iceberg one."""
         asset = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
         if asset is not None and not (await authorizer(self.shard, caller)).sees(asset.type, asset):
             asset = None
         if not (is_iceberg_view(asset) if view else is_iceberg_table(asset)):
-            if asset is None:
-                await self._container(caller, full_name.split(".")[:2])      # a missing namespace says so
             kind = "View" if view else "Table"
-            raise no_such(kind, f"{kind} '{full_name}' does not exist" +
-                          ("." if asset is None else f": it is not an Iceberg {kind.lower()}."))
+            raise missing(kind, full_name, "" if asset is None else f" (it is not an Iceberg {kind.lower()})")
         audit.annotate("TABLE", asset.full_name, asset.id)
         return asset
 
     async def list_tables(self, caller: Caller, warehouse: str | None, raw: str, page_size, page_token,
                           views: bool = False) -> dict:
-        schema = self.schema_name(self.namespace(warehouse, raw))
+        schema = self.schema_name(warehouse, self.namespace(warehouse, raw))
         try:
             page, token = await self.catalogs.list_page(caller, "table", schema, page_size, page_token)
         except CatalogError as e:
             if e.code == "NOT_FOUND":
-                raise no_such("Namespace", e.message) from None
+                raise missing("Namespace", schema) from None
             raise
         wanted = is_iceberg_view if views else is_iceberg_table
         namespace = self.shown(warehouse, schema)
@@ -326,7 +379,7 @@ class IcebergCatalog:
     # ---- tables: creation -----------------------------------------------------------------------
 
     async def _schema(self, caller: Caller, schema_full: str) -> Asset:
-        return await self._container(caller, schema_full.split("."))
+        return await self._container(caller, schema_full)
 
     async def _managed_location(self, caller: Caller, schema: Asset, table_id: str, kind: str = "tables") -> str:
         state = await self.shard.state(caller.metastore(), caller.min_version)
@@ -340,21 +393,23 @@ class IcebergCatalog:
         return Asset(id=table_id, metastore_id=state.id, type="table", namespace="table", parent_id=schema.id,
                      name=name, full_name=f"{schema.full_name}.{name}", storage_path=None, info=info)
 
-    async def _insert(self, caller: Caller, schema_full: str, name: str, table_id: str, info: dict,
-                      expect_path: str | None) -> Asset:
-        """Create the row through the table rules (managed location, one asset per path, external
-        locations) in one metastore write; `expect_path` is where the metadata file was written."""
+    async def _insert(self, caller: Caller, full: str, table_id: str, info: dict, expect_path: str | None) -> Asset:
+        """Create the row `full` (a table's or view's Name) through the table rules (managed location, one
+        asset per path, external locations) in one metastore write; `expect_path` is where the metadata
+        file was written."""
         authz = await authorizer(self.shard, caller)
         now = now_ms()
+        schema_full, name = schema_of(full), full.rsplit(".", 1)[1]
+        kind = "View" if info.get("table_type") == "VIEW" else "Table"
 
         async def write(tx: WriteTx, state: MetastoreState):
             schema = await tx.get("schema", schema_full)
             if schema is None:
-                raise no_such("Namespace", f"Schema '{schema_full}' does not exist.")
+                raise missing("Namespace", schema_full)
             authz.require("table", "create", None, parent=schema)
-            full = f"{schema_full}.{name}"
-            if await tx.get("table", full):
-                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+            existing = await tx.get("table", full)
+            if existing is not None:
+                raise _taken_by(authz, kind, full, existing)
             # The table rules see the row without its metadata pointer (they refuse one: see below).
             props = info.get("properties") or {}
             bare = {**info, "properties": {k: v for k, v in props.items() if k not in POINTER_KEYS}}
@@ -369,7 +424,7 @@ class IcebergCatalog:
             try:
                 return await tx.put(asset)
             except KeyError:
-                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.") from None
+                raise taken(kind, full) from None
 
         return await self.shard.write(caller.metastore(), write)
 
@@ -383,10 +438,11 @@ class IcebergCatalog:
 
     async def create_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
         request = md.create_request(body)
-        name = check_name(request.name, "table")
-        schema_full = self.schema_name(self.namespace(warehouse, raw))
+        schema_full, full = self.new_name(warehouse, raw, request.name)
+        name = full.rsplit(".", 1)[1]
         schema = await self._schema(caller, schema_full)
-        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
         if request.stage_create:
             return await self._stage(caller, schema, name, request)
         table_id = str(uuid.uuid4())
@@ -397,13 +453,14 @@ class IcebergCatalog:
             await self._check_external(caller, location, "location")
         metadata = md.new_metadata(request, location)
         metadata_location = md.next_location(metadata, None)
-        if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
-            raise IcebergError(409, "AlreadyExistsException", f"Table '{schema_full}.{name}' already exists.")
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is not None:
+            raise _taken_by(authz, "Table", full, existing)
         io = await self._io(caller, location, write=True)
         await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
         info = self._table_info(metadata, metadata_location, None if managed else location, managed)
-        await self._insert(caller, schema_full, name, table_id, info, location)
-        return await self.load_table(caller, f"{schema_full}.{name}")
+        await self._insert(caller, full, table_id, info, location)
+        return await self.load_table(caller, full)
 
     @staticmethod
     def _url(location: str) -> str:
@@ -451,20 +508,19 @@ class IcebergCatalog:
 
     async def register_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
         request = md.register_request(body)
-        name = check_name(request.name, "table")
-        schema_full = self.schema_name(self.namespace(warehouse, raw))
-        full = f"{schema_full}.{name}"
+        schema_full, full = self.new_name(warehouse, raw, request.name)
         metadata_location = self._url(request.metadata_location)
         schema = await self._schema(caller, schema_full)
-        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is None:        # nothing is read where no new external table could be
             await self._check_external(caller, metadata_location, "metadata-location")
         elif not request.overwrite:
-            raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' already exists.")
+            raise _taken_by(authz, "Table", full, existing)
         elif not is_iceberg_table(existing) or not is_within(metadata_location, existing.storage_path):
-            raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
-                                                              f"table holding '{metadata_location}'.")
+            raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an Iceberg "
+                                                              f"table holding '{metadata_location}').")
         else:
             require_data(await authorizer(self.shard, caller), existing, write=True)    # MODIFY, to repoint it
         # The file is read only where the caller may read, as by path (path_access.py): what no one may read
@@ -479,13 +535,14 @@ class IcebergCatalog:
                                                            f"the location of its table, '{location}'.")
         if existing is not None:
             if existing.storage_path != location:
-                raise IcebergError(409, "AlreadyExistsException", f"Table '{full}' exists and is not an Iceberg "
-                                                                  f"table at '{location}': it cannot be overwritten.")
+                raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an "
+                                                                  f"Iceberg table at '{location}': it cannot be "
+                                                                  "overwritten).")
             await self._commit_all(caller, [(full, [], [])], preset={
                 existing.id: (_props(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
         else:
             info = self._table_info(metadata, metadata_location, location, managed=False)
-            await self._insert(caller, schema_full, name, str(uuid.uuid4()), info, location)
+            await self._insert(caller, full, str(uuid.uuid4()), info, location)
         return await self.load_table(caller, full)
 
     # ---- tables: commits --------------------------------------------------------------------------
@@ -494,17 +551,19 @@ class IcebergCatalog:
         requirements, updates = md.changes(body)
         if md.asserts_create(requirements):
             current = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
+            authz = await authorizer(self.shard, caller)
             # A table the caller may not see is created over as a missing one would be (and meets "already exists").
-            if current is None or not (await authorizer(self.shard, caller)).sees(current.type, current):
+            if current is None or not authz.sees(current.type, current):
                 return await self._commit_create(caller, full_name, requirements, updates)
+            if not is_iceberg_table(current):            # a view or a Delta table has the name
+                raise _taken_by(authz, "Table", full_name, current)
         (done,) = await self._commit_all(caller, [(full_name, requirements, updates)])
         metadata, location = done
         return {"metadata-location": location, "metadata": md.metadata_json(metadata)}
 
     async def _commit_create(self, caller: Caller, full_name: str, requirements, updates) -> dict:
         """A create transaction's commit (after stage-create): the table is created with its first metadata."""
-        schema_full, name = full_name.rsplit(".", 1)
-        schema = await self._schema(caller, schema_full)
+        schema = await self._schema(caller, schema_of(full_name))
         (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
         metadata = md.updated(None, None, requirements, updates)
         location = self._url(metadata.location)
@@ -516,7 +575,7 @@ class IcebergCatalog:
         io = await self._io(caller, location, write=True)
         await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
         info = self._table_info(metadata, metadata_location, location, managed)
-        await self._insert(caller, schema.full_name, name, staging.id if managed else str(uuid.uuid4()), info, location)
+        await self._insert(caller, full_name, staging.id if managed else str(uuid.uuid4()), info, location)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(metadata)}
 
     async def transaction(self, caller: Caller, warehouse: str | None, body: dict) -> None:
@@ -585,7 +644,7 @@ class IcebergCatalog:
             for (full_name, requirements, updates), table_id in zip(planned, ids):
                 current = await tx.get_by_id(table_id)
                 if not is_iceberg_table(current) or current.full_name != full_name:
-                    raise no_such("Table", f"Table '{full_name}' was dropped or renamed while committing.")
+                    raise missing("Table", full_name, " (dropped or renamed while committing)")
                 require_data(authz, current, write=True)
                 base_location, metadata, location, renamed = prepared[table_id]
                 if _props(current)[md.METADATA_LOCATION] != base_location:
@@ -623,25 +682,30 @@ class IcebergCatalog:
         src = self.table_name(warehouse, source.get("namespace") or [], source["name"])
         dst = self.table_name(warehouse, destination.get("namespace") or [], destination["name"])
         await self._table(caller, src, view)
-        if src.rsplit(".", 1)[0] != dst.rsplit(".", 1)[0]:
-            await self._schema(caller, dst.rsplit(".", 1)[0])
+        if schema_of(src) != schema_of(dst):
+            await self._schema(caller, schema_of(dst))
             raise IcebergError(400, "BadRequestException", "A table or view can be renamed within its namespace, "
                                                            "not moved to another one.")
         try:
             await self.catalogs.update(caller, "table", src, {"new_name": dst.rsplit(".", 1)[1]})
         except CatalogError as e:
-            if e.code == "ALREADY_EXISTS":
-                raise IcebergError(409, "AlreadyExistsException", e.message) from None
-            raise
+            if e.code != "ALREADY_EXISTS":
+                raise
+            # the destination's kind, said only to who may see it
+            holder = await self.shard.lookup(caller.metastore(), "table", dst, caller.min_version)
+            visible = holder is not None and (await authorizer(self.shard, caller)).sees(holder.type, holder)
+            kind = _kind(holder) if visible else ("View" if view else "Table")
+            raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
+                                                              f"{kind} already exists") from None
 
     # ---- views ---------------------------------------------------------------------------------------
 
     async def create_view(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
         request = md.view_request(body)
-        name = check_name(request.name, "table")
-        schema_full = self.schema_name(self.namespace(warehouse, raw))
+        schema_full, full = self.new_name(warehouse, raw, request.name)
         schema = await self._schema(caller, schema_full)
-        (await authorizer(self.shard, caller)).require("table", "create", None, parent=schema)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
         view_id = str(uuid.uuid4())
         if request.location:
             location = self._url(request.location)
@@ -650,14 +714,46 @@ class IcebergCatalog:
             location = await self._managed_location(caller, schema, view_id, "views")
         view = md.new_view_metadata(request, location)
         metadata_location = md.next_view_location(view, None)
-        if await self.shard.lookup(caller.metastore(), "table", f"{schema_full}.{name}", caller.min_version):
-            raise IcebergError(409, "AlreadyExistsException", f"View '{schema_full}.{name}' already exists.")
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is not None:
+            raise _taken_by(authz, "View", full, existing)
         await asyncio.to_thread(md.write_view, view, metadata_location,
                                 await self._io(caller, location, write=True))
-        info = {"table_type": "VIEW", "view_definition": md.view_sql(view),
+        await self._insert(caller, full, view_id, self._view_info(view, metadata_location), None)
+        return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
+
+    def _view_info(self, view, metadata_location: str) -> dict:
+        return {"table_type": "VIEW", "view_definition": md.view_sql(view),
                 "columns": md.columns_of(self._view_schema(view)),
                 "properties": {md.METADATA_LOCATION: metadata_location}}
-        await self._insert(caller, schema_full, name, view_id, info, None)
+
+    async def register_view(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        """register-view: a view from its metadata file, under register's rules for tables. The file is
+        read only where a new external view could be and the caller may read by path (path_access.py);
+        the view's location holds it and passes the rules for a view's location, since the view's later
+        metadata files go there."""
+        name, given = body.get("name"), body.get("metadata-location")
+        if not isinstance(name, str) or not isinstance(given, str):
+            raise IcebergError(400, "BadRequestException", "Fields 'name' and 'metadata-location' must be strings.")
+        schema_full, full = self.new_name(warehouse, raw, name)
+        metadata_location = self._url(given)
+        schema = await self._schema(caller, schema_full)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is not None:
+            raise _taken_by(authz, "View", full, existing)
+        await self._check_external(caller, metadata_location, "metadata-location")
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        await authorize_path(self.shard, caller, state, metadata_location, write=False)
+        io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
+        view = await asyncio.to_thread(md.read_view, metadata_location, io)
+        location = self._url(view.location)
+        if not is_within(metadata_location, location):        # a view registers its own metadata only
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
+                                                           f"the location of its view, '{location}'.")
+        await self._check_external(caller, location, "location")
+        await self._insert(caller, full, str(uuid.uuid4()), self._view_info(view, metadata_location), None)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
 
     @staticmethod
@@ -704,7 +800,7 @@ class IcebergCatalog:
             nonlocal prepared
             current = await tx.get_by_id(asset.id)
             if not is_iceberg_view(current) or current.full_name != full_name:
-                raise no_such("View", f"View '{full_name}' was dropped or renamed while replacing it.")
+                raise missing("View", full_name, " (dropped or renamed while replacing it)")
             require(authz, "update", current)
             if _props(current)[md.METADATA_LOCATION] != prepared[0]:
                 prepared = await prepare(current)                   # redone on the newer view, under the write
@@ -724,8 +820,7 @@ class IcebergCatalog:
 
 
 def _error_response(e: IcebergError) -> web.Response:
-    body = {"error": {"message": e.message, "type": e.kind, "code": e.status}}
-    return web.Response(status=e.status, body=encode_json(body), content_type="application/json")
+    return iceberg_response(e.status, e.kind, e.message)
 
 
 def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
@@ -751,11 +846,11 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
     def table(request, warehouse):
         m = request.match_info
         name, levels = m.get("table") or m.get("view"), ice.namespace(warehouse, m["namespace"])
-        if len(levels) > 2:
-            # Nothing lives deeper than a schema, so the table (view) is missing, the answer the spec gives
+        if len(levels) != 2:
+            # Tables and views live in schemas only, so the table (view) is missing, the answer the spec gives
             # routes that name one. Iceberg's Java client then loads `ns.t.snapshots` as t's metadata table.
-            kind = "View" if "view" in m else "Table"
-            raise no_such(kind, f"{kind} '{'.'.join([*levels, name])}' does not exist.")
+            shown = ice.namespace_name(warehouse, levels).spelled
+            raise missing("View" if "view" in m else "Table", f"{shown}.{name}")
         return ice.table_name(warehouse, m["namespace"], name)
 
     def ns(request):
@@ -783,6 +878,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         "listTables": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
         "createTable": lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
         "registerTable": lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
+        "registerView": lambda r, c, w: _with_body(r, lambda b: ice.register_view(c, w, ns(r), b)),
         "loadTable": lambda r, c, w: ice.load_table(c, table(r, w)),
         "tableExists": lambda r, c, w: ice.exists(c, table(r, w)),
         "updateTable": lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),

@@ -20,6 +20,7 @@ from ..errors import CatalogError
 from ..store.db import Store
 from ..store.errors import is_db_unavailable
 from . import registry
+from .iceberg_errors import iceberg_response, iceberg_type, is_iceberg_path
 from ..entities.values import now_ms
 
 log = logging.getLogger(__name__)
@@ -27,29 +28,27 @@ log = logging.getLogger(__name__)
 _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}
 
 
-def error_response(code: str, message: str, status: int | None = None) -> web.Response:
-    error = CatalogError(code, message)
-    return web.json_response(error.to_json(), status=status or error.status)
-
-
 def error_middleware(max_body_bytes: int):
-    """Every failure as Unity Catalog error JSON with its HTTP status; never a bare 500 page."""
+    """Every failure as Unity Catalog error JSON with its HTTP status, or under an Iceberg base as
+    Iceberg's error model (iceberg_errors.py), unknown routes there included; never a bare 500 page."""
 
     @web.middleware
     async def errors(request: web.Request, handler):
         try:
             return await handler(request)
         except CatalogError as e:
-            return web.json_response({"error_code": e.code, "message": await _without_secrets(request, e.message)},
-                                     status=e.status)
+            status, code, message = e.status, e.code, await _without_secrets(request, e.message)
         except web.HTTPException as e:
             if e.status < 400:
                 raise
-            return error_response(_HTTP_CODES.get(e.status, "BAD_REQUEST"), _http_message(request, e, max_body_bytes),
-                                  e.status)
+            status, code = e.status, _HTTP_CODES.get(e.status, "BAD_REQUEST")
+            message = _http_message(request, e, max_body_bytes)
         except Exception as e:
             error = unexpected_error(e, request.method, request.path)
-            return web.json_response(error.to_json(), status=error.status)
+            status, code, message = error.status, error.code, error.message
+        if is_iceberg_path(request.path) and code != "NOT_OWNER":     # NOT_OWNER: shard to router, not a client
+            return iceberg_response(status, iceberg_type(code, status), message)
+        return web.json_response({"error_code": code, "message": message}, status=status)
 
     return errors
 

@@ -83,6 +83,7 @@ ICEBERG_OPERATIONS = (
     ("POST", "/namespaces/{namespace}/properties", "updateProperties"),
     ("GET", "/namespaces/{namespace}/tables", "listTables"), ("POST", "/namespaces/{namespace}/tables", "createTable"),
     ("POST", "/namespaces/{namespace}/register", "registerTable"),
+    ("POST", "/namespaces/{namespace}/register-view", "registerView"),
     ("GET", "/namespaces/{namespace}/tables/{table}", "loadTable"),
     ("HEAD", "/namespaces/{namespace}/tables/{table}", "tableExists"),
     ("POST", "/namespaces/{namespace}/tables/{table}", "updateTable"),

@@ -269,8 +269,10 @@ async def test_a_delta_table_is_not_an_iceberg_table(ice):
     assert status == 200, body
     status, body = await ice.call("GET", f"{P}/namespaces/s/tables/d")
     assert status == 404 and "not an Iceberg table" in body["error"]["message"]
-    status, body = await ice.call("GET", f"{P}/namespaces/nope/tables/d")
-    assert status == 404 and body["error"]["type"] == "NoSuchNamespaceException"
+    # A table in a missing namespace is a missing table, as in Iceberg's reference catalog, in its words.
+    status, body = await ice.call("GET", f"{P}/namespaces/Nope/tables/D")
+    assert status == 404 and body["error"]["type"] == "NoSuchTableException", body
+    assert body["error"]["message"] == "Table does not exist: Nope.D", body
 
 
 async def test_a_table_deeper_than_a_schema_is_a_missing_table(ice):
