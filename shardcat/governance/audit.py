@@ -576,6 +576,10 @@ async def _metastore_admin(store, caller) -> bool:
     return bool(await answer if inspect.isawaitable(answer) else answer)
 
 
+# The actions that only read (GET, HEAD, read-only POSTs): what `omit_own_reads` leaves out.
+_READS = sorted({e.action for e in registry.ENDPOINTS if e.method in ("GET", "HEAD") or e.read_only})
+
+
 def audit_handlers(audit_log: AuditLog) -> dict[str, Handler]:
     async def list_events(request: web.Request) -> web.Response:
         caller = request["caller"]
@@ -599,7 +603,8 @@ def audit_handlers(audit_log: AuditLog) -> dict[str, Handler]:
             securable=q.get("securable") or None, securable_type=q.get("securable_type") or None,
             allowed=_bool(q.get("allowed"), "allowed"), since=_ms(q.get("since"), "since"),
             until=_ms(q.get("until"), "until"), metastore_id=metastore_id, request_id=q.get("request_id") or None,
-            before=_before(q.get("page_token")), limit=limit + 1)
+            before=_before(q.get("page_token")), limit=limit + 1,
+            omit=(caller.name, _READS) if _bool(q.get("omit_own_reads"), "omit_own_reads") else None)
         out = {"events": events[:limit]}
         if len(events) > limit:
             out["next_page_token"] = _token(events[limit - 1]["id"])

@@ -27,8 +27,10 @@ def _event(row) -> dict:
 
 
 async def query(store, *, principal=None, action=None, securable=None, securable_type=None, allowed=None,
-                since=None, until=None, metastore_id=None, request_id=None, before=None, limit=100) -> list[dict]:
-    """Events matching every given filter, newest first, ids below `before`."""
+                since=None, until=None, metastore_id=None, request_id=None, before=None, limit=100,
+                omit=None) -> list[dict]:
+    """Events matching every given filter, newest first, ids below `before`; `omit`: (principal,
+    actions) whose events are left out (a caller's own reads)."""
     where, args = [], []
 
     def cond(sql: str, value) -> None:
@@ -55,6 +57,9 @@ async def query(store, *, principal=None, action=None, securable=None, securable
         cond("request_id = $?", request_id)
     if before is not None:
         cond("id < $?", before)
+    if omit is not None:
+        args.append(omit[0])
+        cond(f"NOT (principal IS NOT DISTINCT FROM ${len(args)} AND action = ANY($?))", list(omit[1]))
     args.append(limit)
     sql = (f"SELECT * FROM audit_log {'WHERE ' + ' AND '.join(where) if where else ''} "
            f"ORDER BY id DESC LIMIT ${len(args)}")

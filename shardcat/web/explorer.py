@@ -3,7 +3,8 @@ package, no build step, nothing fetched at run time) that `shardcat serve` answe
 
 The page is only a client of the public API: it signs in with a token (or an identity provider's
 token, exchanged), and every list and detail it shows comes from the API with that token, so it
-sees exactly what its user may see. Its files need no token (they hold no data) and are not audited.
+sees exactly what its user may see. Its files need no token (they hold no data) and are not audited,
+nor does its icon (`/favicon.ico`).
 With an identity provider's public client configured (`--oidc-client-id`), `sign-in.json` tells the
 page where the provider's login is, and the page signs in there (authorization code with PKCE),
 then exchanges the provider's token for a shardcat token.
@@ -21,7 +22,7 @@ from ..errors import CatalogError
 from .kit import Handler
 
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 # Scripts and styles from this origin only, no inline script, no framing; the API is same-origin.
 _POLICY = ("default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; "
            "connect-src 'self'{token_origin}")
@@ -79,4 +80,7 @@ def explorer_handlers(identity_provider=None) -> dict[str, Handler]:
             return web.json_response(await sign_in(), headers=_HEADERS)
         return await answer(request.match_info["file"])
 
-    return {"explorer": index, "explorerFile": asset}
+    async def favicon(request):     # browsers ask for it without a token, at this path
+        return await answer("favicon.png")
+
+    return {"explorer": index, "explorerFile": asset, "favicon": favicon}

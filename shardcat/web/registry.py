@@ -117,6 +117,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     E(EVERY, "GET", "/metrics", "metrics", prefix="", public=True, audited=False),
     E(EVERY, "GET", "/", "explorer", prefix="", public=True, audited=False),    # the catalog explorer (web/explorer.py)
     E(EVERY, "GET", "/explorer/{file}", "explorerFile", prefix="", public=True, audited=False),
+    E(EVERY, "GET", "/favicon.ico", "favicon", prefix="", public=True, audited=False),
     E(EVERY, "GET", "/openapi.json", "getOpenApiJson", public=True),     # the OpenAPI document (shardcat/openapi/)
     E(EVERY, "GET", "/openapi.yaml", "getOpenApiYaml", public=True),
     *served_in("serving.app",
@@ -334,6 +335,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "POST", "/api/v1/lineage", "reportOpenLineageNoSlash", handler="reportOpenLineage"),
         E(SHARD, "GET", "/lineage-tracking/table-lineage", "getTableLineage", prefix="/api/2.0"),
         E(SHARD, "GET", "/lineage-tracking/column-lineage", "getColumnLineage", prefix="/api/2.0"),
+    ),
+    *served_in("catalog.samples",
+        E(SHARD, "GET", "/shardcat/sample/{full_name}", "getTableSample", securable="TABLE"),
+    ),
+    *served_in("catalog.access_requests",
+        E(SHARD, "POST", "/shardcat/access-requests", "createAccessRequest"),
+        E(SHARD, "GET", "/shardcat/access-requests", "listAccessRequests"),
+        E(SHARD, "PATCH", "/shardcat/access-requests/{id}", "decideAccessRequest"),
     ),
     E(EVERY, "GET", "/shardcat/audit", "listAuditEvents"),
     *served_in("governance.grants",

@@ -283,23 +283,28 @@ class SharingServer:
         raise not_found(f"Table '{schema:.255}.{name:.255}' does not exist in share '{share.name}'.")
 
     async def log(self, t: SharedTable) -> TableLog:
-        ms = t.table.metastore_id
-        location = t.table.info.get("storage_location")
-        latest, unpublished = None, {}
-        if (t.table.info.get("properties") or {}).get(FEATURE_PROPERTY) == "supported":
-            start = 0
-            while True:
-                _, _, head, _, rows = await self.shard.store.delta_commits(
-                    ms, t.table.id, start, None, MAX_COMMITS_PER_PAGE)
-                latest = head or 0
-                unpublished.update({r["version"]: commit_info_json(r) for r in rows})
-                if len(rows) < MAX_COMMITS_PER_PAGE:
-                    break
-                start = rows[-1]["version"] + 1
         try:
-            return await asyncio.to_thread(open_log, location, latest, unpublished)
+            return await table_log(self.shard.store, t.table)
         except (TableLogError, OSError, ValueError) as e:
             raise _error("FAILED_PRECONDITION", f"Table '{t.schema}.{t.name}' cannot be read: {e}") from None
+
+
+async def table_log(store, table: Asset) -> TableLog:
+    """A Delta table's log as readers see it: the published log and, for a catalog-managed table,
+    the catalog's ratified commits (read off the event loop). Raises TableLogError, OSError or
+    ValueError when it cannot be read."""
+    latest, unpublished = None, {}
+    if (table.info.get("properties") or {}).get(FEATURE_PROPERTY) == "supported":
+        start = 0
+        while True:
+            _, _, head, _, rows = await store.delta_commits(table.metastore_id, table.id, start, None,
+                                                            MAX_COMMITS_PER_PAGE)
+            latest = head or 0
+            unpublished.update({r["version"]: commit_info_json(r) for r in rows})
+            if len(rows) < MAX_COMMITS_PER_PAGE:
+                break
+            start = rows[-1]["version"] + 1
+    return await asyncio.to_thread(open_log, table.info.get("storage_location"), latest, unpublished)
 
 
 def _is_delta(table: Asset) -> bool:
