@@ -102,7 +102,8 @@ async def run(args, tmp: Path, pg: h.Postgres) -> dict:
     from shardcat.entities.urls import normalize_url
     from shardcat.shards.shard import Shard
     from shardcat.store.db import Store
-    from shardcat.store.history import READ_AT, PastRead
+    from shardcat.shards.session import reading_at
+    from shardcat.store.history import PastRead
 
     db = await pg.database("bench_versions")
     store = await Store.open(db)
@@ -135,13 +136,10 @@ async def run(args, tmp: Path, pg: h.Postgres) -> dict:
         row = {"at": label, "ops": {}}
         for name, fn in ops.items():
             async def at_version(fn=fn):
-                token = READ_AT.set(PastRead(current - back)) if back is not None else None
-                try:
-                    out = await fn()
-                finally:
-                    if token is not None:
-                        READ_AT.reset(token)
-                return out
+                if back is None:
+                    return await fn()
+                with reading_at(PastRead(current - back)):
+                    return await fn()
             row["ops"][name] = await _measure(at_version, args.repeat)
         rows.append(row)
     # a clone of a large schema

@@ -39,7 +39,8 @@ from ..iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view
 from ..iceberg.tables import props as _props
 from ..entities.values import now_ms
 from ..shards.locations import require_external_location
-from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
+from ..shards.session import current
+from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.writes import WriteTx
 from ..web.kit import json_body, ok, ShardServing, Handler
@@ -671,7 +672,7 @@ class IcebergCatalog:
             # A MANAGED table's data and metadata go too (local storage; cloud and EXTERNAL storage are
             # kept), once it can no longer be undropped: when its history is purged (catalog/versions.py).
             await history.request_storage_purge(self.shard.store, asset.metastore_id, asset.id,
-                                                WRITTEN_VERSION.get())
+                                                current().written_version)
 
     async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
         source, destination = body.get("source"), body.get("destination")

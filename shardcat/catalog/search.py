@@ -26,7 +26,7 @@ from ..entities.text import bad_char
 from ..errors import invalid
 from ..governance.authorize import authorizer
 from ..store import history
-from ..store.history import READ_AT
+from ..shards.session import past_read
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
 from ..web.kit import ok, ShardServing, Handler
@@ -122,7 +122,7 @@ class SearchService:
             ranks = (words[0], first + "%", f"%{first}%")
         ms = caller.metastore()
         patterns = [f"%{_like(w)}%" for w in words]
-        past = READ_AT.get()
+        past = past_read()
         if past is not None:        # as the metastore was at a past version (catalog/versions.py)
             await self.shard.state(ms, caller.min_version)
             found = await history.search_at(self.shard.store, ms, past.version, types, patterns, ranks, after,

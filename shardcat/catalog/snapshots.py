@@ -28,10 +28,11 @@ from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance import abac
 from ..governance.authorize import authorizer, carries_policies
+from ..shards.session import reading_at
 from ..shards.shard import MetastoreState, Shard
 from ..store import history
 from ..store.writes import WriteTx
-from ..store.history import READ_AT, PastRead
+from ..store.history import PastRead
 from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from .column_governance import keep_column_governance
@@ -58,10 +59,10 @@ class SnapshotService:
         self.shard = shard
         self.store = shard.store
 
-    async def _at(self, caller: Caller, version: int, kind: str, full_name: str):
-        """(the catalog or schema as it was at `version`, an Authz for reads then); 404 as a read would."""
+    async def _at(self, caller: Caller, kind: str, full_name: str):
+        """(the catalog or schema as it was at the version the session reads at (`reading_at`), an
+        Authz for reads then, to be used while still reading at it); 404 as a read would."""
         key = full_name_key(full_name, TYPES[kind].name_parts, kind)
-        READ_AT.set(PastRead(version))
         asset = await self.shard.lookup(caller.metastore(), TYPES[kind].namespace, key, caller.min_version)
         authz = await authorizer(self.shard, caller)
         if asset is None:
@@ -91,13 +92,10 @@ class SnapshotService:
         if comment is not None and not isinstance(comment, str):
             raise invalid("Field 'comment' must be a string.")
         version = await self._version(caller, body)
-        past = READ_AT.get()
-        try:
-            asset, authz = await self._at(caller, version, kind, full_name)
+        with reading_at(PastRead(version)):
+            asset, authz = await self._at(caller, kind, full_name)
             # Pinning keeps history past the window: the owner's (or MANAGE, or an admin's) call.
             authz.require(kind, "update", asset)
-        finally:
-            READ_AT.set(past)
         made = await history.add_snapshot(self.store, caller.metastore(), name, kind, asset.id, asset.full_name,
                                           version, comment, caller.name)
         if made is None:
@@ -112,14 +110,12 @@ class SnapshotService:
 
     async def _sees(self, caller: Caller, snap: dict) -> bool:
         """Whoever may read the pinned catalog or schema as it was then may see its snapshot."""
-        past = READ_AT.get()
-        try:
-            await self._at(caller, snap["version"], snap["securable_type"].lower(), snap["full_name"])
-            return True
-        except CatalogError:
-            return False
-        finally:
-            READ_AT.set(past)
+        with reading_at(PastRead(snap["version"])):
+            try:
+                await self._at(caller, snap["securable_type"].lower(), snap["full_name"])
+                return True
+            except CatalogError:
+                return False
 
     async def list(self, caller: Caller, max_results=None, page_token: str | None = None) -> dict:
         limit = page_size(max_results)
@@ -133,13 +129,9 @@ class SnapshotService:
     async def delete(self, caller: Caller, name: str) -> None:
         snap = await self.get(caller, name)
         if snap["created_by"] != caller.name:
-            past = READ_AT.get()
-            try:
-                asset, authz = await self._at(caller, snap["version"], snap["securable_type"].lower(),
-                                              snap["full_name"])
+            with reading_at(PastRead(snap["version"])):
+                asset, authz = await self._at(caller, snap["securable_type"].lower(), snap["full_name"])
                 authz.require(asset.type, "update", asset)
-            finally:
-                READ_AT.set(past)
         await history.delete_snapshot(self.store, caller.metastore(), snap["name"])
 
     # ---- restore ------------------------------------------------------------------------------
@@ -225,17 +217,14 @@ class SnapshotService:
             raise invalid(f"A {kind}'s clone is named {'catalog' if kind == 'catalog' else 'catalog.schema'}.")
         comment = body.get("comment")
         ms = caller.metastore()
-        outer = READ_AT.get()
-        try:
-            root, past_authz = await self._at(caller, version, kind, source_name)
+        with reading_at(PastRead(version)) as past:
+            root, past_authz = await self._at(caller, kind, source_name)
             tree = await history.subtree_at(self.store, ms, version, root.id)
-            await history.with_ancestors(self.store, ms, READ_AT.get(), tree)
+            await history.with_ancestors(self.store, ms, past, tree)
             bounds = await history.version_bounds(self.store, ms, version, None)
             if bounds["ended_at"] is not None:      # an old state: today's governance and storage on it
                 tree = await self.shard.governed_today(ms, tree, caller.min_version)
             chosen, skipped = _clonable(tree, past_authz, lambda a: ".".join(parts) + a.full_name[len(root.full_name):])
-        finally:
-            READ_AT.set(outer)
         until = bounds["ended_at"]          # the source's Delta data as of when `version` was current
         sources = await self._delta_sources(ms, chosen, skipped, until)
         authz = await authorizer(self.shard, caller)

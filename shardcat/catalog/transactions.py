@@ -33,7 +33,7 @@ from ..errors import CatalogError, invalid
 from ..governance.authorize import Authz, authorizer
 from ..governance.grants import PermissionsService
 from ..shards.group_commit import PendingWrite, speculate, undo_speculation
-from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
+from ..shards.shard import MetastoreState, Shard
 from ..store.conflicts import MAX_READ_AGE, changed_after, first_change_after
 from ..store.writes import WriteTx
 from ..web.kit import json_body, ok, ShardServing, Handler
@@ -230,8 +230,8 @@ class TransactionService:
                 undo_speculation(state, undo)
             return results
 
-        results = await self.shard.write(ms, write)
-        return {"version": WRITTEN_VERSION.get(), "read_at": read_at, "results": results}
+        results, version = await self.shard.write_made(ms, write)
+        return {"version": version, "read_at": read_at, "results": results}
 
 
 async def _run(joined: _Joined, catalogs: CatalogService, caller: Caller, operation: Operation):
@@ -342,4 +342,3 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         return ok(await service.apply(request["caller"], await json_body(request)))
 
     return {"applyTransaction": post}
-

@@ -4,7 +4,8 @@ and the retention window with its background purge (docs/versions.md).
 Every metastore write keeps the states it replaces or deletes (store/history.py, written in the
 write's own transaction). A read endpoint listed in `AT_VERSION_READS` answers as of a version
 when asked `?as_of_version=N` or `?as_of_timestamp=<ms>`: `versions_middleware` checks the version
-is inside the retention window and sets `READ_AT` for the request; the shard's reads then come
+is inside the retention window and says so in the request's session (shards/session.py
+`reading_at`, `Session.read_at`); the shard's reads then come
 from the history and governance decides with today's grants over the assets as they were. Reads
 of the present take none of these paths.
 """
@@ -27,10 +28,11 @@ from ..entities.urls import local_path, url_segments
 from ..entities.values import now_ms
 from ..errors import CatalogError, already_exists, invalid, not_found
 from ..governance.authorize import authorizer, is_metastore_admin, present_table
+from ..shards.session import reading_at
 from ..shards.shard import MetastoreState, Shard
 from ..store import history
-from ..store.writes import WRITER, WriteTx
-from ..store.history import READ_AT, PastRead
+from ..store.writes import WriteTx
+from ..store.history import PastRead
 from ..web.kit import json_body, ok, ShardServing, Handler
 from ..web.wire import AS_OF_VERSION_HEADER, PREFIX
 from .assets import render
@@ -108,35 +110,28 @@ async def version_asked(shard: Shard, caller: Caller, version: int | None, times
 
 
 def versions_middleware(shard: Shard):
-    """Names the writer of every write (the history keeps it) and answers a read at a past version."""
+    """Answers a read at a past version: the request's session reads at it (shards/session.py)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler):
         caller = request.get("caller")
         if caller is None:
             return await handler(request)
-        writer = WRITER.set(caller.name)
-        try:
-            query = request.query
-            if AS_OF_VERSION not in query and AS_OF_TIMESTAMP not in query:
-                return await handler(request)
-            route = request.match_info.route.resource
-            key = (request.method, route.canonical if route is not None else request.path)
-            if key not in AT_VERSION_READS:
-                raise invalid(f"{request.method} {key[1]} is not answered at a past version; "
-                              f"'{AS_OF_VERSION}' and '{AS_OF_TIMESTAMP}' are for gets, lists, resolve and search "
-                              "(docs/versions.md).")
-            version = await version_asked(shard, caller, _int_param(query, AS_OF_VERSION),
-                                          _int_param(query, AS_OF_TIMESTAMP))
-            reading = READ_AT.set(PastRead(version))
-            try:
-                response = await handler(request)
-            finally:
-                READ_AT.reset(reading)
-            response.headers[AS_OF_VERSION_HEADER] = str(version)
-            return response
-        finally:
-            WRITER.reset(writer)
+        query = request.query
+        if AS_OF_VERSION not in query and AS_OF_TIMESTAMP not in query:
+            return await handler(request)
+        route = request.match_info.route.resource
+        key = (request.method, route.canonical if route is not None else request.path)
+        if key not in AT_VERSION_READS:
+            raise invalid(f"{request.method} {key[1]} is not answered at a past version; "
+                          f"'{AS_OF_VERSION}' and '{AS_OF_TIMESTAMP}' are for gets, lists, resolve and search "
+                          "(docs/versions.md).")
+        version = await version_asked(shard, caller, _int_param(query, AS_OF_VERSION),
+                                      _int_param(query, AS_OF_TIMESTAMP))
+        with reading_at(PastRead(version)):
+            response = await handler(request)
+        response.headers[AS_OF_VERSION_HEADER] = str(version)
+        return response
 
     return middleware
 
@@ -209,14 +204,11 @@ class VersionService:
         for s in lasts:       # each asset's ancestors as they were then, in one set the decisions read
             await history.with_ancestors(self.store, caller.metastore(), PastRead(_last_current(s), past.seen),
                                          [s["asset"]])
-        reading = READ_AT.set(past)
-        try:
+        with reading_at(past):
             authz = await authorizer(self.shard, caller)
             readable = {s["asset"].id for s in lasts if authz.decide(s["asset"].type, "read", s["asset"]).allowed}
             if newest.id not in readable and authz.sees(newest.type, newest):
                 authz.require(newest.type, "read", newest)
-        finally:
-            READ_AT.reset(reading)
         return readable
 
     # ---- the retention window -----------------------------------------------------------------

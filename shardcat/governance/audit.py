@@ -17,7 +17,6 @@ paging, for account admins (all events) and metastore admins (their metastore's)
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import inspect
 import itertools
@@ -33,6 +32,8 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
+from ..shards.session import Session
+from ..shards.session import current as current_session
 from ..web import registry
 from ..web.kit import Handler
 from ..web.paging import decode_token, encode_token, page_size
@@ -217,12 +218,22 @@ _default: AuditLog | None = None     # the log of the app that started last: for
 
 # ---- what a request records -----------------------------------------------------------------
 
-_request: contextvars.ContextVar[dict | None] = contextvars.ContextVar("shardcat_audit_request", default=None)
+def _context() -> dict | None:
+    """The current request's audit context (its session's `audit`): the log, request id and route,
+    and the securable a handler names; None outside an audited request."""
+    session = current_session()
+    return session.audit if session is not None else None
+
+
+def context(audit_log: AuditLog, request_id: str, label: str) -> dict:
+    """The audit context of a request (for its session): what `record_all`, `annotate` and its
+    row find. `label`: its route's row label (`FrontRoute.label` for a front's)."""
+    return {"log": audit_log, "request_id": request_id, "route": label}
 
 
 def annotate(securable_type: str | None, full_name: str | None, securable_id: str | None = None) -> None:
     """Name the securable the current request acts on (when the route alone does not say)."""
-    current = _request.get()
+    current = _context()
     if current is not None:
         current.update(securable_type=securable_type, securable_name=full_name, securable_id=securable_id)
 
@@ -257,7 +268,7 @@ def record_all(caller, decisions: Iterable[tuple]) -> None:
     """Record a request's access decisions, one row each (same request id, no status), besides
     the request's own row: `AccessDecision`s, or plain tuples of its seven fields in its order.
     Never blocks or raises; a no-op where no audit log runs."""
-    current = _request.get()
+    current = _context()
     audit_log = current["log"] if current is not None else _default
     if audit_log is None:
         return
@@ -412,21 +423,20 @@ def _json_of(raw: bytes | None) -> dict:
 
 
 def middleware(audit_log: AuditLog):
-    """Record every request (outermost middleware: it sees the final status and error JSON)."""
+    """Record every request (outermost middleware: it sees the final status and error JSON). Being
+    every app's first, it enters the request's session (shards/session.py), holding its audit context."""
 
     @web.middleware
     async def audited(request: web.Request, handler):
         if not registry.audited(request.path):     # probes, metrics, the explorer's files
-            return await handler(request)
+            with Session():
+                return await handler(request)
         request_id = new_request_id()
         at = int(time.time() * 1000)
         route, label, action = _route_of(request)
-        current = {"log": audit_log, "request_id": request_id, "route": label}
-        token = _request.set(current)
-        try:
+        current = context(audit_log, request_id, label)
+        with Session(audit=current):
             response = await handler(request)
-        finally:
-            _request.reset(token)
         if "forwarded" in current:
             return response
         try:
@@ -445,7 +455,7 @@ def middleware(audit_log: AuditLog):
 
 def recorded_elsewhere() -> None:
     """The current request is answered, and recorded, by another server (a router forwarding to a shard)."""
-    current = _request.get()
+    current = _context()
     if current is not None:
         current["forwarded"] = True
 
@@ -484,29 +494,12 @@ def _row_for(current: dict, route: str, action: str, at: int, method: str, match
 
 class FrontRoute:
     """What every row a front records for one route shares (the route, its row label, its action),
-    worked out once when the front starts instead of per request (`answering`, `answered_row`)."""
+    worked out once when the front starts instead of per request (`context`, `answered_row`)."""
 
     __slots__ = ("route", "label", "action")
 
     def __init__(self, method: str, route_pattern: str):
         self.route, self.label, self.action = _route_facts(method, route_pattern)
-
-
-class answering:
-    """The audit context the middleware gives a request, for one a front answers itself: what
-    `record_all` and `annotate` find while it is worked out. (A class, not a generator: this is
-    entered on every request a front answers.)"""
-
-    __slots__ = ("current", "token")
-
-    def __init__(self, audit_log: AuditLog, request_id: str, route: FrontRoute):
-        self.current = {"log": audit_log, "request_id": request_id, "route": route.label}
-
-    def __enter__(self) -> None:
-        self.token = _request.set(self.current)
-
-    def __exit__(self, *exc) -> None:
-        _request.reset(self.token)
 
 
 def answered_row(route: FrontRoute, match: dict, caller, request_id: str, at: int) -> tuple:
@@ -516,11 +509,12 @@ def answered_row(route: FrontRoute, match: dict, caller, request_id: str, at: in
     return _row_of(at, request_id, caller, route.action, route.label, kind, name, ident, 200, None, None)
 
 
-def written_row(route: FrontRoute, context: answering, caller, at: int, status: int, body: bytes,
+def written_row(route: FrontRoute, current: dict, caller, at: int, status: int, body: bytes,
                 sent: bytes) -> tuple:
     """The row the middleware records for a write (a POST without path parameters) that a front
-    answered itself (serving/front.py), `body` its answer, `sent` the request's body."""
-    return _row_for(context.current, route.route, route.action, at, "POST", {}, caller, status, body, sent)
+    answered itself (serving/front.py), `current` its audit `context`, `body` its answer, `sent`
+    the request's body."""
+    return _row_for(current, route.route, route.action, at, "POST", {}, caller, status, body, sent)
 
 
 def _row_of(at: int, request_id: str, caller, action: str, label: str, kind, name, ident, status: int,

@@ -24,7 +24,7 @@ from pyroaring import BitMap
 from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
-from ..store.history import READ_AT
+from ..shards.session import past_read
 from ..store.protocol import CatalogStore
 from ..errors import CatalogError
 from . import abac
@@ -381,7 +381,7 @@ _VERB = {"read": "read", "update": "update", "owner": "change the owner of", "de
 
 async def authorizer(shard, caller: Caller) -> Authz:
     """The caller's Authz for its metastore, with the metastore's ABAC policies; account admins need no index.
-    A read at a past version (store/history.py `READ_AT`) is decided by today's grants and owners
+    A read at a past version (the session's `read_at`, shards/session.py) is decided by today's grants and owners
     over the assets as they were then: a copy of today's index that the assets dropped since join."""
     policies = abac.current_policies(shard, caller.metastore(), caller.min_version)
     if policies is None:
@@ -390,7 +390,7 @@ async def authorizer(shard, caller: Caller) -> Authz:
         authz = Authz(caller, None)
     else:
         index = await privilege_index(shard, caller.metastore(), caller.min_version)
-        past = READ_AT.get()
+        past = past_read()
         if past is not None:
             index = _past_index(index, shard.version_of(caller.metastore()), past.version)
         authz = Authz(caller, index)
@@ -422,7 +422,7 @@ class PastIndex(PrivilegeIndex):
     def find(self, sid: str) -> int | None:
         n = self._num.get(sid)
         if n is None:
-            past = READ_AT.get()
+            past = past_read()
             asset = past.seen.get(sid) if past is not None else None
             if asset is not None:
                 parent = past.seen.get(asset.parent_id)

@@ -12,7 +12,7 @@ from importlib import import_module
 
 from aiohttp import web
 
-from ..errors import CatalogError
+from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
 from ..governance.audit import APP_KEY as AUDIT_KEY
 from ..governance.audit import AuditLog, audit_handlers
@@ -31,9 +31,12 @@ from ..catalog.assets import presented_json, presented_page
 from ..catalog.service import CatalogService
 from ..web.kit import encode_json
 from ..web.destinations import allowed_host
-from ..shards.shard import WRITTEN_VERSION, MetastoreState, Shard
+from ..entities.values import bigint_text
+from ..shards.session import Session
+from ..shards.session import current as current_session
+from ..shards.shard import MetastoreState, Shard
 from ..web import registry
-from ..web.kit import Handler, flag, healthz, json_body, json_object, ok, ok_json, reading_at_least, required_query, routes
+from ..web.kit import Handler, flag, healthz, json_body, json_object, ok, ok_json, required_query, routes
 from ..web.metrics import OBSERVED, Observed
 from .metrics import probe_handlers
 from ..web.explorer import explorer_handlers
@@ -163,19 +166,34 @@ class ShardApi:
         return ok(await self.catalogs.table_summaries(request["caller"], await json_body(request)))
 
 
+# ---- the request's session (shards/session.py): entered by the audit middleware, the app's first,
+# or by the front answering a request itself; these are the rules both follow.
+
+def session_caller(caller, min_version: str | None):
+    """The session's caller: reading at least the metastore version its min-version header names
+    (session consistency across shards); a clear 400 for a header that is not a non-negative integer."""
+    if min_version is None:
+        return caller
+    version = bigint_text(min_version)
+    if version is None:
+        raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
+    return caller.reading_at_least(version)
+
+
 def _metastore_session(shard: Shard):
-    """Session consistency across shards: honour the client's min version, report the version served."""
+    """Session consistency across shards: the session's caller reads at least the client's min
+    version, and the answer reports the version it was served at (or its write made)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler):
         caller = request.get("caller")
         if caller is None:
             return await handler(request)
-        request["caller"] = caller = reading_at_least(caller, request.headers.get(MIN_VERSION_HEADER))
+        session = current_session()
+        request["caller"] = session.caller = caller = session_caller(caller, request.headers.get(MIN_VERSION_HEADER))
         # Held across the handler: if the metastore moves to another shard meanwhile, the answer
         # still reports the version it was served at (the router and clients need it).
         before = shard.states.get(caller.metastore_id) if caller.metastore_id else None
-        WRITTEN_VERSION.set(None)
         try:
             response = await handler(request)
         except MetastoreGone as e:
@@ -183,11 +201,8 @@ def _metastore_session(shard: Shard):
             shard.drop(str(e.args[0]))
             raise CatalogError("NOT_FOUND", f"Metastore '{e.args[0]}' does not exist.") from None
         except CatalogError as e:
-            raise after_written(e) from None
-        # A write's answer names the version it made (a later write of its group may be applied too).
-        version = WRITTEN_VERSION.get()
-        if version is None:
-            version = served_version(shard, caller.metastore_id, before)
+            raise after_written(e, session) from None
+        version = answered_version(shard, session, before)
         if version is not None:
             response.headers[VERSION_HEADER] = str(version)
         return response
@@ -195,11 +210,20 @@ def _metastore_session(shard: Shard):
     return middleware
 
 
-def after_written(error: CatalogError) -> CatalogError:
+def answered_version(shard: Shard, session: Session, before: MetastoreState | None) -> int | None:
+    """The metastore version a request's answer reports: the one its write made (a later write of
+    its group may be applied too), else `served_version`."""
+    if session.written_version is not None:
+        return session.written_version
+    return served_version(shard, session.caller.metastore_id, before)
+
+
+def after_written(error: CatalogError, session: Session) -> CatalogError:
     """What a request answers for `error`, raised once its write may have been applied (its version
-    in WRITTEN_VERSION): NOT_OWNER tells the router that nothing was done here, and it sends the
-    request to the owner: never so for a write this request applied (the metastore moved after it)."""
-    written = WRITTEN_VERSION.get()
+    in the session's `written_version`): NOT_OWNER tells the router that nothing was done here, and
+    it sends the request to the owner: never so for a write this request applied (the metastore
+    moved after it)."""
+    written = session.written_version
     if error.code != "NOT_OWNER" or written is None:
         return error
     return CatalogError("TEMPORARILY_UNAVAILABLE",

@@ -32,14 +32,13 @@ from ..errors import CatalogError
 from ..web import registry
 from ..entities.secrets import scrub, secret_values
 from ..store.errors import MetastoreGone
-from ..store.writes import WRITER
-from ..shards.shard import WRITTEN_VERSION
-from ..web.kit import encode_json, json_object, reading_at_least
+from ..shards.session import Session
+from ..web.kit import encode_json, json_object
 from ..web.middleware import unexpected_error
 from ..web.fronts import answered
 from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
-from .app import CRUD, SERVING, after_written, found_json, listed_json, resolved_json, served_version
+from .app import CRUD, SERVING, after_written, answered_version, found_json, listed_json, resolved_json, session_caller
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
 from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
@@ -126,7 +125,7 @@ class ShardFront:
             if caller is None:
                 return None
             before = self.shard.states.get(caller.metastore_id)
-            with audit.answering(self.audit_log, request_id, route.audit):
+            with Session(caller, audit=audit.context(self.audit_log, request_id, route.audit.label)) as session:
                 body = await work(caller)
         except Exception:       # not found, refused, a database error...: the app answers it as always
             self.stats["tried_first"] += 1
@@ -135,15 +134,16 @@ class ShardFront:
         request.operation = route.audit.action      # the metrics' name (web/fronts.py), the registry's as the row's
         headers = {"Content-Type": "application/json", "Date": http1.http_date(),
                    audit.REQUEST_ID_HEADER: request_id}
-        version = served_version(self.shard, caller.metastore_id, before)
+        version = answered_version(self.shard, session, before)
         if version is not None:
             headers[VERSION_HEADER] = str(version)
         return Answer(200, headers, body)
 
     async def _write(self, request: http1.Request, route: _Route, work) -> Answer | None:
-        """A write's answer, made as the app would make it (its middlewares: serving/app.py
-        `make_shard_app`); None for the app to answer: a request it must see (no caller known
-        here, a body over its limit) or one refused before anything was written."""
+        """A write's answer: enter the request's session, run the operation, answer as the app
+        would (its middlewares: serving/app.py `make_shard_app`); None for the app to answer: a
+        request it must see (no caller known here, a body over its limit) or one refused before
+        anything was written."""
         if len(request.body) > self.max_body_bytes:
             return None
         caller = await self._caller(request)
@@ -152,19 +152,18 @@ class ShardFront:
         at = int(time.time() * 1000)
         request_id = audit.new_request_id()
         before = self.shard.states.get(caller.metastore_id)
-        WRITTEN_VERSION.set(None)
-        writer = WRITER.set(caller.name)
-        context = audit.answering(self.audit_log, request_id, route.audit)
+        session = Session(caller, audit=audit.context(self.audit_log, request_id, route.audit.label))
         try:
-            with context:
+            with session:
                 answer = await work(caller, json_object(request.body))
             status, body = 200, encode_json(answer)
         except Exception as e:
-            if WRITTEN_VERSION.get() is None and (isinstance(e, MetastoreGone) or
-                                                  isinstance(e, CatalogError) and e.status < 500):
+            if session.written_version is None and (isinstance(e, MetastoreGone) or
+                                                    isinstance(e, CatalogError) and e.status < 500):
                 self.stats["tried_first"] += 1
                 return None         # nothing written: the app refuses it again, as always
-            error = after_written(e) if isinstance(e, CatalogError) else unexpected_error(e, "POST", request.path)
+            error = after_written(e, session) if isinstance(e, CatalogError) \
+                else unexpected_error(e, "POST", request.path)
             try:
                 secrets = secret_values(orjson.loads(request.body))
             except Exception:       # not JSON: nothing of it is in the message
@@ -172,14 +171,10 @@ class ShardFront:
             status = error.status
             body = orjson.dumps({"error_code": error.code,
                                  "message": scrub(error.message, secrets) if secrets else error.message})
-        finally:
-            WRITER.reset(writer)
-        self.audit_log.submit_row(audit.written_row(route.audit, context, caller, at, status, body, request.body))
+        self.audit_log.submit_row(audit.written_row(route.audit, session.audit, caller, at, status, body, request.body))
         request.operation = route.audit.action
         headers = {"Content-Type": "application/json", "Date": http1.http_date(), audit.REQUEST_ID_HEADER: request_id}
-        version = WRITTEN_VERSION.get()
-        if version is None:
-            version = served_version(self.shard, caller.metastore_id, before)
+        version = answered_version(self.shard, session, before)
         if version is not None:
             headers[VERSION_HEADER] = str(version)
         return Answer(status, headers, body)
@@ -227,7 +222,7 @@ class ShardFront:
         if caller is None or caller.metastore_id is None:
             return None
         try:
-            return reading_at_least(caller, request.headers.get(_MIN_VERSION))    # the app's rule
+            return session_caller(caller, request.headers.get(_MIN_VERSION))    # the app's rule
         except CatalogError:
             return None
 

@@ -7,12 +7,15 @@ Writes run the store's `write` conditioned on the known version; on a conflict t
 reconciles and runs the write again, so validation always happens against fresh state.
 What mirrors a metastore beside its state (the cache, governance's privilege index) follows
 each applied change through the followers hook (followers.py): the core knows no feature.
+Of the request being answered the shard knows its session (session.py), and only this: a read
+answers as of `Session.read_at` when the session says so (from the history, not the cache), a
+write names `Session.writer` in the change log and leaves the version it made in
+`Session.written_version` for the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -22,22 +25,17 @@ from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store import history
-from ..store.history import READ_AT
 from ..store.errors import GroupSpoiled, MetastoreGone, VersionConflict, is_db_unavailable
 from ..store.protocol import CatalogStore
 from ..store.rows import StoragePath
-from ..store.writes import WRITER, WriteTx
+from ..store.writes import WriteTx
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
+from .session import current, past_read
 
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 8
-# The metastore version the current request's latest write made: its answer reports that one
-# (serving/app.py), not the shard's version after the write's whole group, so that every write's
-# answer names a version of its own, as without group commit.
-WRITTEN_VERSION: contextvars.ContextVar[int | None] = contextvars.ContextVar("shardcat_written_version",
-                                                                             default=None)
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
 # A rebuild yields to the event loop after this many storage paths.
@@ -264,7 +262,7 @@ class Shard:
 
     async def read(self, metastore_id: str, versioned_result):
         """Await a store read returning (version, result); reconcile if needed; return the result."""
-        if READ_AT.get() is not None:
+        if past_read() is not None:
             versioned_result.close()
             raise CatalogError("INVALID_PARAMETER_VALUE", "This read is not answered at a past version.")
         version, result = await versioned_result
@@ -272,9 +270,10 @@ class Shard:
         return result
 
     async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0) -> Asset | None:
-        """The asset with that name, from the cache at the known version, else from the database."""
+        """The asset with that name, from the cache at the known version, else from the database;
+        as it was at the session's past version when the request reads at one (`Session.read_at`)."""
         state = await self.state(metastore_id, min_version)
-        if (past := READ_AT.get()) is not None:
+        if (past := past_read()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [(namespace, full_name)], [])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
             return (await self._governed_today(state, found))[0] if found else None
@@ -292,7 +291,7 @@ class Shard:
         except (TypeError, ValueError):
             return None
         state = await self.state(metastore_id, min_version)
-        if (past := READ_AT.get()) is not None:
+        if (past := past_read()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [], [asset_id])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
             return (await self._governed_today(state, found))[0] if found else None
@@ -336,7 +335,7 @@ class Shard:
         """Many lookups answered at one metastore version: assets by (namespace, full name), and
         the owner of each storage path (from the trie) with its asset. Cache first; the misses
         in one database statement; if the database had moved on, catch up and start over."""
-        if (past := READ_AT.get()) is not None:
+        if (past := past_read()) is not None:
             return await self._snapshot_at(metastore_id, past, names, paths, min_version)
         for _ in range(WRITE_ATTEMPTS):
             state = await self.state(metastore_id, min_version)
@@ -386,7 +385,7 @@ class Shard:
                        min_version: int = 0) -> list[Asset]:
         """Up to `limit` children named after `after`, in name order."""
         state = await self.state(metastore_id, min_version)
-        if (past := READ_AT.get()) is not None:
+        if (past := past_read()) is not None:
             return await self._governed_today(state, await history.with_ancestors(
                 self.store, metastore_id, past, await history.children_at(
                     self.store, metastore_id, past.version, parent_id, namespace, after=after, limit=limit),
@@ -427,20 +426,28 @@ class Shard:
             want = min(want * 4, MAX_LISTING_BATCH)
 
     async def write(self, metastore_id: str, body, *, prefetch: tuple[tuple, ...] = ()):
-        """Run `body(tx, state)` as one metastore write, retrying on version conflicts.
+        """`write_made`, its result alone."""
+        return (await self.write_made(metastore_id, body, prefetch=prefetch))[0]
+
+    async def write_made(self, metastore_id: str, body, *, prefetch: tuple[tuple, ...] = ()) -> tuple[object, int | None]:
+        """Run `body(tx, state)` as one metastore write, retrying on version conflicts: (its
+        result, the version it made).
 
         `body` validates against the transaction's reads and the state's trie, then
         writes through `tx`. A CatalogError from it rolls the whole write back.
+        The request's session (session.py) names the writer and is told the version made.
         Writes that queue behind one in flight commit together (group_commit.py); `prefetch`
         names what the body will read first (`WriteBatch.lock`), which a group reads for all
         its writes as it locks the metastore.
         """
         state = await self.state(metastore_id)
-        body = _written_by(WRITER.get(), body)
+        session = current()     # the request's (shards/session.py): its writer in, the version made out
+        body = _written_by(session.writer if session is not None else None, body)
         if not self.group_commit.enabled:
             result, version = await self._write_alone(state, body)
-            WRITTEN_VERSION.set(version)
-            return result
+            if session is not None:
+                session.written_version = version
+            return result, version
         # Every write queues, a lone one too: its committer starts one loop turn later, after the
         # writers already woken (the answered writers of the last group, say) have queued beside it.
         pending = PendingWrite(body, asyncio.get_running_loop().create_future(), prefetch)
@@ -451,8 +458,10 @@ class Shard:
             # A task of its own: a writer that gives up (its client went away) cancels only its wait.
             state.committer = asyncio.create_task(self._commit_groups(state))
         result = await asyncio.shield(pending.done)
-        WRITTEN_VERSION.set(pending.tx.version if pending.tx is not None else None)
-        return result
+        version = pending.tx.version if pending.tx is not None else None
+        if session is not None:
+            session.written_version = version
+        return result, version
 
     async def _write_alone(self, state: MetastoreState, body) -> tuple[object, int]:
         """The write in a transaction of its own: its result, and the version it made."""

@@ -10,7 +10,6 @@ read at a version costs one indexed statement on each table. Reads of the presen
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
@@ -24,16 +23,12 @@ from .rows import ASSET_COLUMNS, asset_from
 
 @dataclass
 class PastRead:
-    """A request reading at a past version: the version, and every asset its reads found (with
-    their ancestors), by id, for authorization (governance/authorize.py's past index)."""
+    """A request reading at a past version (its session's `read_at`, shards/session.py): the
+    version, and every asset its reads found (with their ancestors), by id, for authorization
+    (governance/authorize.py's past index)."""
     version: int
     seen: dict[str, Asset] = field(default_factory=dict)
 
-
-# What the current request reads at (None: the present). Set by the request layer
-# (catalog/versions.py) for the reads that answer at a version; the shard's reads and governance's
-# authorizer follow it (shards/shard.py, governance/authorize.py).
-READ_AT: contextvars.ContextVar[PastRead | None] = contextvars.ContextVar("shardcat_read_at", default=None)
 
 # The history's own columns beside an asset's.
 _COLS = ", ".join(f"a.{c.strip()}" for c in ASSET_COLUMNS.split(","))

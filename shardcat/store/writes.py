@@ -10,7 +10,6 @@ Rows no write versions (lineage, snapshots) go through `Store.unversioned` (dire
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import time
 import uuid
@@ -25,11 +24,6 @@ from .delta import ADD_DELTA_COMMIT, DeltaWrites
 from .directory import MOVE_WAIT_SECONDS
 from .errors import GroupSpoiled, MetastoreGone, MetastoreMoving, VersionConflict, from_database, is_db_unavailable
 from .rows import ASSET_COLUMNS, asset_from, asset_of, jsonb_text
-
-# Who is writing (a caller's name): set per request by catalog/versions.py, read by `Shard.write`
-# into `WriteTx.principal`, kept in the change log for an asset's history.
-WRITER: contextvars.ContextVar[str | None] = contextvars.ContextVar("shardcat_writer", default=None)
-
 
 class Writes:
     """The part of `Store` (db.py) that opens writes, in the metastore's home (`Directory.home`)."""
@@ -160,7 +154,7 @@ class WriteTx(DeltaWrites):
         self.deleted: dict[str, Asset] = {}   # id -> last state
         self.touched: dict[str, dict] = {}     # id -> what this write did to it, for the change feed
         self.grants_set: dict[str, dict[str, set[str]]] = {}   # securable id -> its grants now, set by this write
-        self.principal: str | None = WRITER.get()     # who writes (the change log keeps it)
+        self.principal: str | None = None     # who writes, kept in the change log (`Shard.write` names it)
         self.earlier: tuple[WriteTx, ...] = ()  # the writes of the same group commit before this one
         self.defer = None       # an optimistic group's: takes a new asset's row, sent with the group's next statement
         self.defer_commit = None    # likewise a Delta commit's statement (WriteBatch.flush)

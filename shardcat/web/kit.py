@@ -13,9 +13,8 @@ import orjson
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..entities.values import bigint_text
 from . import registry
-from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, MIN_VERSION_HEADER
+from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER
 
 
 
@@ -107,17 +106,6 @@ def encode_json(value) -> bytes:
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
-
-
-def reading_at_least(caller, min_version: str | None):
-    """The caller, reading at least the metastore version its min-version header names (session
-    consistency across shards); a clear 400 for a header that is not a non-negative integer."""
-    if min_version is None:
-        return caller
-    version = bigint_text(min_version)
-    if version is None:
-        raise invalid(f"{MIN_VERSION_HEADER} must be a non-negative integer, got '{min_version:.40}'.")
-    return caller.reading_at_least(version)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

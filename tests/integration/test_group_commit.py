@@ -23,7 +23,8 @@ from shardcat.catalog.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.group_commit import GroupCommitConfig
-from shardcat.shards.shard import WRITTEN_VERSION, Shard
+from shardcat.shards.session import Session
+from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 
 
@@ -80,9 +81,10 @@ def _table(name: str, **more) -> dict:
 
 
 async def _with_version(coro):
-    """The write's outcome, and the version its answer would report (shards/shard.py WRITTEN_VERSION)."""
-    outcome = await _outcome(coro)
-    return outcome, WRITTEN_VERSION.get()
+    """The write's outcome, and the version its answer would report (its session's `written_version`)."""
+    with Session() as session:
+        outcome = await _outcome(coro)
+    return outcome, session.written_version
 
 
 async def _log(store: Store, metastore_id: str, after: int):
