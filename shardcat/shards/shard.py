@@ -429,7 +429,8 @@ class Shard:
         """`write_made`, its result alone."""
         return (await self.write_made(metastore_id, body, prefetch=prefetch))[0]
 
-    async def write_made(self, metastore_id: str, body, *, prefetch: tuple[tuple, ...] = ()) -> tuple[object, int | None]:
+    async def write_made(self, metastore_id: str, body, *,
+                         prefetch: tuple[tuple, ...] = ()) -> tuple[object, int | None]:
         """Run `body(tx, state)` as one metastore write, retrying on version conflicts: (its
         result, the version it made).
 
