@@ -551,3 +551,52 @@ async def test_an_invisible_namespace_answers_as_a_missing_one(ws, server):
     assert wrong == [], "\n".join(map(str, wrong))
     await ok(ws, "GET", f"{ICE}/catalogs/{w['c']}/namespaces/{w['h']}/tables/{w['t2']}")
     await ok(ws, "GET", f"{ICE}/catalogs/{w['c']}/namespaces/{w['s']}/tables/{w['t']}")
+
+
+# ---- 11: register-view, and a view's write.metadata.path --------------------------------------------------
+
+
+async def test_register_view_reads_only_where_register_reads_and_a_views_metadata_stays_inside_it(ws, server, tmp_path,
+                                                                                                caplog):
+    caplog.set_level(logging.DEBUG)
+    world = await governed(ws, tmp_path)
+    ext, outside = world["ext"], world["outside"]
+    # write.metadata.path inside the view's location is where its metadata goes, spelled as given.
+    custom = f"file:{ext}/v1/custom"
+    body = await ok(ws, "POST", f"{P}/namespaces/s/views", json=view_body(
+        "v1", location=(ext / "v1").as_uri(), properties={"write.metadata.path": custom}))
+    first = body["metadata-location"]
+    assert first.startswith(f"{custom}/00000-"), body
+    assert body["metadata"]["schemas"][0]["schema-id"] == 0
+    # Outside it (another folder of the external location), refused before anything is written there.
+    status, body = await ws.call("POST", f"{P}/namespaces/s/views", json=view_body(
+        "v9", location=(ext / "v9").as_uri(), properties={"write.metadata.path": (ext / "elsewhere").as_uri()}))
+    assert status == 400 and "inside its location" in body["error"]["message"], body
+    assert not (ext / "elsewhere").exists()
+    # A dropped view comes back by register-view from its metadata file (inside the external location).
+    status, _ = await ws.call("DELETE", f"{P}/namespaces/s/views/v1")
+    assert status == 204
+    body = await ok(ws, "POST", f"{P}/namespaces/s/register-view", json=register("V2", first))
+    assert urlparse(body["metadata-location"]).path == urlparse(first).path, body        # kept normalized
+    assert body["metadata"]["location"] == (ext / "v1").as_uri(), body
+    loaded = await ok(ws, "GET", f"{P}/namespaces/s/views/v2")
+    assert loaded["metadata"]["view-uuid"] == body["metadata"]["view-uuid"]
+    # A taken name, in the reference catalog's words.
+    await ok(ws, "POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    for name, said in (("V2", "View already exists: s.V2"), ("t", "Table with same name already exists: s.t")):
+        status, body = await ws.call("POST", f"{P}/namespaces/s/register-view", json=register(name, first))
+        assert status == 409 and body["error"]["message"] == said, body
+    # Outside every external location: one answer, whatever is (or is not) there, nothing of it quoted.
+    view_file = outside / "v" / "metadata" / "00000-a.metadata.json"
+    write_file(view_file, Path(urlparse(first).path).read_bytes().replace(b'"spark"', f'"{MARKER}"'.encode()))
+    answers = set()
+    for url in (view_file.as_uri(), (outside / "v" / "metadata" / "missing.metadata.json").as_uri(),
+                (outside / "keep.txt").as_uri()):
+        status, body = await ws.call("POST", f"{P}/namespaces/s/register-view", json=register("x", url))
+        answers.add((status, body["error"]["type"], body["error"]["message"].replace(url, "<url>")))
+    assert len(answers) == 1 and next(iter(answers))[0] == 400, answers
+    # Inside it, a file that is not view metadata is a 400 that quotes none of it.
+    bad = write_file(ext / "bad" / "00000-a.metadata.json", json.dumps({"secret": MARKER}))
+    status, body = await ws.call("POST", f"{P}/namespaces/s/register-view", json=register("x", bad.as_uri()))
+    assert status == 400 and "not an Iceberg view metadata file" in body["error"]["message"], body
+    assert MARKER not in json.dumps(body) and MARKER not in caplog.text
