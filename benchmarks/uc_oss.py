@@ -35,7 +35,8 @@ from .processes import Child, spawn, stop
 VERSION = "0.6.0"
 TAG = f"v{VERSION}"
 PROJECT = ROOT / "jvm" / "uc-oss"
-JAR = PROJECT / "target" / f"uc-oss-{VERSION}.jar"
+BUILD = Path.home() / ".cache" / "shardcat-jvm" / f"uc-oss-{VERSION}-build"    # the pom's ${uc.build}
+JAR = BUILD / f"uc-oss-{VERSION}.jar"
 MAIN = "io.unitycatalog.server.UnityCatalogServer"
 PREFIX = "/api/2.1/unity-catalog"
 SOURCE = Path(os.environ.get("UC_OSS_SOURCE", Path.home() / ".cache" / "shardcat-jvm" / f"unitycatalog-{VERSION}"))
