@@ -387,10 +387,9 @@ function columnsCard(table) {
     const rows = (table.columns || []).map((c, i) => [String(i + 1),
       el("span", {}, c.name, masked.has(c.name) ? el("span", { class: "badge mask", title: "a column mask applies" }, "masked") : null),
       c.type_text || c.type_name, c.nullable === false ? "no" : "yes", c.comment || "", tagChips(c.tags) || ""]);
-    body.replaceChildren(
-      sample && sample.row_filter ? el("p", { class: "badge-line" }, el("span", { class: "badge filter" }, "row filter"),
-        " Rows of this table are filtered for readers.") : null,
-      grid(["#", "Name", "Type", "Nullable", "Comment", "Tags"], rows, "grid columns"));
+    const filter = sample && sample.row_filter ? [el("p", { class: "badge-line" },
+      el("span", { class: "badge filter" }, "row filter"), " Rows of this table are filtered for readers.")] : [];
+    body.replaceChildren(...filter, grid(["#", "Name", "Type", "Nullable", "Comment", "Tags"], rows, "grid columns"));
   };
   draw(null);
   table.redrawColumns = draw;
