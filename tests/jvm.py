@@ -41,3 +41,24 @@ def java(version: int = 17) -> str:
             raise FileNotFoundError(f"no Java {version} runtime at {JAVA_25}")
         return str(JAVA_25)
     return shutil.which("java") or "java"
+
+
+def package(project: str, *, timeout: float = 1800) -> str:
+    """The jar a jvm/<project> builds (`mvn package`: offline first, online if a plugin or dependency is
+    missing), kept under the cache keyed by the hash of its pom and sources, so it is rebuilt only
+    when they change."""
+    root = JVM / project
+    digest = hashlib.sha256()
+    for path in sorted([root / "pom.xml", *(root / "src").rglob("*")]):
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    kept = CACHE / f"{project}-{digest.hexdigest()[:16]}.jar"
+    if kept.exists():
+        return str(kept)
+    command = ["mvn", "-B", "-q", "-f", str(root / "pom.xml"), "clean", "package"]
+    if subprocess.run([*command[:1], "-o", *command[1:]], timeout=timeout).returncode != 0:
+        subprocess.run(command, check=True, timeout=timeout)
+    jars = sorted((root / "target").glob("*.jar"))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(jars[0], kept)
+    return str(kept)
