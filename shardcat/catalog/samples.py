@@ -116,11 +116,13 @@ class Samples:
         out = {"full_name": table.full_name, "masked_columns": masked,
                "row_filter": bool(table.info.get("row_filter") or governed.row_filter)}
         decision = data_decision(authz, table, write=False)
+        if (has_policies(table) or governed) and not governed.conflict:
+            # a trusted engine gets them and applies them; this server applies none: no rows, whoever asks
+            return {**out, "readable": authz.decide("table", "read_data", table).allowed,
+                    "reason": "The table has a row filter or column masks, which only an engine applies: "
+                              "no sample is shown here."}
         if not decision.allowed:
             return {**out, "readable": False, "reason": decision.reason}
-        if has_policies(table) or governed:      # a trusted engine would get them; this server applies none
-            return {**out, "readable": True, "reason": "The table has a row filter or column masks, which only "
-                                                       "an engine applies: no sample is shown here."}
         info = table.info
         fmt, location = (info.get("data_source_format") or "DELTA").upper(), info.get("storage_location")
         if info.get("table_type") in ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW") or not location:

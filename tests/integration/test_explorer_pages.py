@@ -89,7 +89,8 @@ def pages_scenario(driver, shots, url, token, c) -> dict:
     open_page(driver, url, f"table/{c}.s.people", f"{c}.s.people")
     wait(driver, ec.presence_of_element_located((By.CSS_SELECTOR, ".no-sample")))
     seen["people"] = {"columns": texts(driver, "table.columns tbody tr"), "masked": texts(driver, ".badge.mask"),
-                      "filter": texts(driver, ".badge.filter"), "sample": card(driver, "Sample data")}
+                      "filter": texts(driver, ".badge.filter"), "sample": card(driver, "Sample data"),
+                      "request_forms": len(driver.find_elements(By.CSS_SELECTOR, "form.request-access"))}
     driver.save_screenshot(str(shots / "explorer-masked.png"))
     open_page(driver, url, f"table/{c}.s.big_orders", f"{c}.s.big_orders")
     seen["view"] = {"sql": texts(driver, "pre.sql"), "kind": texts(driver, "#detail .kind")}
@@ -122,6 +123,7 @@ async def test_pages_show_comments_tags_masks_filters_sql_samples_history_and_ot
     assert people["masked"] == ["MASKED"] and any("ssn" in r and "MASKED" in r for r in people["columns"])
     assert people["filter"] == ["ROW FILTER"]
     assert "row filter or column masks" in people["sample"]
+    assert people["request_forms"] == 0          # the owner may read it: nothing to ask for
     assert seen["view"]["sql"] == [f"SELECT order_id FROM {c}.s.orders WHERE order_id > 10"]
     assert seen["view"]["kind"] == ["view"]
     catalog = seen["catalog"]
