@@ -53,13 +53,24 @@ PARENT_FIELDS = ("catalog_name", "schema_name")
 # ---- argument parsing -------------------------------------------------------------
 
 
+def add_connection_options(parser: argparse.ArgumentParser | None = None, *,
+                           after_command: bool = False) -> argparse.ArgumentParser:
+    """--server, --token and --json on `parser` (a new parent parser if none). The top-level parser
+    has them with their defaults; a subcommand's copy sets them only when given (SUPPRESS), so
+    `shardcat --json catalog list` and `shardcat catalog list --json` mean the same."""
+    parser = argparse.ArgumentParser(add_help=False) if parser is None else parser
+    unset = {"default": argparse.SUPPRESS} if after_command else {}
+    parser.add_argument("--server", help="catalog URL (default $SHARDCAT_URL, else http://127.0.0.1:8080)", **unset)
+    parser.add_argument("--token", help="bearer token (default $SHARDCAT_TOKEN, else ~/.shardcat/admin-token "
+                                        "for a server on this machine)", **unset)
+    parser.add_argument("--json", action="store_true", help="print the server's JSON", **unset)
+    return parser
+
+
 def add_client_commands(commands: argparse._SubParsersAction) -> None:
-    """Add one subcommand per kind (with create/list/get/delete) to the top-level `shardcat` parser."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", help="catalog URL (default $SHARDCAT_URL, else http://127.0.0.1:8080)")
-    common.add_argument("--token", help="bearer token (default $SHARDCAT_TOKEN, else ~/.shardcat/admin-token "
-                                        "for a server on this machine)")
-    common.add_argument("--json", action="store_true", help="print the server's JSON")
+    """Add one subcommand per kind (with create/list/get/delete) to the top-level `shardcat` parser,
+    whose own parser has add_connection_options."""
+    common = add_connection_options(after_command=True)
     for kind in KINDS.values():
         parser = commands.add_parser(kind.name, help=f"create, list, get or delete {kind.name}s")
         actions = parser.add_subparsers(dest="action", required=True, metavar="{create,list,get,delete}")
@@ -318,14 +329,8 @@ def run_client(args: argparse.Namespace) -> int:
     try:
         client = Client(*resolve_config(args.server, args.token))
         result = query[0](client, args) if query else execute(client, kind, args)
-    except ServerError as e:
-        print(f"shardcat: error: {e.code} (HTTP {e.status}): {e.message}", file=sys.stderr)
-        if kind and e.code in ("ENDPOINT_NOT_FOUND", "HTTP_404") and args.action in ("create", "list"):
-            print(f"shardcat: this server does not serve {kind.path}", file=sys.stderr)
-        return 1
     except ClientError as e:
-        print(f"shardcat: error: {e}", file=sys.stderr)
-        return 1
+        return report_error(e, kind, getattr(args, "action", None))
     if query:
         _, as_json, as_rows, columns = query
         print(json.dumps(as_json(result), indent=2) if args.json else format_table(as_rows(result), columns))
@@ -342,8 +347,27 @@ def run_client(args: argparse.Namespace) -> int:
     return 0
 
 
+TOKEN_HINT = ("shardcat: pass a token with --token TOKEN or in $SHARDCAT_TOKEN; a server keeps an admin "
+              "token in its data dir's admin-token file (~/.shardcat/admin-token by default), which this "
+              "command reads itself for a server on this machine")
+
+
+def report_error(error: ClientError, kind: Kind | None = None, action: str | None = None) -> int:
+    """Say on stderr what went wrong, with a hint where one helps; the exit status 1."""
+    if not isinstance(error, ServerError):
+        print(f"shardcat: error: {error}", file=sys.stderr)
+        return 1
+    print(f"shardcat: error: {error.code} (HTTP {error.status}): {error.message}", file=sys.stderr)
+    if error.status == 401:
+        print(TOKEN_HINT, file=sys.stderr)
+    elif kind and error.code in ("ENDPOINT_NOT_FOUND", "HTTP_404") and action in ("create", "list"):
+        print(f"shardcat: this server does not serve {kind.path}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """The client subcommands on their own (the `shardcat` entry point also has them)."""
-    parser = argparse.ArgumentParser(prog="shardcat", description="A client for a Unity Catalog server.")
+    parser = add_connection_options(argparse.ArgumentParser(prog="shardcat",
+                                                            description="A client for a Unity Catalog server."))
     add_client_commands(parser.add_subparsers(dest="command", required=True))
     return run_client(parser.parse_args(argv))

@@ -1,38 +1,62 @@
-"""The `shardcat` command line."""
+"""The `shardcat` command line: `serve` runs the catalog, the other subcommands are its client.
+
+Only light modules are imported up here: a client command must start at once, so the server
+(Ray, pyiceberg, the aiohttp apps) is imported inside the serve path alone.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
+import json
+import os
 import sys
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvloop
+from ..client.cli import add_client_commands, add_connection_options, report_error, run_client
+from ..client.http import Client, ClientError, resolve_config
 
-from ..client.cli import add_client_commands, run_client
-from ..client.http import Client, ClientError, ServerError, resolve_config
-from ..governance.oidc import OidcConfig
-from ..shards.group_commit import GroupCommitConfig
-from ..shards.shard import CacheConfig
-from ..web import request_log
-from ..store.databases import DatabaseConfigError, parse_databases, read_database_file
-from ..store.sealing import key_file_of, rotate_key_file
-from .server import ServeConfig, serve_forever
-
+if TYPE_CHECKING:
+    from ..governance.oidc import OidcConfig
+    from .server import ServeConfig
 
 DRAIN_WAIT_SECONDS = 600.0
+CLOSED_PIPE_STATUS = 141   # 128 + SIGPIPE: what a shell reports for a command whose reader went away
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        status = run_command(build_parser().parse_args(argv))
+        sys.stdout.flush()     # a reader that went away (`| head -1`) shows here rather than at exit
+        return status
+    except BrokenPipeError:
+        # Nothing more can be said to the reader: end quietly, with stdout on /dev/null so that the
+        # interpreter's own flush at exit cannot fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE_STATUS
+
+
+def run_command(args: argparse.Namespace) -> int:
     if args.command == "rotate-secret-key":
         return rotate_secret_key(args)
     if args.command == "drain":
         return drain_node(args)
     if args.command != "serve":
         return run_client(args)
+    return run_server(args)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    """`shardcat serve`: the one place the server's modules are imported."""
+    import asyncio
+    import logging
+
+    import uvloop
+
+    from ..web import request_log
+    from .server import serve_forever
+
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.request_log:
         request_log.turn_on()
@@ -45,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shardcat", description="A sharded Unity Catalog server and its client.")
+    add_connection_options(parser)    # the client's --server, --token, --json, before the subcommand too
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the catalog server")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -104,18 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the server's data dir, whose secret.key is rotated (default ~/.shardcat)")
     rotate.add_argument("--secret-key", default=None, metavar="FILE",
                         help="rotate this key file instead of the data dir's")
-    drain = commands.add_parser("drain", help="move every metastore off a Ray node and stop its shards, before "
-                                              "the node stops (docs/cluster.md)")
+    drain = commands.add_parser("drain", parents=[add_connection_options(after_command=True)],
+                                help="move every metastore off a Ray node and stop its shards, before "
+                                     "the node stops (docs/cluster.md)")
     drain.add_argument("node", metavar="NODE", help="the Ray node id, or a unique prefix of it "
                                                     "(GET /shardcat/routing lists the nodes)")
-    drain.add_argument("--server", help="catalog URL (default $SHARDCAT_URL, else http://127.0.0.1:8080)")
-    drain.add_argument("--token", help="an account admin's token (default $SHARDCAT_TOKEN, else "
-                                       "~/.shardcat/admin-token)")
     add_client_commands(commands)   # catalog|schema|table|volume|model create|list|get|delete
     return parser
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
+    from ..shards.group_commit import GroupCommitConfig
+    from ..shards.shard import CacheConfig
+    from ..store.databases import DatabaseConfigError, parse_databases, read_database_file
+    from .server import ServeConfig
+
     if args.db and args.db_file:
         raise SystemExit("shardcat: give the databases with --db or with --db-file, not both")
     try:
@@ -138,18 +166,19 @@ def drain_node(args: argparse.Namespace) -> int:
     try:
         client = Client(*resolve_config(args.server, args.token), timeout=DRAIN_WAIT_SECONDS)
         result = client.call("POST", f"/shardcat/nodes/{urllib.parse.quote(args.node, safe='')}/drain")
-    except ServerError as e:
-        print(f"shardcat: error: {e.code} (HTTP {e.status}): {e.message}", file=sys.stderr)
-        return 1
     except ClientError as e:
-        print(f"shardcat: error: {e}", file=sys.stderr)
-        return 1
+        return report_error(e)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
     print(f"node {result['node_id']} drained in {result.get('seconds')} s: shards stopped "
           f"{', '.join(result['shards_stopped']) or '(none)'}, {result.get('metastores_moved', 0)} metastore(s) moved")
     return 0
 
 
 def oidc_config(args: argparse.Namespace) -> OidcConfig | None:
+    from ..governance.oidc import OidcConfig
+
     if not args.oidc_issuer and not args.oidc_audience:
         return None
     if not args.oidc_issuer or not args.oidc_audience:
@@ -161,6 +190,8 @@ def oidc_config(args: argparse.Namespace) -> OidcConfig | None:
 def rotate_secret_key(args: argparse.Namespace) -> int:
     """A new key first in the key file, the old ones kept after it to decrypt until the next start
     has re-encrypted every secret (then they may be deleted from the file)."""
+    from ..store.sealing import key_file_of, rotate_key_file
+
     if args.secret_key is not None and args.secret_key.startswith("env:"):
         print("shardcat: keys from an environment variable are rotated where it is set: put a new key "
               "(Fernet.generate_key()) first in its value, restart, then drop the old one")

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -169,9 +170,7 @@ async def test_server_and_token_from_environment_and_token_file(ws, tmp_path, mo
 
 
 async def test_entry_point_runs_as_a_process(ws):
-    script = Path(sys.executable).parent / "shardcat"
-    script = str(script) if script.exists() else shutil.which("shardcat")
-    assert script, "the `shardcat` console script is not installed: pip install -e '.[test]'"
+    script = _shardcat_script()
     env = {**os.environ, "SHARDCAT_URL": ws.url, "SHARDCAT_TOKEN": ws.token,
            "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
 
@@ -186,6 +185,58 @@ async def test_entry_point_runs_as_a_process(ws):
     assert (await ws.call("GET", "/catalogs/proc"))[0] == 200
     code, out, err = await run("catalog", "get", "missing")
     assert code == 1 and "NOT_FOUND" in err
+
+
+async def test_global_options_before_or_after_the_subcommand(ws):
+    assert (await cli(ws, "catalog", "create", "order"))[0] == 0
+    assert (await cli(ws, "schema", "create", "order.s"))[0] == 0
+    after = await asyncio.to_thread(_invoke, ["catalog", "list", "--server", ws.url, "--token", ws.token, "--json"])
+    before = await asyncio.to_thread(_invoke, ["--server", ws.url, "--token", ws.token, "--json", "catalog", "list"])
+    mixed = await asyncio.to_thread(_invoke, ["--server", ws.url, "schema", "list", "order", "--json",
+                                              "--token", ws.token])
+    assert after == before and after[0] == 0
+    assert [c["name"] for c in json.loads(before[1])["catalogs"]] == ["order"]
+    assert mixed[0] == 0 and [s["full_name"] for s in json.loads(mixed[1])["schemas"]] == ["order.s"]
+    # Given in both places, the one after the subcommand wins (it is the closer one).
+    code, _, err = await asyncio.to_thread(_invoke, ["--token", ws.token, "catalog", "list", "--server", ws.url,
+                                                     "--token", "wrong"])
+    assert code == 1 and "HTTP 401" in err
+
+
+async def test_a_missing_or_wrong_token_says_how_to_pass_one(ws, tmp_path, monkeypatch):
+    monkeypatch.delenv("SHARDCAT_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))        # no ~/.shardcat/admin-token to fall back on
+    for token in ([], ["--token", "wrong"]):
+        code, out, err = await asyncio.to_thread(_invoke, ["catalog", "list", "--server", ws.url, *token])
+        assert (code, out) == (1, "") and "UNAUTHENTICATED (HTTP 401)" in err
+        assert all(way in err for way in ("--token", "$SHARDCAT_TOKEN", "admin-token")), err
+
+
+def _shardcat_script() -> str:
+    script = Path(sys.executable).parent / "shardcat"
+    script = str(script) if script.exists() else shutil.which("shardcat")
+    assert script, "the `shardcat` console script is not installed: pip install -e '.[test]'"
+    return script
+
+
+async def test_a_closed_pipe_ends_quietly(ws):
+    """`shardcat table list ... | head -1`: the reader is gone before the list is printed."""
+    assert (await cli(ws, "catalog", "create", "piped"))[0] == 0
+    assert (await cli(ws, "schema", "create", "piped.s"))[0] == 0
+    for i in range(3):
+        assert (await cli(ws, "table", "create", f"piped.s.t{i}", "--column", "id:LONG"))[0] == 0
+    env = {**os.environ, "SHARDCAT_URL": ws.url, "SHARDCAT_TOKEN": ws.token}
+    for argv in (["table", "list", "piped.s"], ["--help"]):
+        proc = subprocess.Popen([_shardcat_script(), *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()    # no reader left: the first print meets a closed pipe
+        _, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        assert proc.returncode in (0, 141) and err.decode() == "", (proc.returncode, err.decode())
+    # The shell's own form of it (in a thread: the server answers on this test's event loop).
+    shell = await asyncio.to_thread(subprocess.run, ["bash", "-c", f"'{_shardcat_script()}' table list piped.s | head -1"],
+                                    env=env, capture_output=True, text=True, timeout=60)
+    assert (shell.returncode, shell.stderr) == (0, "") and shell.stdout.split() == ["FULL_NAME", "TABLE_TYPE",
+                                                                                    "DATA_SOURCE_FORMAT",
+                                                                                    "STORAGE_LOCATION"]
 
 
 async def test_volumes_and_models(ws, tmp_path):
