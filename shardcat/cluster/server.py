@@ -108,7 +108,8 @@ async def serve_forever(config: ServeConfig) -> None:
     if not (config.shards or config.shards_per_node):
         freeze_survivors_of_full_collections()     # this process holds the shard and its cache
     running = await start(config)
-    print(f"shardcat listening on {running.url}/api/2.1/unity-catalog", flush=True)
+    print(f"shardcat listening on {running.url}/api/2.1/unity-catalog", flush=True)   # benchmarks parse this line
+    print(f"explorer at {running.url}/", flush=True)
     print(f"admin token in {running.admin_token_path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
