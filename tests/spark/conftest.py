@@ -24,9 +24,9 @@ def spark(tmp_path_factory):
     assert pyspark.__version__.startswith(SPARK_MINOR + "."), \
         f"pyspark {pyspark.__version__}: jvm/spark's jars need {SPARK_MINOR}.x (pip install -e '.[test]')"
     session = (SparkSession.builder.master("local[2]").appName("shardcat-tests")
-               .config("spark.jars", jvm.classpath("spark").replace(os.pathsep, ","))
+               .config("spark.jars", ",".join([*jvm.classpath("spark").split(os.pathsep), jvm.package("spark-plugin")]))
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension,"
-                       "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+                       "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,shardcat.spark.ShardcatExtensions")
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")

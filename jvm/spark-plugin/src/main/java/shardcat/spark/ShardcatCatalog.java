@@ -123,7 +123,7 @@ public class ShardcatCatalog implements TableCatalog, SupportsNamespaces {
         throw new NoSuchTableException(ident);
       }
       String full = String.join(".", name, id.namespace()[0], id.name()).toLowerCase(Locale.ROOT);
-      JsonNode item = "READ".equals(operation) ? Answers.lookup(scope, full) : null;
+      JsonNode item = batched && "READ".equals(operation) ? Answers.lookup(scope, full) : null;
       if (item == null) {
         item = batched || "WRITE".equals(operation) ? resolveOne(full, operation) : connectorStyle(full);
       }
