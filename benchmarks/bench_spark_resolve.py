@@ -121,8 +121,9 @@ async def planning_runs(spark, server: h.Server, rounds: int) -> dict:
                 out[f"{label} {n}"]["calls"].append(await requests_since(server, since))
         h.log(f"  round {r + 1}/{rounds}: " + ", ".join(
             f"{k} {statistics.median(v['ms']):.0f} ms/{max(v['calls'])} calls" for k, v in out.items()))
-    return {k: {"median_ms": statistics.median(v["ms"]), "p90_ms": h.percentile(v["ms"], 90),
-                "calls": statistics.median(v["calls"]), "reps": len(v["ms"])} for k, v in out.items()}
+    return {k: {"median_ms": statistics.median(v["ms"]), "p90_ms": h.percentile(sorted(v["ms"]), 90),
+                "calls": statistics.median(v["calls"]), "reps": len(v["ms"]), "all_ms": v["ms"]}
+            for k, v in out.items()}
 
 
 def pipeline_run(spark, server: h.Server, rows: int) -> dict:
@@ -130,7 +131,7 @@ def pipeline_run(spark, server: h.Server, rows: int) -> dict:
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     out = example.run(spark.newSession(), server.base, server.token, rows=rows)
-    return {k: out[k] for k in ("wall_seconds", "catalog_seconds", "spark_seconds", "rows")}
+    return {k: out[k] for k in ("wall_seconds", "catalog_seconds", "spark_seconds")} | {"raw_rows": rows}
 
 
 def markdown(run: dict) -> str:
@@ -152,7 +153,7 @@ def markdown(run: dict) -> str:
                      f"{b['median_ms']:.0f} ms ({b['p90_ms']:.0f}) |")
     pipe = run.get("pipeline")
     if pipe:
-        lines += ["", f"The example pipeline (`examples/spark_pipeline.py`, {pipe['rows']:,} raw rows, raw files → "
+        lines += ["", f"The example pipeline (`examples/spark_pipeline.py`, {pipe['raw_rows']:,} raw rows, raw files → "
                   f"bronze → silver → gold on shardcat.spark) in the same JVM: **{pipe['wall_seconds']} s** wall, "
                   f"{pipe['catalog_seconds']} s of it in catalog calls."]
     lines += ["", "Loopback makes a catalog call cheap; what the plugin removes grows with the round trip between "
