@@ -280,6 +280,54 @@ async def test_a_narrow_window_has_no_overflow_and_dates_stay_whole(ws, server, 
     assert seen["time_lines"] == 1          # a date is never broken across lines
 
 
+def column_lineage_scenario(driver, url, token, c) -> dict:
+    sign_in(driver, url, token)
+    seen = {}
+    for table in ("customers", "orders"):
+        open_page(driver, url, f"table/{c}.s.{table}", f"{c}.s.{table}")
+        seen[f"{table}_before"] = len(driver.find_elements(By.CSS_SELECTOR, "ul.column-lineage li[data-column]"))
+        driver.find_element(By.CSS_SELECTOR, "details.column-lineage summary").click()
+        wait(driver, lambda d: len(texts(d, "ul.column-lineage > li[data-column]")) == 2
+             and "loading…" not in card(d, "Column lineage"))
+        seen[table] = {li.get_attribute("data-column"): {
+            "text": li.text, "links": [(a.text, a.get_attribute("href"))
+                                       for a in li.find_elements(By.CSS_SELECTOR, "a.column-table")]}
+            for li in driver.find_elements(By.CSS_SELECTOR, "ul.column-lineage > li[data-column]")}
+    link = driver.find_element(By.CSS_SELECTOR, "li[data-column='customer'] a.column-table")
+    link.click()
+    settle(driver, f"{c}.s.customers")
+    seen["followed"] = driver.current_url
+    return seen
+
+
+async def test_column_lineage_on_the_table_page_upstream_and_downstream_linked(ws, server, browser):
+    c, _, _ = await world(ws, server)
+    orders, customers = f"{c}.s.orders", f"{c}.s.customers"      # customers.region from orders.customer; ssn from nothing
+    await ok(ws, "POST", "/tables", json={"name": "customers", "catalog_name": c, "schema_name": "s", "table_type": "MANAGED",
+                                          "data_source_format": "DELTA", "columns": [
+                                              {"name": "region", "type_name": "STRING", "type_text": "string", "position": 0},
+                                              {"name": "ssn", "type_name": "STRING", "type_text": "string", "position": 1}]})
+    event = {"eventType": "COMPLETE", "eventTime": "2026-11-28T22:00:00Z", "producer": "tests",
+             "run": {"runId": "0193b1d0-0000-7000-8000-000000000047"}, "job": {"namespace": "etl", "name": "customers"},
+             "inputs": [{"namespace": "shardcat", "name": orders}],
+             "outputs": [{"namespace": "shardcat", "name": customers, "facets": {"columnLineage": {"fields": {
+                 "region": {"inputFields": [{"namespace": "shardcat", "name": orders, "field": "customer"}]}}}}}]}
+    body = await ok(ws, "POST", "/openlineage/api/v1/lineage", json=event)
+    assert body["column_edges"] == 1, body
+    seen = await asyncio.to_thread(column_lineage_scenario, browser, server.url, ws.token, c)
+    assert seen["customers_before"] == 0 and seen["orders_before"] == 0      # nothing asked before the card opens
+    region, ssn = seen["customers"]["region"], seen["customers"]["ssn"]
+    assert f"← {orders}.customer" in region["text"] and "→" not in region["text"]
+    assert [(t, h.split("/#/", 1)[1]) for t, h in region["links"]] == [(orders, f"table/{orders}")]
+    assert ssn["links"] == [] and "←" not in ssn["text"] and "→" not in ssn["text"]
+    assert "no column lineage recorded" in ssn["text"]
+    customer, order_id = seen["orders"]["customer"], seen["orders"]["order_id"]
+    assert f"→ {customers}.region" in customer["text"] and "←" not in customer["text"]
+    assert [(t, h.split("/#/", 1)[1]) for t, h in customer["links"]] == [(customers, f"table/{customers}")]
+    assert order_id["links"] == [] and "no column lineage recorded" in order_id["text"]
+    assert seen["followed"].endswith(f"/#/table/{customers}")
+
+
 async def test_the_icon_needs_no_token(server):
     async with aiohttp.ClientSession() as session, session.get(server.url + "/favicon.ico") as r:
         assert r.status == 200 and r.headers["Content-Type"] == "image/png"

@@ -352,6 +352,7 @@ async function showAsset(kind, fullName) {
     detail.append(lineage);
     showLineage(lineage, kind, name);
   }
+  if (kind === "table" && (asset.columns || []).length) detail.append(columnLineageCard(name, asset.columns));
   const grants = card("Grants");
   detail.append(grants);
   showGrants(grants, kind, asset);
@@ -681,6 +682,56 @@ function lineagePicture(answer) {
     }
   }
   return svg;
+}
+
+// ---- column lineage: asked for only when the card is opened, a few columns at a time ----------------
+
+const LINEAGE_TRACKING = "/api/2.0/lineage-tracking";
+const COLUMN_BATCH = 20;
+
+function columnLineageCard(fullName, columns) {
+  // One request per column, only once the user opens the card, and only COLUMN_BATCH columns at a
+  // time ("more…" asks for the next ones): a wide table's page loads no faster or slower for it.
+  const list = el("ul", { class: "column-lineage" });
+  const box = el("details", { class: "column-lineage" },
+    el("summary", {}, `Upstream and downstream of each column (${columns.length})`), list);
+  let next = 0;
+  const load = () => {
+    const batch = columns.slice(next, next + COLUMN_BATCH);
+    next += batch.length;
+    for (const c of batch) list.append(columnLineageItem(fullName, c.name));
+    if (next < columns.length) {
+      const more = el("li", {}, el("button", { class: "more", type: "button",
+        onclick: () => { more.remove(); load(); } }, `more… (${columns.length - next} columns left)`));
+      list.append(more);
+    }
+  };
+  box.addEventListener("toggle", () => { if (box.open && next === 0) load(); });
+  return card("Column lineage", box);
+}
+
+function columnLineageItem(fullName, column) {
+  const body = el("span", { class: "muted" }, "loading…");
+  const item = el("li", { "data-column": column }, el("span", { class: "column-name" }, column), " ", body);
+  call("GET", `${LINEAGE_TRACKING}/column-lineage?${query({ table_name: fullName, column_name: column })}`).then((answer) => {
+    const ups = answer.upstream_cols || [], downs = answer.downstream_cols || [];
+    if (!ups.length && !downs.length) {
+      body.replaceWith(el("span", { class: "muted none" }, "no column lineage recorded"));
+      return;
+    }
+    body.replaceWith(el("ul", { class: "column-edges" },
+      ups.map((u) => el("li", { class: "upstream" }, "← ", columnRef(u))),
+      downs.map((d) => el("li", { class: "downstream" }, "→ ", columnRef(d)))));
+  }, (e) => body.replaceWith(errorNote(e)));
+  return item;
+}
+
+function columnRef(c) {
+  // upstream.table.col, linked to its table's (or volume's) page; one the user may not read is hidden.
+  if (c.hidden) return el("span", { class: "muted hidden" }, "hidden (no access)");
+  const table = `${c.catalog_name}.${c.schema_name}.${c.table_name}`;
+  const kind = c.table_type === "VOLUME" ? "volume" : "table";
+  return el("span", { class: "column-ref" }, link(kind, table, table, "column-table"), `.${c.name}`);
 }
 
 // ---- search --------------------------------------------------------------------------------------
