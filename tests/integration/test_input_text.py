@@ -74,9 +74,16 @@ QUERY_CASES = [pytest.param(m, p, q, id=f"{m} {p} {q}") for m, p, q_list in QUER
 
 
 def _check_refused(status: int, body, what) -> None:
+    """A 400 naming the bad text: in Unity Catalog's error shape, or Iceberg's ErrorModel under an Iceberg base."""
     assert status == 400, (what, status, body)
-    assert isinstance(body, dict) and body.get("error_code") == "INVALID_PARAMETER_VALUE", (what, body)
-    assert re.search(r"NUL|surrogate|UTF-8", body["message"]), (what, body)
+    assert isinstance(body, dict), (what, body)
+    if "error" in body:
+        error = body["error"]
+        assert error.get("type") == "BadRequestException" and error.get("code") == 400, (what, body)
+    else:
+        error = body
+        assert body.get("error_code") == "INVALID_PARAMETER_VALUE", (what, body)
+    assert re.search(r"NUL|surrogate|UTF-8", error["message"]), (what, body)
 
 
 async def _raw(url: str, token: str, method: str, target: str, body: bytes = b"") -> tuple[int, dict | None]:

@@ -20,6 +20,7 @@ from shardcat.auth import Caller
 from shardcat.errors import CatalogError
 from shardcat.shards import shard as shard_module
 from shardcat.catalog.service import CatalogService
+from shardcat.shards.session import Session
 from shardcat.shards.shard import CacheConfig, Shard
 from shardcat.serving.app import _metastore_session
 from shardcat.store.db import Store
@@ -212,8 +213,10 @@ def test_a_shard_never_answers_not_owner_for_a_write_it_applied(pg_url, tmp_path
 
             @web.middleware
             async def signed_in(request, handler):
-                request["caller"] = caller
-                return await handler(request)
+                # the request's session, as the apps' first middleware (audit) enters it
+                with Session():
+                    request["caller"] = caller
+                    return await handler(request)
 
             async def write_then_read(request):
                 shard.own(metastore_id)
