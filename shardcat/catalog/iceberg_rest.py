@@ -348,6 +348,20 @@ class IcebergCatalog:
         return md.storage_properties(await vend(self.shard, caller, url, write=write),
                                      os.environ.get("SHARDCAT_S3_ENDPOINT"), vending.region())
 
+    async def _read_registered(self, caller: Caller, metadata_location: str, read, kind: str):
+        """(metadata, its location) of a table's or view's metadata file to register: read only where
+        the caller may read by path (path_access.py), so what no one may read is refused before it is
+        opened; and the file must lie in the location it names (it registers its own metadata only)."""
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        await authorize_path(self.shard, caller, state, metadata_location, write=False)
+        io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
+        metadata = await asyncio.to_thread(read, metadata_location, io)
+        location = self._url(metadata.location)
+        if not is_within(metadata_location, location):
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
+                                                           f"the location of its {kind}, '{location}'.")
+        return metadata, location
+
     async def _credentials(self, caller: Caller, asset: Asset, authz) -> list[dict]:
         """The table's vended storage credentials as Iceberg storage-credentials (none for file://):
         read-write for a caller who may MODIFY the table, else read-only."""
@@ -524,16 +538,7 @@ class IcebergCatalog:
                                                               f"table holding '{metadata_location}').")
         else:
             require_data(await authorizer(self.shard, caller), existing, write=True)    # MODIFY, to repoint it
-        # The file is read only where the caller may read, as by path (path_access.py): what no one may read
-        # is refused before it is opened, the same whatever is there.
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        await authorize_path(self.shard, caller, state, metadata_location, write=False)
-        io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
-        metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
-        location = self._url(metadata.location)
-        if not is_within(metadata_location, location):       # a table registers its own metadata only
-            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
-                                                           f"the location of its table, '{location}'.")
+        metadata, location = await self._read_registered(caller, metadata_location, md.read_metadata, "table")
         if existing is not None:
             if existing.storage_path != location:
                 raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an "
@@ -745,14 +750,7 @@ class IcebergCatalog:
         if existing is not None:
             raise _taken_by(authz, "View", full, existing)
         await self._check_external(caller, metadata_location, "metadata-location")
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        await authorize_path(self.shard, caller, state, metadata_location, write=False)
-        io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
-        view = await asyncio.to_thread(md.read_view, metadata_location, io)
-        location = self._url(view.location)
-        if not is_within(metadata_location, location):        # a view registers its own metadata only
-            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
-                                                           f"the location of its view, '{location}'.")
+        view, location = await self._read_registered(caller, metadata_location, md.read_view, "view")
         await self._check_external(caller, location, "location")
         await self._insert(caller, full, str(uuid.uuid4()), self._view_info(view, metadata_location), None)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
