@@ -48,6 +48,13 @@ def _request_missing(request_id: str):
     return not_found(f"Access request '{request_id:.60}' does not exist.")
 
 
+def _short_text(body: dict, field: str) -> str:
+    """The body's optional free-text `field` (a reason or a comment), at most MAX_REASON characters."""
+    value = body.get(field) or ""
+    if not isinstance(value, str) or len(value) > MAX_REASON:
+        raise invalid(f"Field '{field}' must be a string of at most {MAX_REASON} characters.")
+    return value
+
 class AccessRequests:
     def __init__(self, shard: Shard):
         self.shard = shard
@@ -75,9 +82,7 @@ class AccessRequests:
         if not isinstance(privileges, list) or not privileges or len(privileges) > 20:
             raise invalid("Field 'privileges' must be a list of 1 to 20 privileges.")
         wanted = sorted({P.privilege_name(p, kind) for p in privileges})
-        reason = body.get("reason") or ""
-        if not isinstance(reason, str) or len(reason) > MAX_REASON:
-            raise invalid(f"Field 'reason' must be a string of at most {MAX_REASON} characters.")
+        reason = _short_text(body, "reason")
         authz = await authorizer(self.shard, caller)
         now = now_ms()
 
@@ -128,9 +133,7 @@ class AccessRequests:
         decision = body.get("state")
         if decision not in (APPROVED, DECLINED):
             raise invalid("Field 'state' must be APPROVED or DECLINED.")
-        comment = body.get("comment") or ""
-        if not isinstance(comment, str) or len(comment) > MAX_REASON:
-            raise invalid(f"Field 'comment' must be a string of at most {MAX_REASON} characters.")
+        comment = _short_text(body, "comment")
         authz = await authorizer(self.shard, caller)
         now = now_ms()
 
