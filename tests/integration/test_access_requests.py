@@ -116,3 +116,18 @@ async def test_a_masked_table_shows_no_sample_and_says_which_columns(ws, server)
     assert body["readable"] and len(body["rows"]) == 20 and body["masked_columns"] == []
     status, body = await reader.call("GET", f"/shardcat/sample/{c}.s.orders", params={"max_rows": "1000"})
     assert status == 400
+
+
+async def test_a_sample_of_a_hidden_table_answers_as_a_missing_one(ws, server):
+    """A caller who may not see the table learns nothing from the sample endpoint that a missing
+    name would not tell, whatever the spelling; one who sees it without SELECT gets no rows."""
+    c = await _world(ws)
+    stranger = await user(server, ws)
+    await grant(ws, "catalog", c, stranger.name, "USE CATALOG", "USE SCHEMA")
+    for hidden, missing in ((f"{c}.s.orders", f"{c}.s.nothing"), (f"{c.upper()}.S.ORDERS", f"{c.upper()}.S.NOTHING"),
+                            (f"{c}.s.people", f"{c}.s.nobody")):
+        status, body = await stranger.call("GET", f"/shardcat/sample/{hidden}")
+        status_missing, body_missing = await stranger.call("GET", f"/shardcat/sample/{missing}")
+        assert (status, body["error_code"]) == (status_missing, body_missing["error_code"]) == (404, "NOT_FOUND"), body
+        assert body["message"].lower().replace(hidden.lower(), "X") == \
+            body_missing["message"].lower().replace(missing.lower(), "X"), (body, body_missing)
