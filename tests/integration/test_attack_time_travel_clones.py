@@ -386,15 +386,21 @@ async def test_a_log_naming_files_outside_its_table_is_not_cloned(server, ws, tm
     assert {p: p.read_bytes() for p in before} == before
 
 
-async def test_a_clones_hostile_log_does_not_break_its_sources_vacuum(server, ws):
-    """A clone's owner may write its clone's log; a path there that no join can resolve (`../x`)
-    leaves the source's vacuum, which reads what clones reference, a clean answer, not a 500."""
+async def _source_and_clone_log(ws):
+    """A Delta table c.s.t with one data file and a shallow clone of its schema, c.dev: (c, the
+    source table, the clone's _delta_log folder, which its owner may write)."""
     c = await _catalog(ws)
     source = await _table(ws, c, "t")
     _write(source["storage_location"], [1])
     await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": f"{c}.s", "name": f"{c}.dev"})
     clone = await ok(ws, "GET", f"/tables/{c}.dev.t")
-    log = Path(clone["storage_location"].removeprefix("file://"), "_delta_log")
+    return c, source, Path(clone["storage_location"].removeprefix("file://"), "_delta_log")
+
+
+async def test_a_clones_hostile_log_does_not_break_its_sources_vacuum(server, ws):
+    """A clone's owner may write its clone's log; a path there that no join can resolve (`../x`)
+    leaves the source's vacuum, which reads what clones reference, a clean answer, not a 500."""
+    c, source, log = await _source_and_clone_log(ws)
     hostile = {"add": {"path": "../../x.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0,
                        "dataChange": True}}
     (log / "00000000000000000001.json").write_text(json.dumps(hostile) + "\n")
@@ -406,12 +412,7 @@ async def test_a_clones_hostile_log_does_not_break_its_sources_vacuum(server, ws
 async def test_a_clones_unreadable_log_stops_its_sources_vacuum_cleanly(server, ws):
     """A clone whose log cannot be read (its owner wrote garbage there) leaves the source's files
     unknown to be kept: the source's vacuum deletes nothing and says why (400, not a 500)."""
-    c = await _catalog(ws)
-    source = await _table(ws, c, "t")
-    _write(source["storage_location"], [1])
-    await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "SCHEMA", "source": f"{c}.s", "name": f"{c}.dev"})
-    clone = await ok(ws, "GET", f"/tables/{c}.dev.t")
-    log = Path(clone["storage_location"].removeprefix("file://"), "_delta_log")
+    c, source, log = await _source_and_clone_log(ws)
     files = {p: p.read_bytes() for p in Path(source["storage_location"].removeprefix("file://")).rglob("*") if p.is_file()}
     for garbage in ("{not json\n", '{"add": 7}\n', '["add"]\n'):
         (log / "00000000000000000001.json").write_text(garbage)
