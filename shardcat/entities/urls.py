@@ -2,8 +2,9 @@
 
 Canonical form: ``scheme://authority/seg/seg`` with
 
-* scheme ``s3`` (for ``s3``/``s3a``/``s3n``), ``gs``, ``abfss``, ``abfs`` or ``file``;
-* the authority lower-cased (bucket, ``container@account-host``; empty for ``file``);
+* scheme ``s3`` (for ``s3``/``s3a``/``s3n``), ``gs``, ``abfss`` (for ``abfss``/``abfs``) or ``file``;
+* the authority lower-cased (bucket, ``container@account-host``; empty for ``file``), an
+  ``abfss`` host always ``<account>.dfs.<an Azure cloud's storage suffix>``;
 * no empty, ``.`` or ``..`` segments and no trailing slash;
 * each segment percent-encoded one fixed way: bytes in ``_SAFE`` stay literal,
   every other byte becomes upper-case ``%XX`` (so ``%7e`` -> ``~``, ``' '`` -> ``%20``,
@@ -15,6 +16,13 @@ separators (``%2F``, ``%5C``), a segment that is ``.`` or ``..`` only once decod
 (``%2E``, ``.%2e``, ``%2E%2E``), backslashes, control characters (raw or encoded), and
 escapes that do not decode to UTF-8. Raw ``.`` and ``..`` segments are resolved (RFC 3986).
 So a canonical segment names exactly one file or key name, and decoding is a bijection.
+
+Azure (issue 49): ``abfs://`` is Hadoop's non-TLS spelling of the same ADLS Gen2 files, so it
+becomes ``abfss://`` (two spellings of one place must meet in the trie, or a location on one
+would not cover a table on the other). ``wasb://``/``wasbs://`` and an ``abfss`` host on the
+Blob endpoint (``account.blob.core.windows.net``) name the same account through another API:
+refused with the abfss:// spelling to use, rather than guessed. Container names are Azure's
+(lower-case letters, digits, single hyphens); account names lower-case letters and digits.
 
 The root of a bucket is ``s3://bucket``; the root of the local filesystem is ``file:///``.
 Every rule (ownership, overlap, locations) compares canonical forms, and every storage
@@ -31,7 +39,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "InvalidUrl", "normalize_url", "url_segments", "url_from_segments", "join_url", "is_within",
-    "storage_names", "local_path", "s3_bucket_key",
+    "storage_names", "local_path", "s3_bucket_key", "adls_parts", "gs_bucket_key",
 ]
 
 
@@ -49,14 +57,20 @@ class InvalidUrl(ValueError):
 
 
 # Scheme as written -> canonical scheme. s3a/s3n are Hadoop's names for the same S3 objects.
-_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "abfs": "abfs", "file": "file"}
+# abfs is Hadoop's non-TLS spelling of abfss: the same files.
+_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "abfs": "abfss", "file": "file"}
+# Azure's Blob-endpoint spellings of the same accounts: refused with the spelling to use.
+_AZURE_BLOB_SCHEMES = ("wasb", "wasbs")
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(.*)", re.DOTALL)
 # A bucket / container / host name: lower-case letters, digits, '.', '_', '-', starting and
 # ending with a letter or digit (rules out '..', ports, userinfo and percent-escapes).
 _NAME = r"[a-z0-9](?:[a-z0-9._\-]*[a-z0-9])?"
 _BUCKET_RE = re.compile(_NAME)
-_ABFS_RE = re.compile(f"{_NAME}@{_NAME}")
+# container@account.dfs.<suffix>: the suffixes of Azure's public, China and US Government clouds.
+AZURE_DFS_SUFFIXES = ("dfs.core.windows.net", "dfs.core.chinacloudapi.cn", "dfs.core.usgovcloudapi.net")
+_ABFS_RE = re.compile(r"(?P<container>[a-z0-9](?:-?[a-z0-9])*)@(?P<account>[a-z0-9]+)\.(?P<suffix>"
+                      + "|".join(re.escape(x) for x in AZURE_DFS_SUFFIXES) + ")")
 
 # Bytes kept literal in a canonical segment: RFC 3986 unreserved characters plus the
 # sub-delimiters, ':' and '@' (all legal in a path, and '=' is common in Hive partition dirs).
@@ -165,6 +179,9 @@ def _parse(url: str) -> tuple[str, ...]:
     else:
         written, rest = match.groups()
         scheme = _SCHEMES.get(written.lower())
+        if written.lower() in _AZURE_BLOB_SCHEMES:
+            raise InvalidUrl(url, f"{written.lower()}:// addresses Azure's Blob endpoint; write the same "
+                                  "place as abfss://<container>@<account>.dfs.core.windows.net/<path>")
         if scheme is None:
             supported = ", ".join(sorted(_SCHEMES))
             raise InvalidUrl(url, f"unsupported scheme {written!r} (supported: {supported})")
@@ -185,12 +202,16 @@ def _parse(url: str) -> tuple[str, ...]:
         raise InvalidUrl(url, f"must be of the form {scheme}://<authority>/<path>")
     authority, _, path = rest[2:].partition("/")
     if not authority:
-        what = "container@account host" if scheme.startswith("abfs") else "bucket"
+        what = "container@account host" if scheme == "abfss" else "bucket"
         raise InvalidUrl(url, f"missing {what}")
     authority = authority.lower()
-    if scheme.startswith("abfs"):
+    if scheme == "abfss":
         if not _ABFS_RE.fullmatch(authority):
-            raise InvalidUrl(url, f"authority {authority!r} is not of the form container@account-host")
+            blob = authority.replace(".blob.core.", ".dfs.core.")
+            if blob != authority and _ABFS_RE.fullmatch(blob):
+                raise InvalidUrl(url, f"host of {authority!r} is the Blob endpoint; write {blob!r}")
+            raise InvalidUrl(url, f"authority {authority!r} is not of the form container@account-host "
+                                  f"(an account host ends in .{AZURE_DFS_SUFFIXES[0]} or another Azure cloud's)")
     elif not _BUCKET_RE.fullmatch(authority):
         raise InvalidUrl(url, f"invalid bucket name {authority!r}")
     return (f"{scheme}://{authority}", *_path_segments(url, path))
@@ -270,3 +291,20 @@ def s3_bucket_key(url: str) -> tuple[str, str]:
     if not head.startswith("s3://"):
         raise InvalidUrl(url, "not an s3:// URL")
     return head.removeprefix("s3://"), "/".join(names)
+
+
+def adls_parts(url: str) -> tuple[str, str, str, str]:
+    """(account, container, account host, path without slashes at either end) of an ``abfss://`` URL."""
+    head, names = storage_names(url)
+    if not head.startswith("abfss://"):
+        raise InvalidUrl(url, "not an abfss:// URL")
+    match = _ABFS_RE.fullmatch(head.removeprefix("abfss://"))
+    return match["account"], match["container"], f"{match['account']}.{match['suffix']}", "/".join(names)
+
+
+def gs_bucket_key(url: str) -> tuple[str, str]:
+    """(bucket, object name prefix without slashes at either end) of a ``gs://`` URL."""
+    head, names = storage_names(url)
+    if not head.startswith("gs://"):
+        raise InvalidUrl(url, "not a gs:// URL")
+    return head.removeprefix("gs://"), "/".join(names)

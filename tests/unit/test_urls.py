@@ -21,7 +21,7 @@ CANONICAL = [
     ("gs://my_bucket.x/a", "gs://my_bucket.x/a"),
     ("GS://BUCKET/a", "gs://bucket/a"),
     ("abfss://Cont@Acct.DFS.core.windows.net/a", ABFSS + "/a"),
-    ("abfs://cont@acct.dfs.core.windows.net/a", "abfs://cont@acct.dfs.core.windows.net/a"),
+    ("abfs://cont@acct.dfs.core.windows.net/a", ABFSS + "/a"),     # abfs: the same files without TLS
     # bucket roots
     ("s3://bucket", "s3://bucket"),
     ("s3://bucket/", "s3://bucket"),
