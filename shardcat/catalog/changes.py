@@ -36,7 +36,7 @@ def _since(value: str | None) -> int:
     return since
 
 
-def _touched(row: dict, current: dict) -> list[dict]:
+def touched(row: dict, current: dict) -> list[dict]:
     """The securables one version touched. Rows from before the change log kept details name the
     ids only; an entry without a name (a grant or a Delta commit) takes the current one."""
     details = row["details"] or [{"id": i, "change": None} for i in row["changed"]]
@@ -66,7 +66,7 @@ class ChangeFeed:
         version, rows, current = await self.shard.store.change_feed(ms, since, limit + 1)
         await self.shard.observed(ms, version)
         return {"metastore_id": ms, "metastore_version": version,
-                "changes": [{"version": r["version"], "at": r["at"], "securables": _touched(r, current)}
+                "changes": [{"version": r["version"], "at": r["at"], "securables": touched(r, current)}
                             for r in rows[:limit]],
                 "has_more": len(rows) > limit}
 

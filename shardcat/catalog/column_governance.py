@@ -20,7 +20,7 @@ from ..entities.asset import Asset
 from ..entities.columns import carry_governance
 from ..errors import CatalogError
 from ..governance.authorize import denied
-from .tags import require_tag_removal, tag_policies
+from ..governance.tag_policies import require_tag_removal, tag_policies
 
 
 async def keep_column_governance(store, authz, old: Asset, new: Asset, *, renamed: dict[str, str] | None = None,

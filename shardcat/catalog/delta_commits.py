@@ -4,14 +4,11 @@ A commit is one metastore write through `Shard.write`: the commit row, any publi
 report and any table-metadata change commit in the same transaction as the metastore version
 bump and its change-log row, so commits are serialized per metastore, visible to every shard
 that owns the metastore, and survive shard moves and restarts. The rules themselves are in
-shardcat/delta/commits.py. This module also teaches table creation which new managed Delta
-tables are catalog-managed (their own `delta.feature.catalogManaged` property, or their
-schema's or catalog's as the default): `catalog_managed`, which catalog/tables.py composes.
+shardcat/delta/commits.py.
+Which new managed Delta tables are catalog-managed is a rule of table creation (catalog/tree/tables.py).
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import os
 
@@ -20,7 +17,6 @@ from aiohttp import web
 from ..auth import Caller
 from ..delta import commits as rules
 from ..entities.asset import Asset
-from ..errors import CatalogError
 from ..governance.authorize import authorizer, require_data_access
 from ..store.writes import WriteTx
 from ..entities.values import now_ms
@@ -132,28 +128,3 @@ def shard_handlers(serving: ShardServing, max_unpublished: int = MAX_UNPUBLISHED
 def fast_writes(serving: ShardServing, max_unpublished: int = MAX_UNPUBLISHED) -> dict:
     """A commit, for the shard's front to make itself (serving/front.py), as `post` makes it."""
     return {("POST", "/delta/preview/commits"): DeltaCommitService(serving.shard, max_unpublished).commit}
-
-
-# ---- table creation: which new managed Delta tables are catalog-managed ----------------
-
-async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:
-    """A new table, as catalog-managed if it is a managed Delta table that asks for it (or whose
-    schema or catalog does): part of table creation (catalog/tables.py)."""
-    info = table.info
-    if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
-        if rules.is_catalog_managed(info.get("properties")):
-            raise CatalogError("INVALID_PARAMETER_VALUE",
-                               f"{rules.FEATURE_PROPERTY}=supported is only for MANAGED DELTA tables.")
-        return table
-    catalog = await tx.get("catalog", schema.full_name.split(".")[0])
-    props = dict(info.get("properties") or {})
-    if not rules.wants_catalog_managed(props, schema.info.get("properties"),
-                                       catalog.info.get("properties") if catalog else None):
-        return table
-    if props.get(rules.TABLE_ID_PROPERTY, table.id) != table.id:
-        raise CatalogError("INVALID_PARAMETER_VALUE",
-                           f"Property {rules.TABLE_ID_PROPERTY} is '{props[rules.TABLE_ID_PROPERTY]:.60}', but the "
-                           f"table's id is {table.id} (the staging table's id).")
-    props.update({rules.FEATURE_PROPERTY: "supported", rules.TABLE_ID_PROPERTY: table.id})
-    return dataclasses.replace(table, info={**info, "properties": props})
-

@@ -59,7 +59,7 @@ from ..store.errors import MetastoreGone
 from ..store.writes import WriteTx
 from ..web.destinations import Refused, post, vetted_addresses
 from ..web.kit import json_body, ok, ShardServing, Handler
-from .changes import _touched
+from .changes import touched
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def cloud_event(metastore_id: str, row: dict, current: dict) -> tuple[dict, byte
     event = CloudEvent({"type": EVENT_TYPE, "source": f"/metastores/{metastore_id}", "specversion": "1.0",
                         "id": f"{metastore_id}:{row['version']}", "time": at, "datacontenttype": "application/json"},
                        {"metastore_id": metastore_id, "version": row["version"],
-                        "securables": _touched(row, current)})
+                        "securables": touched(row, current)})
     message = to_structured_event(event)
     return dict(message.headers), message.body
 

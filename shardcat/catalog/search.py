@@ -18,7 +18,6 @@ import json
 import unicodedata
 import uuid
 
-from aiohttp import web
 
 from ..auth import Caller
 from ..entities.types import TYPES
@@ -30,7 +29,7 @@ from ..shards.session import past_read
 from ..web.paging import decode_page_token, encode_page_token, page_size
 from ..shards.shard import Shard
 from ..web.kit import ok, ShardServing, Handler
-from .tags import check_key, check_value
+from ..governance.tag_policies import check_key, check_value
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")
 MAX_QUERY_CHARS = 200

@@ -4,7 +4,7 @@ A table's create rule is where the table features meet, in this order (`Tables.o
 an Iceberg table's metadata pointer is the Iceberg catalog's alone (iceberg/tables.py); type,
 format, columns and storage (`storage_and_columns` below: managed, external inside an external
 location, or the location its staging table reserved, one asset per storage path); Delta's
-catalog-managed commits (delta_commits.py); then row filters and column masks
+catalog-managed commits (`catalog_managed`, the rules in delta/commits.py); then row filters and column masks
 (governance/row_filters.py). An update (`Tables.on_update`) checks a view's new owner, then the
 same parts that the update names; new columns keep the governance of the old ones
 (column_governance.py). What a caller sees of a table (a row filter and column masks
@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..auth import Caller
+from ..delta import commits as delta_rules
 from ..entities.asset import Asset
 from ..entities.columns import check_columns
 from ..entities.names import check_name
 from ..entities.types import CATALOG, DATA_SOURCE_FORMATS, DEFINED_BY_QUERY, STAGING_TABLE, TABLE, TABLE_TYPES
 from ..entities.urls import join_url
-from ..errors import already_exists, invalid
+from ..errors import CatalogError, already_exists, invalid
 from ..governance.authorize import authorizer, present_table
 from ..governance.row_filters import check_policies
 from ..iceberg import tables as iceberg_tables
@@ -32,7 +33,6 @@ from ..shards.locations import require_external_location
 from ..shards.shard import MetastoreState, Shard
 from ..store.writes import WriteTx
 from ..web.paging import decode_page_token, encode_page_token, page_size
-from . import delta_commits
 from .assets import _check_free, _managed_root, _storage_url, missing, render
 from .column_governance import keep_column_governance
 from .crud import TypeService
@@ -48,7 +48,7 @@ class Tables(TypeService):
     async def on_create(self, tx, state, asset, parent, flags):
         iceberg_tables.refuse_pointer(asset)       # an Iceberg table's metadata pointer is the Iceberg catalog's alone
         table = await storage_and_columns(tx, state, asset, parent)
-        table = await delta_commits.catalog_managed(tx, table, parent)
+        table = await catalog_managed(tx, table, parent)
         return await check_policies(tx, table)
 
     async def on_update(self, tx, state, old, new, fields, flags):
@@ -196,3 +196,26 @@ async def updated_storage_and_columns(tx: WriteTx, state: MetastoreState, asset:
             path = location
         info["storage_location"] = location
     return dataclasses.replace(asset, info=info, storage_path=path)
+
+
+async def catalog_managed(tx: WriteTx, table: Asset, schema: Asset) -> Asset:
+    """A new table, as catalog-managed if it is a managed Delta table that asks for it (its own
+    `delta.feature.catalogManaged` property, or its schema's or catalog's as the default)."""
+    info = table.info
+    if info.get("table_type") != "MANAGED" or info.get("data_source_format") != "DELTA":
+        if delta_rules.is_catalog_managed(info.get("properties")):
+            raise CatalogError("INVALID_PARAMETER_VALUE",
+                               f"{delta_rules.FEATURE_PROPERTY}=supported is only for MANAGED DELTA tables.")
+        return table
+    catalog = await tx.get("catalog", schema.full_name.split(".")[0])
+    props = dict(info.get("properties") or {})
+    if not delta_rules.wants_catalog_managed(props, schema.info.get("properties"),
+                                       catalog.info.get("properties") if catalog else None):
+        return table
+    if props.get(delta_rules.TABLE_ID_PROPERTY, table.id) != table.id:
+        raise CatalogError("INVALID_PARAMETER_VALUE",
+                           f"Property {delta_rules.TABLE_ID_PROPERTY} is '{props[delta_rules.TABLE_ID_PROPERTY]:.60}', but the "
+                           f"table's id is {table.id} (the staging table's id).")
+    props.update({delta_rules.FEATURE_PROPERTY: "supported", delta_rules.TABLE_ID_PROPERTY: table.id})
+    return dataclasses.replace(table, info={**info, "properties": props})
+
