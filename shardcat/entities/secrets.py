@@ -14,13 +14,13 @@ from __future__ import annotations
 SECRET_CONTAINERS = frozenset({
     "azure_service_principal", "gcp_service_account_key", "aws_temporary_credentials",
     "azure_user_delegation_sas", "gcp_oauth_token", "r2_temporary_credentials", "aws_access_key",
-    "s3_compatible",
+    "s3_compatible", "azure_storage_key",
 })
 SECRET_FIELDS = frozenset({"token", "token_value", "bearer_token", "authorization", "api_key", "sas_token",
                            "access_key", "secret", "password", "credentials",
                            "recipient_profile_str", "recipient_profile"})     # a Delta Sharing profile holds a bearer token
 _SECRET_WORDS = ("secret", "password", "private_key", "session_token", "access_token", "refresh_token",
-                 "bearer", "sas_token", "oauth_token", "api_key")
+                 "bearer", "sas_token", "oauth_token", "api_key", "account_key")
 REDACTED = "[REDACTED]"
 _MIN_SCRUBBED = 6     # shorter values are not scrubbed from messages (they would mangle them); the
                       # messages themselves never show secret fields, this is only the safety net

@@ -17,7 +17,8 @@ only decides *which* cloud identity covers the URL and down-scopes it:
   endpoint with the credential's keys when it names a `role_arn`, else the static keys as they
   are; either answer adds the store's `endpoint_url`, `region` and `path_style_access`
   (s3_compatible.py).
-- gs:// and abfss:// are refused with FAILED_PRECONDITION (not vended yet).
+- Other clouds' URLs (abfss://, ...) go to their modules through clouds.py, with the covering
+  credential found here; a scheme no module serves is refused with FAILED_PRECONDITION.
 
 Configuration (read on each call, so a process can be reconfigured): $SHARDCAT_STS_ENDPOINT
 (required for s3:// vending: e.g. https://sts.amazonaws.com, or a local moto server),
@@ -45,7 +46,7 @@ from ..entities.urls import is_within, s3_bucket_key
 from ..errors import CatalogError
 from ..entities.values import now_ms
 from ..shards.locations import location_of
-from . import s3_compatible
+from . import clouds, s3_compatible
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
@@ -276,10 +277,12 @@ async def vend(shard, caller, url: str, *, write: bool, now: int | None = None) 
     scheme = url.split(":", 1)[0]
     if scheme == "file":
         return {"expiration_time": (now or now_ms()) + FILE_LIFETIME_MS, "url": url}
+    if scheme in clouds.CLOUDS:
+        return await clouds.vend(shard, caller, url, _credential_asset, write=write, now=now)
     if scheme != "s3":
         raise CatalogError("FAILED_PRECONDITION",
-                           f"shardcat does not vend {scheme}:// credentials yet; it vends s3:// (STS) "
-                           "and file:// (which needs none).")
+                           f"shardcat does not vend {scheme}:// credentials yet; it vends "
+                           + ", ".join(f"{s}://" for s in ("s3", *clouds.CLOUDS)) + " and file:// (which needs none).")
     require_policy_safe(url, s3_location(url)[1])      # before any STS call or cache
     role = await _aws_role(shard, caller, url)
     store = role.get(s3_compatible.KIND)

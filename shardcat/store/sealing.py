@@ -37,6 +37,7 @@ SEALED = "sealed:v1:"
 # Each credential kind's secret fields: the ones sealed at rest (and never shown: catalog/storage.py).
 SECRET_FIELDS = {
     "azure_service_principal": ("client_secret",),
+    "azure_storage_key": ("account_key",),
     "gcp_service_account_key": ("private_key",),
     "s3_compatible": ("secret_access_key",),
 }
