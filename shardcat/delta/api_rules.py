@@ -3,7 +3,7 @@
 Request shapes in (DeltaUpdateTableRequest, DeltaProtocol, domain metadata), the table as an
 update leaves it, and answers out (DeltaTableMetadata, DeltaCommit, DeltaStorageCredential).
 The protocol, domain metadata and commit versions are kept as table properties, the catalog's
-derived keys, which clients read but may not write. shardcat/catalog/delta_api.py serves them.
+derived keys, which clients read but may not write. shardcat/catalog/protocols/delta_api.py serves them.
 """
 
 from __future__ import annotations
@@ -227,8 +227,7 @@ def parse_update(body: dict) -> UpdateRequest:
         request = {"table_id": table_uuid, "table_uri": "-"}
         if "add-commit" in actions:
             add = actions["add-commit"]
-            if add.get("uniform") is not None:
-                raise invalid("UniForm (Iceberg) metadata in commits is not supported by this catalog.")
+            rules.check_uniform(add.get("uniform"))
             raw = add.get("commit")
             if not isinstance(raw, dict):
                 raise invalid("add-commit needs a 'commit' object.")
@@ -263,7 +262,7 @@ def apply_updates(table: Asset, req: UpdateRequest, who: str, now: int) -> Asset
         parts = a["set-partition-columns"].get("partition-columns") if "set-partition-columns" in a \
             else schema_of.partition_columns_of(columns)
         parts = schema_of.check_partition_columns(fields, parts, "partition-columns")
-        # the tags and masks of the columns that stay: catalog/column_governance.py
+        # the tags and masks of the columns that stay: catalog/tree/column_governance.py
         info["columns"] = check_columns(schema_of.uc_columns(fields, parts))
     if "set-table-comment" in a:
         comment = a["set-table-comment"].get("comment")

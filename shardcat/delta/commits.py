@@ -157,9 +157,16 @@ def parse_commit(body: dict) -> Commit:
             raise invalid("A request that only reports latest_backfilled_version cannot carry metadata.")
     if metadata is not None:
         metadata = _check_metadata(metadata, table_id)
-    if body.get("uniform") is not None:
-        raise invalid("UniForm (Iceberg) metadata in commits is not supported by this catalog.")
+    check_uniform(body.get("uniform"))
     return Commit(table_id, table_uri, info, backfilled, metadata)
+
+
+def check_uniform(uniform) -> None:
+    """A commit's `uniform` (a writer's report of Iceberg metadata it wrote itself): an object, accepted and
+    not used. The catalog writes a UniForm table's Iceberg metadata itself (iceberg/uniform.py), so no
+    metadata file a writer names is ever served."""
+    if uniform is not None and not isinstance(uniform, dict):
+        raise invalid("Field 'uniform' must be an object.")
 
 
 def _check_file_name(info: CommitInfo) -> None:

@@ -27,7 +27,7 @@ from unitycatalog.client.models import (
 
 from shardcat.auth import Caller
 from shardcat.errors import CatalogError
-from shardcat.catalog.delta_commits import DeltaCommitService
+from shardcat.catalog.protocols.delta_commits import DeltaCommitService
 from shardcat.shards.shard import Shard
 
 COMMITS = "/delta/preview/commits"
@@ -236,7 +236,7 @@ BAD = [
     ("negative backfill", {"latest_backfilled_version": -1}, 400, "latest_backfilled_version"),
     ("metadata without commit", {"commit_info": None, "latest_backfilled_version": 0,
                                  "metadata": {"description": "x"}}, 400, "cannot carry metadata"),
-    ("uniform", {"uniform": {"iceberg": {}}}, 400, "UniForm"),
+    ("uniform not an object", {"uniform": "iceberg"}, 400, "'uniform' must be an object"),
     ("bad columns", {"metadata": {"schema": {"columns": [{"name": "x"}]}}}, 400, "type_name"),
 ]
 
