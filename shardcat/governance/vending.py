@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from cachetools import TLRUCache
 
-from ..entities.urls import is_within, s3_bucket_key
+from ..entities.urls import InvalidUrl, is_within, normalize_url, s3_bucket_key
 from ..errors import CatalogError
 from ..entities.values import now_ms
 from ..shards.locations import location_of
@@ -97,6 +97,38 @@ def session_policy(bucket: str, prefix: str, *, write: bool) -> dict:
              "Condition": {"StringLike": {"s3:prefix": listing}}},
         ],
     }
+
+
+# AWS limits a session policy, packed, to 2,048 characters; a plan's keys are split into policies this long at most.
+POLICY_CHARS = 2048
+
+
+def objects_policy(bucket: str, keys: list[str]) -> dict:
+    """The inline session policy that lets an assumed role read exactly `keys` of `bucket` (GetObject on each
+    object, nothing listed): the credential of a planned scan (catalog/protocols/iceberg/planning.py)."""
+    for key in keys:
+        require_policy_safe(f"s3://{bucket}/{key}", key)
+    return {"Version": "2012-10-17",
+            "Statement": [{"Sid": "PlannedObjects", "Effect": "Allow", "Action": ["s3:GetObject"],
+                           "Resource": [f"arn:aws:s3:::{bucket}/{key}" for key in keys]}]}
+
+
+def policy_batches(bucket: str, keys: list[str], limit: int = POLICY_CHARS) -> list[list[str]]:
+    """`keys` in order, split so that each batch's objects_policy packs into `limit` characters."""
+    base = len(json.dumps(objects_policy(bucket, []), separators=(",", ":")))
+    batches: list[list[str]] = []
+    size = limit
+    for key in keys:
+        cost = len(json.dumps(f"arn:aws:s3:::{bucket}/{key}")) + 1
+        if base + cost > limit:
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"The key 's3://{bucket}/{key}' is too long for a "
+                                                          "session policy of its own.")
+        if size + cost > limit:
+            batches.append([])
+            size = base
+        batches[-1].append(key)
+        size += cost
+    return batches
 
 
 def lifetime_seconds() -> int:
@@ -166,14 +198,16 @@ class AwsVendor:
         self.stats = {"assume_role": 0, "cache_hits": 0}
 
     async def credential(self, role_arn: str, external_id: str | None, url: str, *, write: bool,
-                         store: dict | None = None) -> AwsCredential:
-        """`store`: an s3_compatible credential's fields; its endpoint serves STS, its keys sign the call."""
+                         store: dict | None = None, keys: tuple[str, ...] | None = None) -> AwsCredential:
+        """`store`: an s3_compatible credential's fields; its endpoint serves STS, its keys sign the call.
+        `keys`: read exactly these objects of `url`'s bucket (objects_policy) instead of `url`'s prefix."""
         endpoint = store["endpoint_url"] if store else os.environ.get("SHARDCAT_STS_ENDPOINT")
         if not endpoint:
             raise CatalogError("FAILED_PRECONDITION",
                                "shardcat does not vend s3:// credentials here: no STS is configured "
                                "(set SHARDCAT_STS_ENDPOINT, e.g. https://sts.amazonaws.com).")
-        key = (endpoint, role_arn, url, "READ_WRITE" if write else "READ", store["access_key_id"] if store else None)
+        key = (endpoint, role_arn, url, "READ_WRITE" if write else "READ", store["access_key_id"] if store else None,
+               keys)
         hit = self.cache.get(key)
         if hit is not None:
             self.stats["cache_hits"] += 1
@@ -184,9 +218,11 @@ class AwsVendor:
         self.pending[key] = future
         try:
             bucket, prefix = s3_location(url)
+            policy = objects_policy(bucket, list(keys)) if keys is not None else \
+                session_policy(bucket, prefix, write=write)
             self.stats["assume_role"] += 1
-            found = await asyncio.to_thread(_assume_role, endpoint, role_arn, external_id,
-                                            session_policy(bucket, prefix, write=write), lifetime_seconds(), store)
+            found = await asyncio.to_thread(_assume_role, endpoint, role_arn, external_id, policy,
+                                            lifetime_seconds(), store)
             self.cache[key] = found
             future.set_result(found)
             return found
@@ -297,3 +333,43 @@ async def vend(shard, caller, url: str, *, write: bool, now: int | None = None) 
                                      "session_token": found.session_token},
             "expiration_time": int(found.expires_at * 1000), "url": url,
             **(s3_compatible.connection(store) if store else {})}
+
+
+async def vend_objects(shard, caller, location: str, urls: list[str]) -> list[dict]:
+    """Read-only credentials for exactly the objects `urls` (already authorized: the files of a planned scan
+    of the table at `location`), as [{"urls": [...], "answer": TemporaryCredentials}], none for file://
+    (which needs no secret). Only s3:// objects inside `location` are covered; an S3 store reached with
+    static keys (an s3_compatible credential without a role) gets nothing, since its keys cannot be scoped
+    (remote signing serves those stores). STS calls: one per POLICY_CHARS-long batch of keys."""
+    if not location.startswith("s3:"):
+        return []
+    inside = []
+    for u in urls:
+        try:
+            url = normalize_url(u)      # a manifest's path, spelled as its writer chose: decoded the one way
+        except InvalidUrl:
+            continue
+        if url.startswith("s3:") and is_within(url, location) and url != location:
+            inside.append(url)
+    if not inside:
+        return []
+    role = await _aws_role(shard, caller, location)
+    store = role.get(s3_compatible.KIND)
+    if store and not store.get("role_arn"):
+        return []
+    bucket = s3_location(location)[0]
+    out = []
+    for batch in policy_batches(bucket, [s3_location(u)[1] for u in inside]):
+        keys = tuple(batch)
+        if store:
+            found = await AWS.credential(store["role_arn"], None, location, write=False, store=store, keys=keys)
+        else:
+            found = await AWS.credential(role["role_arn"], role.get("external_id"), location, write=False, keys=keys)
+        out.append({"urls": [f"s3://{bucket}/{k}" for k in batch],
+                    "answer": {"aws_temp_credentials": {"access_key_id": found.access_key_id,
+                                                        "secret_access_key": found.secret_access_key,
+                                                        "session_token": found.session_token},
+                               "expiration_time": int(found.expires_at * 1000), "url": location,
+                               **(s3_compatible.connection(store) if store else {})}})
+    return out
+
