@@ -30,11 +30,12 @@ def latest_published(storage: dlog.Storage) -> int | None:
 
 
 def actions_at(storage: dlog.Storage, version: int, unpublished: dict[int, dict]) -> list[dict]:
-    """A version's actions: the catalog's commit row (`inline_content` or `file_name`) wins over a published file."""
+    """A version's actions: the catalog's commit row (its inline `content`, else the staged `file_name`) wins
+    over a published file."""
     commit = unpublished.get(version)
     try:
-        if commit is not None and commit.get("inline_content") is not None:
-            return dlog.decode_actions(commit["inline_content"])
+        if commit is not None and commit.get("content") is not None:
+            return dlog.decode_actions(commit["content"])
         if commit is not None:
             name = str(commit["file_name"])
             if "/" in name or "\\" in name or name.startswith("."):
