@@ -1,0 +1,168 @@
+"""Delta maintenance jobs, each a plain function a Ray task runs: bin-packing small files, a
+checkpoint (and log compaction), vacuum.
+
+A catalog-managed table is changed only by a commit the catalog ratifies (shardcat's Delta client,
+delta/client.py, with a token minted for the run): the compaction reads a snapshot, writes the
+packed files, and proposes one commit that removes the small files and adds the packed ones
+(dataChange false). A writer that committed meanwhile wins its version; the compaction is rebased
+over it by the client's rules (a concurrent append rebases; a concurrent removal of a file it
+packs, or a metadata change, is a conflict and the run fails without changing anything), so no
+writer's commit is ever lost. A table the catalog does not manage (a plain Delta log) is packed by
+delta-rs's own optimize, whose commit is put-if-absent on the log.
+
+Vacuum is delta/vacuum.py's, rules and all: only files the log removed, strictly inside the root,
+past the retention, none a shallow clone references (`keep`, worked out by the catalog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import uuid
+
+import deltalake
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..delta import log as dlog
+from ..delta import partitions
+from ..delta import vacuum as delta_vacuum
+from ..delta.client import DeltaCatalogClient, Transaction
+
+SMALL_FILE_BYTES = 8 * 1024 * 1024     # a file below this is "small" (packed); Delta's optimize aims at ~1 GB
+TARGET_FILE_BYTES = 128 * 1024 * 1024  # a packed file holds small files up to about this much
+
+
+def _bins(files: list[dict], target: int) -> list[list[dict]]:
+    """Small files grouped by partition, each group cut into bins of about `target` bytes; bins of one
+    file are left alone (rewriting one file gains nothing)."""
+    by_partition: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for f in files:
+        by_partition[tuple(sorted((f.get("partitionValues") or {}).items()))].append(f)
+    out = []
+    for group in by_partition.values():
+        current, size = [], 0
+        for f in sorted(group, key=lambda f: f["path"]):
+            if current and size + (f.get("size") or 0) > target:
+                out.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.get("size") or 0
+        out.append(current)
+    return [b for b in out if len(b) > 1]
+
+
+def _packed(storage: dlog.Storage, bin_: list[dict], data_columns: list[str], schema: pa.Schema) -> pa.Table:
+    parts = []
+    for f in bin_:
+        with storage.fs.open_input_file(storage.path(f["path"])) as handle:
+            parts.append(pq.read_table(handle, columns=data_columns))
+    return pa.concat_tables(parts).cast(pa.schema([schema.field(n) for n in data_columns]))
+
+
+async def _compact_managed(api_url: str, token: str, full_name: str, small: int, target: int) -> dict:
+    async with DeltaCatalogClient(api_url, token) as client:
+        snap = await client.snapshot(full_name)
+        before = len(snap.state.files)
+        bins = _bins([f for f in snap.state.files.values() if (f.get("size") or 0) < small], target)
+        if not bins:
+            return {"files_before": before, "files_after": before, "version": snap.version, "packed": 0}
+        storage = dlog.Storage(snap.table.location, snap.table.credentials)
+        partitioned = snap.state.partition_columns
+        data_columns = [n for n in snap.schema.names if n not in partitioned]
+        now = dlog.now_ms()
+        adds, removes = [], []
+        for b in bins:
+            data = _packed(storage, b, data_columns, snap.schema)
+            values = b[0].get("partitionValues") or {}
+            directory = partitions.directory(partitioned, values) + "/" if partitioned else ""
+            added = _write_file(storage, directory, data, values)
+            added["add"]["dataChange"] = False         # the same rows: readers of changes skip it
+            adds.append(added)
+            for f in b:
+                removed = dlog.remove(f, now)
+                removed["remove"]["dataChange"] = False
+                removes.append(removed)
+        # blind_append: the compaction read only the files it removes; the client's rebase then lets a
+        # concurrent append through and refuses a concurrent removal of any of them (CommitConflict).
+        txn = Transaction(snap.table, snap.version, "OPTIMIZE", adds, removes, blind_append=True,
+                          parameters={"predicate": "[]", "targetSize": str(target)})
+        try:
+            version = await client.commit(txn, snap)
+        except BaseException:
+            for a in adds:      # written by this run and never committed: provably no one's
+                storage.delete(a["add"]["path"])
+            raise
+        after = len((await client.snapshot(full_name)).state.files)
+        return {"files_before": before, "files_after": after, "version": version,
+                "packed": sum(len(b) for b in bins)}
+
+
+def compact(*, api_url: str, token: str, full_name: str, location: str, catalog_managed: bool,
+            small_file_bytes: int = SMALL_FILE_BYTES, target_file_bytes: int = TARGET_FILE_BYTES) -> dict:
+    """Bin-pack the table's small files. Returns files before and after, and the version made."""
+    if catalog_managed:
+        return asyncio.run(_compact_managed(api_url, token, full_name, small_file_bytes, target_file_bytes))
+    table = deltalake.DeltaTable(location)
+    before = len(table.file_uris())
+    metrics = table.optimize.compact(target_size=target_file_bytes)
+    table.update_incremental()
+    return {"files_before": before, "files_after": len(table.file_uris()), "version": table.version(),
+            "packed": metrics.get("numFilesRemoved", 0)}
+
+
+async def _checkpoint_managed(api_url: str, token: str, full_name: str) -> dict:
+    async with DeltaCatalogClient(api_url, token) as client:
+        version = await client.publish(full_name, checkpoint=True)
+        return {"version": version}
+
+
+def checkpoint(*, api_url: str, token: str, full_name: str, location: str, catalog_managed: bool) -> dict:
+    """Publish what the catalog ratified and write a checkpoint of it; for a plain log also a compacted
+    log file of the commits since the previous checkpoint (delta-rs)."""
+    if catalog_managed:
+        out = asyncio.run(_checkpoint_managed(api_url, token, full_name))
+    else:
+        table = deltalake.DeltaTable(location)
+        _, checkpoints = dlog.Storage(location).list_log()
+        start = max(checkpoints, default=-1) + 1
+        if table.version() > start:
+            table.compact_logs(start, table.version())
+        table.create_checkpoint()
+        out = {"version": table.version(), "log_compacted": [start, table.version()]}
+    commits, checkpoints = dlog.Storage(location).list_log()
+    return {**out, "log_files": len(commits), "checkpoints": len(checkpoints)}
+
+
+def vacuum(*, location: str, keep: list[str], older_than_ms: int) -> dict:
+    """delta/vacuum.py's vacuum: the files the log removed before `older_than_ms`, none in `keep`."""
+    before = data_files_on_disk(location)
+    out = delta_vacuum.vacuum(location, set(keep), older_than_ms=older_than_ms)
+    return {"deleted": len(out["deleted"]), "kept_for_clones": len(out["kept_for_clones"]),
+            "files_before": before, "files_after": data_files_on_disk(location)}
+
+
+def data_files_on_disk(location: str) -> int:
+    """Parquet files under the table's root outside its log (what a vacuum can shrink)."""
+    storage = dlog.Storage(location)
+    infos = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True, allow_not_found=True))
+    return sum(1 for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+               and "/_delta_log/" not in i.path + "/")
+
+
+def _write_file(storage: dlog.Storage, directory: str, data: pa.Table, partition_values: dict) -> dict:
+    """One packed data file under the table's root; its add action."""
+    path = f"{directory}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    if directory:
+        storage.fs.create_dir(storage.path(directory.rstrip("/")), recursive=True)
+    with storage.fs.open_output_stream(storage.path(path)) as f:
+        pq.write_table(data, f, compression="snappy")
+    size = storage.fs.get_file_info(storage.path(path)).size
+    return dlog.add(path, size, data.num_rows, storage.mtime_ms(path), partition_values)
+
+
+def live_files(location: str) -> int:
+    """How many data files the published log's snapshot holds (for signals and reports)."""
+    live, _ = delta_vacuum.log_history(dlog.Storage(location))
+    return len(live)
