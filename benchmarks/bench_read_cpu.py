@@ -10,7 +10,7 @@ others use it (run each tree two or three times, alternating).
 """
 import asyncio, sys, time, uuid
 from shardcat.auth import Caller
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.shard import Shard
 from shardcat.store.memory import MemoryStore
 from shardcat.serving.app import found_json, listed_json

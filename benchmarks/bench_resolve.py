@@ -268,7 +268,7 @@ def markdown(run: dict) -> str:
               f"is {decode['bytes'] / 1000:.0f} KB, and the client alone takes {decode['median_ms']:.2f} ms to decode "
               f"it (orjson, measured in the same run): with no server time and no transfer at all the ratio could "
               f"not exceed {y / decode['median_ms']:.0f}×. Each asset's answer is encoded once per state "
-              "(`catalog/assets.py: present`), so the server's share is the snapshot, the authorization decisions "
+              "(`catalog/tree/assets.py: present`), so the server's share is the snapshot, the authorization decisions "
               "and assembling the bytes. A getTable pays a fixed cost per request on both ends: HTTP, "
               "authentication, audit, session versions."]
     c = m["ceiling"]

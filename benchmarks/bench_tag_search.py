@@ -52,7 +52,7 @@ async def tag_tables(db: str, catalog: str, schema: str) -> float:
                 """UPDATE assets SET info = jsonb_set(info, '{columns,0,tags}', '{"pii": "email"}'::jsonb)
                    WHERE metastore_id = $1 AND type = 'table' AND substr(name, 2)::int % 500 = 0
                      AND jsonb_array_length(info->'columns') > 0""", ms)
-            # search's tag_index, as catalog/tags.py keeps it: every key and key=value, own and columns'
+            # search's tag_index, as catalog/features/tags.py keeps it: every key and key=value, own and columns'
             await conn.execute(
                 """UPDATE assets a SET info = jsonb_set(info, '{tag_index}', (
                        SELECT coalesce(jsonb_agg(DISTINCT t), '[]'::jsonb) FROM (

@@ -95,10 +95,10 @@ async def _measure(fn, repeat: int) -> dict:
 
 
 async def run(args, tmp: Path, pg: h.Postgres) -> dict:
-    from shardcat.catalog.resolve import ResolveService
-    from shardcat.catalog.search import SearchService
-    from shardcat.catalog.service import CatalogService
-    from shardcat.catalog.snapshots import SnapshotService
+    from shardcat.catalog.features.resolve import ResolveService
+    from shardcat.catalog.features.search import SearchService
+    from shardcat.catalog.tree.service import CatalogService
+    from shardcat.catalog.features.snapshots import SnapshotService
     from shardcat.entities.urls import normalize_url
     from shardcat.shards.shard import Shard
     from shardcat.store.db import Store

@@ -39,8 +39,8 @@ import psutil
 from yarl import URL
 
 from shardcat.auth import Caller
-from shardcat.catalog.delta_commits import DeltaCommitService
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.protocols.delta_commits import DeltaCommitService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.group_commit import GroupCommitConfig
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store

@@ -112,7 +112,7 @@ def carry_governance(old_columns: list, new_columns: list, row_filter: dict | No
     from the old columns too unless the writer gives them (`masks_given`: updateTable, the mask
     API itself). A rename takes the names in the row filter and the masks along. What the old
     columns lose (the tags and mask of a column no longer there; a mask the writer leaves out) is
-    reported, for the caller's rights to decide (catalog/column_governance.py)."""
+    reported, for the caller's rights to decide (catalog/tree/column_governance.py)."""
     renamed = {k.lower(): v for k, v in (renamed or {}).items()}
     new_by_name = {c["name"].lower(): c["name"] for c in new_columns}
     claimed = {v.lower() for v in renamed.values()}

@@ -11,7 +11,7 @@ or OR (AND binds tighter), or `true`.
 
 This module is the evaluation (pure, no I/O) and the per-shard cache of a metastore's policies
 (kept in the metastore's record; the follower below drops the cache whenever that record
-changes). catalog/policies.py serves the API. The effective filter and masks of a table, for one
+changes). catalog/features/policies.py serves the API. The effective filter and masks of a table, for one
 caller, are what trusted engines receive with the table (resolve, getTable, shardcat.spark) and
 why untrusted engines are refused its data (authorize.py `data_decision`). Precedence: a policy's
 row filter replaces the table's own, a policy's mask replaces the column's own; two policies that

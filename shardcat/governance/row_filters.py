@@ -5,7 +5,7 @@ A table may carry `row_filter` {function_name, input_column_names} and, per colu
 reads the table; an empty object ({}) removes one. They are set through createTable /
 updateTable (whose authorization is the table's: its owner or an admin); this module checks
 them there, inside the write: the function exists, the columns it names are the table's
-(`check_policies`, part of a table's create and update rules in catalog/tables.py).
+(`check_policies`, part of a table's create and update rules in catalog/tree/tables.py).
 Only trusted engines receive them (governance/authorize.py `present_table`), and an
 untrusted engine gets no access to the data of a table that has them (`data_decision`).
 """

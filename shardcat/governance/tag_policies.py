@@ -89,7 +89,7 @@ def policy_allows(policy: dict | None, caller: Caller, admin: bool, key: str, va
 def require_tag_removal(authz, kind: str, asset: Asset, key: str, value, policies: dict,
                         missing: CatalogError | None = None) -> None:
     """What removing tag `key` (of `value`) from an asset or one of its columns needs, by the tag
-    API or by a writer that replaces a table's columns (catalog/column_governance.py): APPLY TAG on
+    API or by a writer that replaces a table's columns (catalog/tree/column_governance.py): APPLY TAG on
     it (or administering it), and ASSIGN on the key's tag policy if the key is governed."""
     authz.require_or_missing(kind, "apply_tag", asset, missing)
     policy = policies.get(key)

@@ -2,7 +2,7 @@
 
 An Iceberg table is a MANAGED or EXTERNAL table with `data_source_format` ICEBERG whose properties
 hold `metadata_location`, the file the catalog reads as its current metadata; an Iceberg view is a
-VIEW with one. Only the Iceberg REST catalog (catalog/iceberg_rest.py) sets the pointer: through the
+VIEW with one. Only the Iceberg REST catalog (catalog/protocols/iceberg_rest.py) sets the pointer: through the
 Unity Catalog API no table is created holding one, and an update keeps an Iceberg table's pointer
 and format (a properties map without the pointer keeps it). Pure functions over assets.
 """

@@ -20,8 +20,8 @@ from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR
                         MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
 from ..web import registry
 from ..web.kit import forwarded_for, healthz, ok, routes
-from ..catalog.metastores import AccountService
-from ..catalog.delta_sharing.routing import metastore_of as sharing_metastore
+from ..catalog.tree.metastores import AccountService
+from ..catalog.protocols.delta_sharing.routing import metastore_of as sharing_metastore
 from ..governance.oidc import OidcConfig, OidcVerifier
 from ..store.db import Store
 from ..entities.values import bigint_text
@@ -120,7 +120,7 @@ class Forwarder:
         # HEAD goes on as GET (its answer has a body to read); aiohttp leaves the body out for the client.
         method = "GET" if request.method == "HEAD" else request.method
         if request.method == "HEAD" or HEAD_HEADER in request.headers:    # ... saying so, for the routes whose
-            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (catalog/delta_api.py)
+            headers[HEAD_HEADER] = "HEAD"                                   # HEAD is not a GET's (catalog/protocols/delta_api.py)
         deadline = time.monotonic() + RETRY_BUDGET_SECONDS
         cost = 1.0 if resendable else WRITE_COST      # counted once, against the metastore's load
         while True:

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..catalog.metastores import require_account_admin
+from ..catalog.tree.metastores import require_account_admin
 from ..errors import CatalogError
 from ..web.kit import Handler, ok
 

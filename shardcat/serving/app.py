@@ -22,13 +22,13 @@ from ..openapi import openapi_handlers
 from ..web.middleware import Authenticator, error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.errors import MetastoreGone
-from ..catalog.openlineage import dropped_table_dependents
+from ..catalog.protocols.openlineage import dropped_table_dependents
 from ..entities.names import full_name_key
-from ..catalog.metastores import MetastoreService
-from ..catalog.resolve import ResolveService
-from ..catalog.versions import start_purging, versions_middleware
-from ..catalog.assets import presented_json, presented_page
-from ..catalog.service import CatalogService
+from ..catalog.tree.metastores import MetastoreService
+from ..catalog.features.resolve import ResolveService
+from ..catalog.features.versions import start_purging, versions_middleware
+from ..catalog.tree.assets import presented_json, presented_page
+from ..catalog.tree.service import CatalogService
 from ..web.kit import encode_json
 from ..web.destinations import allowed_host
 from ..entities.values import bigint_text
@@ -292,7 +292,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_handlers
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)
     app.on_cleanup.append(audit_log.stop)
-    purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/versions.py)
+    purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/features/versions.py)
     app.on_startup.append(purge_start)
     app.on_cleanup.append(purge_stop)
     serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log, max_body_bytes,

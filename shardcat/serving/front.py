@@ -40,7 +40,7 @@ from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog
 from .app import CRUD, SERVING, after_written, answered_version, found_json, listed_json, resolved_json, session_caller
 from ..web.wire import MIN_VERSION_HEADER, PREFIX, VERSION_HEADER
-from ..catalog.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
+from ..catalog.features.versions import AS_OF_TIMESTAMP, AS_OF_VERSION
 
 _MIN_VERSION = MIN_VERSION_HEADER.lower()
 _UNDER = PREFIX + "/"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from .app import make_shard_app
-from ..catalog.metastores import AccountService
+from ..catalog.tree.metastores import AccountService
 from ..governance.oidc import OidcConfig, OidcVerifier
 from ..shards.shard import Shard
 from ..store.db import Store

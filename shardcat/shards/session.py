@@ -27,7 +27,7 @@ class Session:
     # log keeps for the history (`writer`). None until the app has authenticated the request.
     caller: Caller | None = None
     # Set: the shard's reads answer as of this past version, from the history, and governance
-    # decides with today's grants over the assets as they were (catalog/versions.py sets it for
+    # decides with today's grants over the assets as they were (catalog/features/versions.py sets it for
     # `?as_of_version`, snapshots and an asset's history). None: the present.
     read_at: PastRead | None = None
     # The metastore version this request's latest write made (set by `Shard.write`): its answer

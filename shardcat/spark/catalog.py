@@ -27,7 +27,7 @@ from ..web.wire import PREFIX
 
 READ_ONLY_POSTS = ("/resolve",)   # POSTs that change nothing: safe to send again, like a GET
 CREDENTIAL_MARGIN_S = 60      # credentials this close to expiry are fetched again
-CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (catalog/resolve.py)
+CREDENTIALS = "temporary_credentials"   # the field resolve items carry them in (catalog/features/resolve.py)
 
 
 class CatalogError(Exception):

@@ -482,7 +482,7 @@ def _dataset_of(source: dict) -> tuple[str, str]:
 
 
 def openlineage_event(target: str, sources: list[dict], job: str) -> dict:
-    """A COMPLETE OpenLineage RunEvent of one write (the catalog's one lineage model, catalog/openlineage.py)."""
+    """A COMPLETE OpenLineage RunEvent of one write (the catalog's one lineage model, catalog/protocols/openlineage.py)."""
     event = RunEvent(eventType=RunState.COMPLETE, eventTime=datetime.datetime.now(datetime.timezone.utc).isoformat(),
                      run=Run(runId=str(uuid.uuid4())), job=Job(namespace="shardcat.spark", name=job),
                      producer="https://github.com/shardcat/shardcat/spark",

@@ -19,7 +19,7 @@ SEARCH_TEXT = "(lower(a.full_name) || ' ' || lower(coalesce(a.info->>'comment', 
 
 def _tag_match(term: int, key: int, value: int) -> str:
     """An asset holding tag $key (with value $value, unless that is NULL), on itself or on a column.
-    `info->'tag_index'` (catalog/tags.py: every `key` and `key=value` of the asset and its columns,
+    `info->'tag_index'` (catalog/features/tags.py: every `key` and `key=value` of the asset and its columns,
     $term is one of them) is indexed (migration 0010) and narrows the rows; the exact test follows."""
     def holds(tags: str) -> str:
         return f"({tags} ? ${key}::text AND (${value}::text IS NULL OR {tags} ->> ${key}::text = ${value}::text))"

@@ -1,5 +1,5 @@
 """Which assets changed after a version, as seen from inside a metastore write: the commit-time
-checks of multi-asset transactions (catalog/transactions.py).
+checks of multi-asset transactions (catalog/protocols/transactions.py).
 
 An asset changed after version v when a write with a version above v named it in the change log
 (a create, update, drop, grant change or Delta commit), or when a write of the same group commit

@@ -1,4 +1,4 @@
-"""Lineage in PostgreSQL: the table and column edges that writers report (catalog/lineage.py,
+"""Lineage in PostgreSQL: the table and column edges that writers report (catalog/features/lineage.py,
 OpenLineage), appended in the metastore's home outside its versioned writes, and read back
 grouped by edge."""
 

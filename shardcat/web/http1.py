@@ -103,7 +103,7 @@ async def relay(client: ShardClient, address: Address, request: Request) -> Answ
     # HEAD goes on as GET (our client would wait for the body a HEAD answer announces but never
     # carries); `_write` leaves the body out
     method = "GET" if request.method == "HEAD" else request.method
-    if request.method == "HEAD":    # ... saying so, for the routes whose HEAD is not a GET's (catalog/delta_api.py)
+    if request.method == "HEAD":    # ... saying so, for the routes whose HEAD is not a GET's (catalog/protocols/delta_api.py)
         headers[HEAD_HEADER.lower()] = "HEAD"
     try:
         answer = await client.request(address, method, request.raw_path, headers, request.body)

@@ -1,5 +1,5 @@
 """Iceberg's error model on the wire: `{"error": {"message", "type", "code"}}`. Every answer under an
-Iceberg base is in it: the catalog's own errors (catalog/iceberg_rest.py) and what the front refuses
+Iceberg base is in it: the catalog's own errors (catalog/protocols/iceberg_rest.py) and what the front refuses
 before a handler runs (an unknown route, a bad token, bad input: web/middleware.py)."""
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class ShardServing(Protocol):
     """What the shard app gives the `shard_handlers(serving)` of each module the endpoint registry
     names (serving/app.py's `Serving`): the shard and the app's audit log, among others."""
     shard: Any          # shards/shard.py Shard
-    catalogs: Any       # catalog/service.py CatalogService
+    catalogs: Any       # catalog/tree/service.py CatalogService
     audit_log: Any      # governance/audit.py AuditLog
     webhook_allow_hosts: frozenset[str]     # reached although not public (web/destinations.py)
 

@@ -2,7 +2,7 @@
 largest body. No imports: the clients (the CLI, Spark's catalog client) read it too."""
 
 PREFIX = "/api/2.1/unity-catalog"
-SHARING_PREFIX = "/api/2.1/delta-sharing"    # the Delta Sharing protocol server (catalog/delta_sharing/)
+SHARING_PREFIX = "/api/2.1/delta-sharing"    # the Delta Sharing protocol server (catalog/protocols/delta_sharing/)
 MAX_BODY_BYTES = 4 << 20
 VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects
 MIN_VERSION_HEADER = "X-Shardcat-Min-Version"  # serve at least this version (one the client saw acknowledged)

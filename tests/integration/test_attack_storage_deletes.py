@@ -27,7 +27,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from governance_users import grant, user
-from shardcat.catalog.versions import delete_storage, purge_round
+from shardcat.catalog.features.versions import delete_storage, purge_round
 from shardcat.delta import log as dlog
 from shardcat.delta.client import DeltaCatalogClient
 from shardcat.entities.asset import Asset

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from governance_users import grant, user
 
-from shardcat.catalog.changes import _touched
+from shardcat.catalog.features.changes import _touched
 
 COLS = [{"name": "id", "type_name": "LONG"}]
 

@@ -430,7 +430,7 @@ async def test_alias_and_start_version(world, tmp_path):
 
 
 async def test_file_urls_expire(world, tmp_path, monkeypatch):
-    from shardcat.catalog.delta_sharing import files
+    from shardcat.catalog.protocols.delta_sharing import files
     profile = await activate(world["ws"], world["recipient"], tmp_path)
     monkeypatch.setattr(files, "URL_SECONDS", 0)        # URLs that expire as they are made
     lines = await query(world, profile, {})

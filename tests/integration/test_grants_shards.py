@@ -11,7 +11,7 @@ import pytest
 from shardcat.auth import Caller
 from shardcat.errors import CatalogError
 from shardcat.governance.grants import PermissionsService
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 
@@ -108,7 +108,7 @@ async def test_metastore_admin_is_the_owner_group(two_shards):
     with pytest.raises(CatalogError):
         await CatalogService(a).create(ops, "catalog", {"name": "d"})
     # Hand the metastore to a group: its members become admins, on the other shard too.
-    from shardcat.catalog.metastores import MetastoreService
+    from shardcat.catalog.tree.metastores import MetastoreService
     await MetastoreService(a).update(root, ms, {"owner": "platform"})
     version = a.version_of(ms)
     ops = Caller("ops", 4, False, 1, ms, min_version=version, groups=frozenset({"platform"}))

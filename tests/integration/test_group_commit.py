@@ -16,10 +16,10 @@ import asyncio
 import uuid
 
 from shardcat.auth import Caller
-from shardcat.catalog.delta_commits import DeltaCommitService
-from shardcat.catalog.iceberg_rest import IcebergCatalog
+from shardcat.catalog.protocols.delta_commits import DeltaCommitService
+from shardcat.catalog.protocols.iceberg_rest import IcebergCatalog
 from shardcat.governance.grants import PermissionsService
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.group_commit import GroupCommitConfig

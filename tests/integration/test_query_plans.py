@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from shardcat.auth import Caller
-from shardcat.catalog.delta_commits import DeltaCommitService
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.protocols.delta_commits import DeltaCommitService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 

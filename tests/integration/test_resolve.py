@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from shardcat.auth import Caller
-from shardcat.catalog.resolve import MAX_ITEMS, ResolveService
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.features.resolve import MAX_ITEMS, ResolveService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.web.kit import encode_json
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shardcat.catalog.dependencies import MAX_DEPTH, sql_references
+from shardcat.catalog.tree.dependencies import MAX_DEPTH, sql_references
 
 COLUMNS = [{"name": "id", "type_name": "LONG", "type_text": "bigint", "position": 0,
             "type_json": json.dumps({"name": "id", "type": "long", "nullable": True, "metadata": {}})}]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from shardcat.auth import Caller
 from shardcat.errors import CatalogError
 from shardcat.shards import shard as shard_module
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.session import Session
 from shardcat.shards.shard import CacheConfig, Shard
 from shardcat.serving.app import _metastore_session

@@ -7,7 +7,7 @@ import uuid
 
 from shardcat.auth import Caller
 from shardcat.shards import shard as shard_module
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 

@@ -35,7 +35,7 @@ from unitycatalog.client.models import (
 )
 
 from shardcat.entities.urls import join_url, normalize_url
-from shardcat.catalog.storage import UC_IAM_ARN
+from shardcat.catalog.tree.storage import UC_IAM_ARN
 
 ADMIN = "admin"
 ROLE = "arn:aws:iam::123456789012:role/uc-access"

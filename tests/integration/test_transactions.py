@@ -1,4 +1,4 @@
-"""Multi-asset transactions (`POST /shardcat/transactions`, catalog/transactions.py) over HTTP:
+"""Multi-asset transactions (`POST /shardcat/transactions`, catalog/protocols/transactions.py) over HTTP:
 every operation kind in one write (one metastore version), all or nothing when an operation in
 the middle fails (the error names it), each operation authorized as its own endpoint would,
 409 naming the asset for a stale read or a raced write, per-asset conflicts (disjoint
@@ -328,8 +328,8 @@ async def test_a_transaction_behind_another_owner_is_rebased_per_asset(pg_url, t
     import uuid
 
     from shardcat.auth import Caller
-    from shardcat.catalog.service import CatalogService
-    from shardcat.catalog.transactions import TransactionService
+    from shardcat.catalog.tree.service import CatalogService
+    from shardcat.catalog.protocols.transactions import TransactionService
     from shardcat.errors import CatalogError
     from shardcat.shards.shard import Shard
     from shardcat.store.db import Store
@@ -381,7 +381,7 @@ async def test_transactions_in_one_group_commit_conflict_per_asset(pg_url, tmp_p
     import uuid
 
     from shardcat.auth import Caller
-    from shardcat.catalog.transactions import TransactionService
+    from shardcat.catalog.protocols.transactions import TransactionService
     from shardcat.errors import CatalogError
     from shardcat.shards.shard import Shard
     from shardcat.store.db import Store

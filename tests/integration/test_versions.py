@@ -9,7 +9,7 @@ import os
 
 from governance_users import grant, user
 
-from shardcat.catalog.versions import purge_round
+from shardcat.catalog.features.versions import purge_round
 from shardcat.entities.values import now_ms
 from shardcat.serving.app import SERVING
 

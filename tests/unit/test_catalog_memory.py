@@ -6,8 +6,8 @@ import uuid
 import pytest
 
 from shardcat.auth import Caller
-from shardcat.catalog.service import CatalogService
-from shardcat.catalog.sharing import Shares
+from shardcat.catalog.tree.service import CatalogService
+from shardcat.catalog.features.sharing import Shares
 from shardcat.errors import CatalogError
 from shardcat.shards.shard import Shard
 from shardcat.store.memory import MemoryStore
@@ -52,7 +52,7 @@ async def test_one_asset_per_name_and_per_storage_path():
 
 
 async def test_a_managed_volume_gets_storage_under_the_root():
-    """The volume rule, composed in catalog/service.py."""
+    """The volume rule, composed in catalog/tree/service.py."""
     store, admin, service = await _world()
     volume = await service.create(admin, "volume", {"name": "v", "catalog_name": "c", "schema_name": "s",
                                                     "volume_type": "MANAGED"})
@@ -136,7 +136,7 @@ async def test_a_rename_carries_what_lies_below():
 
 
 async def test_a_metastore_level_type_is_the_same_service():
-    """Shares (catalog/sharing.py) through the one generic service: one plain name, a rename by
+    """Shares (catalog/features/sharing.py) through the one generic service: one plain name, a rename by
     `name`, their own hooks and messages."""
     store, admin, service = await _world()
     shares = Shares(service.shard)

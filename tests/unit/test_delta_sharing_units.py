@@ -1,4 +1,4 @@
-"""Delta Sharing, the parts without a server (catalog/delta_sharing/): JSON predicate hints on
+"""Delta Sharing, the parts without a server (catalog/protocols/delta_sharing/): JSON predicate hints on
 partition values and statistics, best effort; a share's partition filters, enforced; signed file
 URLs (files.py); the metastore a router reads from a sharing path (routing.py)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from shardcat.catalog.delta_sharing.predicates import FileFacts, may_match, parse_hint, partition_filter
+from shardcat.catalog.protocols.delta_sharing.predicates import FileFacts, may_match, parse_hint, partition_filter
 
 COLUMNS = {"id": "long", "day": "date", "region": "string", "price": "double"}
 
@@ -108,7 +108,7 @@ def test_partition_filters_are_enforced():
 
 
 def test_signed_grants_verify_only_unchanged():
-    from shardcat.catalog.delta_sharing import files
+    from shardcat.catalog.protocols.delta_sharing import files
     from shardcat.store.sealing import SecretBox
     from cryptography.fernet import Fernet
     box = SecretBox([Fernet.generate_key()])
@@ -128,8 +128,8 @@ def test_signed_grants_verify_only_unchanged():
 
 
 def test_the_router_finds_the_metastore_of_a_sharing_path():
-    from shardcat.catalog.delta_sharing import files
-    from shardcat.catalog.delta_sharing.routing import metastore_of
+    from shardcat.catalog.protocols.delta_sharing import files
+    from shardcat.catalog.protocols.delta_sharing.routing import metastore_of
     ms = "0b6b1d9e-4c1a-4c47-9d4e-6a1f0e2b3c4d"
     payload, _ = files.sign(None, files.FileGrant(ms, "s", "t", "r", "p", 1, "k"))
     assert metastore_of(f"/api/2.1/delta-sharing/metastores/{ms}/shares") == ms
@@ -141,7 +141,7 @@ def test_the_router_finds_the_metastore_of_a_sharing_path():
 
 
 def test_sql_predicate_hints_as_a_tree():
-    from shardcat.catalog.delta_sharing.predicates import parse_sql_hints
+    from shardcat.catalog.protocols.delta_sharing.predicates import parse_sql_hints
     tree = parse_sql_hints(["region = 'eu'", "10 < id", "day >= '2024-01-01'", "nonsense ((", "nope = 1",
                             "price IS NOT NULL"], COLUMNS)
     assert tree["op"] == "and" and len(tree["children"]) == 4

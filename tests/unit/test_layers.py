@@ -21,12 +21,16 @@ LAYERS = [
     {"router", "serving"},        # the apps: the router's and a shard's (aiohttp apps and their fast fronts)
     {"catalog"},                  # catalog operations, each type's rules and routes
     {"governance"},               # decisions (privileges, audit, identity, vending) and their APIs
+    {"maintenance"},              # table maintenance as Ray tasks: below the catalog that schedules and records
+                                  # the runs, above the table formats whose files the jobs rewrite
     {"delta", "iceberg"},         # table formats: the Delta protocol's rules (and a Delta client), Iceberg metadata
     {"web", "openapi", "shards"},  # the HTTP kit, endpoint registry and API document; the shard core (versions,
                                    # reconcile, followers)
     {"cache", "store"},           # pure data structures; PostgreSQL
     {"entities", "errors", "auth"},   # values: asset types, names, errors, callers
 ]
+# The catalog's inner rooms, top to bottom: wire protocols over features over the types of the tree.
+CATALOG_ROOMS = ["protocols", "features", "tree"]
 # aiohttp is the HTTP kit's and the layers' above it; below the kit nothing speaks HTTP.
 NO_AIOHTTP = {"shards", "cache", "store", "entities", "errors", "auth"}
 
@@ -131,6 +135,25 @@ def test_no_upward_import():
     inner, _ = _graph()
     upward = sorted(f"{m} -> {i}" for m, imports in inner.items() for i in imports
                     if m != "shardcat" and _rank(_layer(i)) < _rank(_layer(m)))
+    assert upward == []
+
+
+def _catalog_room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "catalog" else None
+
+
+def test_catalog_modules_live_in_its_rooms():
+    loose = sorted(m for m in _modules() if _layer(m) == "catalog" and m != "shardcat.catalog"
+                   and _catalog_room(m) not in CATALOG_ROOMS)
+    assert loose == []
+
+
+def test_no_upward_import_between_the_catalog_rooms():
+    inner, _ = _graph()
+    upward = sorted(f"{m} -> {i}" for m, imports in inner.items() for i in imports
+                    if _catalog_room(m) in CATALOG_ROOMS and _catalog_room(i) in CATALOG_ROOMS
+                    and CATALOG_ROOMS.index(_catalog_room(i)) < CATALOG_ROOMS.index(_catalog_room(m)))
     assert upward == []
 
 

@@ -11,7 +11,7 @@ import time
 
 from hypothesis import given, settings, strategies as st
 
-from shardcat.catalog.delta_sharing.predicates import partition_filter
+from shardcat.catalog.protocols.delta_sharing.predicates import partition_filter
 from shardcat.entities.like import LikePattern
 
 
@@ -81,7 +81,7 @@ def test_work_grows_with_the_text_times_the_longest_piece():
 
 
 def test_shared_partitions_match_like_without_backtracking():
-    # A share's partition filter with LIKE (catalog/delta_sharing/predicates.py): case-sensitive, linear.
+    # A share's partition filter with LIKE (catalog/protocols/delta_sharing/predicates.py): case-sensitive, linear.
     # (10 %a over 30 a's took the old expression 2.3 s; 40 over 80, days)
     for k, n in ((10, 30), (40, 80)):
         test = partition_filter([{"values": [{"name": "p", "op": "LIKE", "value": "%a" * k + "%b"}]}], {}, ["p"])

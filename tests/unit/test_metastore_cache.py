@@ -15,7 +15,7 @@ from shardcat.cache.metastore_cache import (
     ASSET_OVERHEAD, JSON_EXPANSION, MISS, MetastoreCache, StaleCache, asset_size,
 )
 from shardcat.cache.ttl import TtlCache
-from shardcat.catalog.assets import present
+from shardcat.catalog.tree.assets import present
 
 
 class FakeClock:

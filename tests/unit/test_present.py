@@ -9,7 +9,7 @@ import orjson
 from shardcat.auth import Caller
 from shardcat.entities.asset import Asset
 from shardcat.web.kit import encode_json
-from shardcat.catalog.assets import present, presented_json, presented_page
+from shardcat.catalog.tree.assets import present, presented_json, presented_page
 
 TRUSTED = Caller("engine", 2, False, 1, "m", trusted_engine=True)
 USER = Caller("alice", 3, False, 1, "m")

@@ -120,6 +120,6 @@ def test_a_new_module_is_served_from_its_registry_lines_alone(monkeypatch):
 
 def test_a_registered_endpoint_its_module_does_not_make_stops_the_app(monkeypatch):
     monkeypatch.setattr(registry, "ENDPOINTS", registry.ENDPOINTS + registry.served_in(
-        "catalog.functions", registry.E(registry.SHARD, "GET", "/functions/{name}/example", "getExample")))
+        "catalog.tree.functions", registry.E(registry.SHARD, "GET", "/functions/{name}/example", "getExample")))
     with pytest.raises(ValueError, match="no module handles it"):
         _shard_app()

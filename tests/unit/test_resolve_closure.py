@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shardcat.entities.asset import Asset
-from shardcat.catalog.dependencies import DependencyError, Node, closure
+from shardcat.catalog.tree.dependencies import DependencyError, Node, closure
 
 
 def view(name: str, *deps: str, error: str | None = None) -> tuple:

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from shardcat.auth import Caller
-from shardcat.catalog.service import CatalogService
+from shardcat.catalog.tree.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.governance.authorize import is_admin_now

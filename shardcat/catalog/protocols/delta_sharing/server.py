@@ -1,0 +1,743 @@
+"""The Delta Sharing protocol's endpoints, as a recipient reads them.
+
+Every request names its metastore in the path (`/api/2.1/delta-sharing/metastores/{id}`: the
+profile's endpoint) and carries a recipient's bearer token. The token is checked on every request
+against the recipient as the catalog has it now: known, unexpired (a rotated token until its
+grace period ends), from an address on the recipient's IP access list. The recipient sees the
+shares it holds SELECT on, and in them only the shared objects (tables, and the tables of shared
+schemas) under their shared names, and of those only what the share's owner may still read
+(`sharing.owner_decision`, decided on the privilege index in memory at every request); anything
+else is "not found", the same for what does not exist and for what exists outside its shares.
+Errors are the protocol's JSON (`errorCode`, `message`).
+
+A table is read from its Delta log (tables.py) at the version asked; history (a version, a
+timestamp, a starting version) only where the share enables history sharing, from the object's
+`start_version`; the change data feed only where the share enables it and the table records it.
+The share's partition filters are enforced on every file; the recipient's predicate and limit
+hints skip files, best effort (predicates.py). Files come back as pre-signed URLs (files.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+import uuid
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ....auth import Caller, bearer, hash_token
+from ....delta.commits import FEATURE_PROPERTY
+from ....entities.asset import Asset
+from ....entities.urls import InvalidUrl
+from ....entities.values import now_ms
+from ....errors import CatalogError
+from ....governance import abac
+from ....governance.audit import annotate
+from ....governance.authorize import Authz, carries_policies
+from ....governance.grants import Subjects
+from ....governance.index import privilege_index
+from ....shards.shard import Shard
+from ....store.errors import MetastoreGone
+from ....web.kit import client_address, public_origin, ShardServing, Handler
+from ....web.paging import decode_token, encode_token
+from ....web.wire import SHARING_PREFIX
+from ...features.sharing import owner_decision
+from . import files
+from .predicates import FileFacts, may_match, parse_hint, parse_sql_hints, partition_filter
+from ....delta.table_log import TableLog, TableLogError, table_log
+
+MS = "/metastores/{metastore_id}"
+CAPABILITIES = "delta-sharing-capabilities"
+VERSION_HEADER = "Delta-Table-Version"
+NDJSON = "application/x-ndjson"
+MAX_PAGE = 1000
+# What a recipient's copy of the table leaves out: the catalog's own management of it.
+_CATALOG_FEATURES = {"catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"}
+_CATALOG_CONFIG = ("delta.enableInCommitTimestamps", "delta.inCommitTimestamp", FEATURE_PROPERTY,
+                   "io.unitycatalog.", "shardcat.")
+# Reader features the parquet response format cannot carry: such tables answer in delta format.
+_ADVANCED = {"deletionVectors", "columnMapping", "timestampNtz", "typeWidening", "v2Checkpoint"}
+
+
+def _error(code: str, message: str) -> CatalogError:
+    return CatalogError(code, message)
+
+
+def not_found(message: str) -> CatalogError:
+    return CatalogError("NOT_FOUND", message)
+
+
+def bad(message: str) -> CatalogError:
+    return CatalogError("INVALID_PARAMETER_VALUE", message)
+
+
+_PROTOCOL_CODES = {"NOT_FOUND": "RESOURCE_DOES_NOT_EXIST"}
+
+
+def protocol_errors(handler):
+    """The protocol's error JSON (`errorCode`, `message`) for a CatalogError out of a handler."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except CatalogError as e:
+            return web.json_response({"errorCode": _PROTOCOL_CODES.get(e.code, e.code), "message": e.message},
+                                     status=e.status)
+
+    return wrapped
+
+
+# ---- the recipient ---------------------------------------------------------------------
+
+
+@dataclass
+class Recipient:
+    asset: Asset
+    metastore_id: str
+    token: dict
+
+    @property
+    def properties(self) -> dict[str, str]:
+        kv = self.asset.info.get("properties_kv_pairs") or {}
+        props = kv.get("properties") if isinstance(kv.get("properties"), dict) else kv
+        return {str(k): str(v) for k, v in (props or {}).items()}
+
+
+def _ip_allowed(recipient: Asset, remote: str | None) -> bool:
+    allowed = (recipient.info.get("ip_access_list") or {}).get("allowed_ip_addresses")
+    if not allowed:
+        return True
+    try:
+        address = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(net, strict=False) for net in allowed)
+
+
+def _timestamp_ms(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise bad(f"'{name}' must be a timestamp like 2022-01-01T00:00:00Z, got '{text:.40}'.") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def _version(value, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise bad(f"'{name}' must be a non-negative integer, got '{value:.40}'.") from None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise bad(f"'{name}' must be a non-negative integer, got {value!r:.40}.")
+    return value
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class SharedTable:
+    share: Asset
+    schema: str         # the names the recipient sees
+    name: str
+    table: Asset
+    object: dict        # the share's data object that shares it (a TABLE, or its SCHEMA)
+
+    @property
+    def history(self) -> bool:
+        return self.object.get("history_data_sharing_status") == "ENABLED"
+
+    @property
+    def start_version(self) -> int:
+        return int(self.object.get("start_version") or 0)
+
+
+class SharingServer:
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        self.subjects = Subjects(shard.store)    # share owners' groups, as fresh as a caller's own
+
+    # ---- who is asking ----
+
+    async def recipient(self, request: web.Request) -> Recipient:
+        ms = request.match_info["metastore_id"]
+        token = bearer(request.headers.get("Authorization"))
+        if token is None:
+            raise _error("UNAUTHENTICATED", "Missing 'Authorization: Bearer <token>' header.")
+        unknown = _error("UNAUTHENTICATED", "The bearer token is not valid (unknown, revoked or expired).")
+        try:
+            uuid.UUID(ms)
+        except ValueError:
+            raise unknown from None
+        digest = hash_token(token).hex()
+        found = await self._recipient_with(ms, digest)
+        if found is None:
+            raise unknown
+        asset, entry = found
+        if entry["expiration_time"] <= now_ms():
+            raise unknown
+        address = client_address(request, self.shard.store.secrets)
+        if not _ip_allowed(asset, address):
+            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
+        # The audit row names the recipient (governance/audit.py reads the request's caller).
+        request["caller"] = Caller(f"recipient:{asset.name}", 0, False, None, ms)
+        return Recipient(asset, ms, entry)
+
+    async def _recipient_with(self, ms: str, digest: str) -> tuple[Asset, dict] | None:
+        after = ""
+        try:
+            while True:
+                batch = await self.shard.children(ms, ms, "recipient", after=after, limit=1000)
+                for r in batch:
+                    for t in r.info.get("tokens", []):
+                        if t.get("token_hash") == digest and r.info.get("authentication_type") == "TOKEN":
+                            return r, t
+                if len(batch) < 1000:
+                    return None
+                after = batch[-1].name
+        except (CatalogError, MetastoreGone):
+            return None     # no such metastore: the same answer as a wrong token
+
+    # ---- what it may see ----
+
+    async def shares(self, r: Recipient) -> list[Asset]:
+        out, after = [], ""
+        while True:
+            batch = await self.shard.children(r.metastore_id, r.metastore_id, "share", after=after, limit=1000)
+            out += [s for s in batch if "SELECT" in (s.info.get("permissions", {}).get(r.asset.id) or [])]
+            if len(batch) < 1000:
+                return out
+            after = batch[-1].name
+
+    async def share(self, r: Recipient, name: str) -> Asset:
+        share = await self.shard.lookup(r.metastore_id, "share", name.lower())
+        if share is None or "SELECT" not in (share.info.get("permissions", {}).get(r.asset.id) or []):
+            raise not_found(f"Share '{name:.255}' does not exist or is not shared with this recipient.")
+        return share
+
+    async def owner(self, ms: str, share: Asset) -> Authz:
+        """The share's owner as governance sees it now (its groups, at most a few seconds old; its
+        grants, current: the shard's privilege index, no database round trip once loaded)."""
+        name = share.info.get("owner") or ""
+        principals, account_admin = await self.subjects.of(name) if name else (frozenset(), False)
+        return Authz(Caller(name, 0, account_admin, 0, ms, groups=principals), await privilege_index(self.shard, ms))
+
+    async def tables(self, r: Recipient, share: Asset) -> list[SharedTable]:
+        return (await self.served(r, share))[0]
+
+    async def served(self, r: Recipient, share: Asset) -> tuple[list[SharedTable], set[str]]:
+        """The share's tables as the recipient sees them, in (schema, table) order, and the names of
+        its shared schemas. Only what the share's owner may read now is served (SELECT and the USE
+        privileges above, `owner_decision`): an object whose owner lost them is left out, as if no
+        longer shared. A table that has come to carry a row filter or column masks (its own or an
+        ABAC policy's) since it was shared is not served either: a recipient would read it unfiltered."""
+        out, schemas = {}, set()
+        policies = await abac.policies_of(self.shard, r.metastore_id)
+        owner = await self.owner(r.metastore_id, share)
+        for obj in share.info.get("objects", []):
+            if obj.get("status", "ACTIVE") != "ACTIVE":
+                continue
+            kind = obj.get("data_object_type")
+            if kind == "TABLE":
+                table = await self.shard.lookup(r.metastore_id, "table", obj["name"])
+                if table is None or not _is_delta(table) or carries_policies(table, policies) \
+                        or not owner_decision(owner, table).allowed:
+                    continue
+                schema, _, name = obj["shared_as"].rpartition(".")
+                out[(schema, name)] = SharedTable(share, schema, name, table, obj)
+            elif kind == "SCHEMA":
+                schema_asset = await self.shard.lookup(r.metastore_id, "schema", obj["name"])
+                if schema_asset is None or not owner_decision(owner, schema_asset).allowed:
+                    continue
+                schema = obj["shared_as"].rsplit(".", 1)[-1]
+                schemas.add(schema)
+                after = ""
+                while True:
+                    batch = await self.shard.children(r.metastore_id, schema_asset.id, "table", after=after,
+                                                      limit=1000)
+                    for t in batch:
+                        if _is_delta(t) and not carries_policies(t, policies):
+                            out.setdefault((schema, t.name), SharedTable(share, schema, t.name, t, obj))
+                    if len(batch) < 1000:
+                        break
+                    after = batch[-1].name
+        return [out[k] for k in sorted(out)], schemas
+
+    async def table(self, r: Recipient, share_name: str, schema: str, name: str) -> SharedTable:
+        share = await self.share(r, share_name)
+        for t in await self.tables(r, share):
+            if t.schema == schema.lower() and t.name == name.lower():
+                annotate("TABLE", t.table.full_name, t.table.id)
+                return t
+        raise not_found(f"Table '{schema:.255}.{name:.255}' does not exist in share '{share.name}'.")
+
+    async def log(self, t: SharedTable) -> TableLog:
+        try:
+            return await table_log(self.shard.store, t.table)
+        except (TableLogError, OSError, ValueError) as e:
+            raise _error("FAILED_PRECONDITION", f"Table '{t.schema}.{t.name}' cannot be read: {e}") from None
+
+
+def _is_delta(table: Asset) -> bool:
+    return (table.info.get("data_source_format") or "DELTA").upper() == "DELTA" \
+        and bool(table.info.get("storage_location")) \
+        and table.info.get("table_type") not in ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
+
+
+# ---- paging ------------------------------------------------------------------------------
+
+
+def _page(request: web.Request, items: list[dict], key) -> dict:
+    """A page of `items` (in `key` order) by the protocol's maxResults and pageToken."""
+    raw = request.query.get("maxResults")
+    size = MAX_PAGE if raw is None else min(_version(raw, "maxResults"), MAX_PAGE)
+    after = None
+    token = request.query.get("pageToken")
+    if token:
+        after = decode_token(token, "after", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+        items = [i for i in items if list(key(i)) > after]
+    page = items[:size]
+    out = {"items": page}
+    if len(items) > size:
+        out["nextPageToken"] = encode_token(list(key(page[-1])) if page else (after or []))
+    return out
+
+
+# ---- table answers -----------------------------------------------------------------------
+
+
+def _capabilities(request: web.Request) -> dict[str, list[str]]:
+    caps = {}
+    for part in request.headers.get(CAPABILITIES, "").split(";"):
+        key, _, values = part.partition("=")
+        if key.strip():
+            caps[key.strip().lower()] = [v.strip().lower() for v in values.split(",") if v.strip()]
+    return caps
+
+
+def _format(request: web.Request, protocol: dict) -> str:
+    asked = _capabilities(request).get("responseformat") or ["parquet"]
+    known = [f for f in asked if f in ("parquet", "delta")]
+    if not known:
+        raise bad(f"Unknown responseformat {','.join(asked):.60}; expected parquet or delta.")
+    advanced = set(protocol.get("readerFeatures") or []) & _ADVANCED or protocol.get("minReaderVersion", 1) == 2
+    if advanced:
+        if "delta" not in known:
+            raise bad("This table needs responseformat=delta (it uses reader features the parquet format "
+                      "cannot carry).")
+        return "delta"
+    return "parquet" if "parquet" in known else "delta"
+
+
+def _shared_protocol(protocol: dict) -> dict:
+    """The table's Delta protocol as the recipient's copy needs it: without the catalog's own features."""
+    readers = [f for f in protocol.get("readerFeatures") or [] if f not in _CATALOG_FEATURES]
+    if readers:
+        return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": readers, "writerFeatures": readers}
+    if protocol.get("minReaderVersion") == 2:      # column mapping, before table features
+        return {"minReaderVersion": 2, "minWriterVersion": 5}
+    return {"minReaderVersion": 1, "minWriterVersion": 2}
+
+
+def _shared_metadata(md: dict) -> dict:
+    config = {k: v for k, v in (md.get("configuration") or {}).items() if not k.startswith(_CATALOG_CONFIG)}
+    out = {**md, "configuration": config}
+    out["format"] = {"provider": "parquet", "options": (md.get("format") or {}).get("options") or {}}
+    return out
+
+
+def _metadata_line(fmt: str, md: dict, t: SharedTable, version: int | None, files_: dict | None) -> dict:
+    md = _shared_metadata(md)
+    extra = {}
+    if version is not None:
+        extra["version"] = version
+    if files_ is not None:
+        extra["size"] = sum(int(a.get("size") or 0) for a in files_.values())
+        extra["numFiles"] = len(files_)
+    if fmt == "delta":
+        return {"metaData": {"deltaMetadata": md, **extra}}
+    out = {"id": md["id"], "name": t.name, "format": {"provider": "parquet"}, "schemaString": md["schemaString"],
+           "partitionColumns": md.get("partitionColumns") or [], "configuration": md["configuration"], **extra}
+    if md.get("description"):
+        out["description"] = md["description"]
+    return {"metaData": out}
+
+
+def _protocol_line(fmt: str, protocol: dict) -> dict:
+    if fmt == "delta":
+        return {"protocol": {"deltaProtocol": _shared_protocol(protocol)}}
+    return {"protocol": {"minReaderVersion": 1}}
+
+
+def _ndjson(lines: list[dict], version: int, fmt: str) -> web.Response:
+    body = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+    return web.Response(body=body, content_type=NDJSON, charset="utf-8",
+                        headers={VERSION_HEADER: str(version), CAPABILITIES: f"responseformat={fmt}"})
+
+
+class _Urls:
+    """Pre-signed URLs for one answer's files: one expiry for all of them."""
+
+    def __init__(self, request: web.Request, shard: Shard, r: Recipient, t: SharedTable):
+        self.origin = public_origin(request)
+        self.box = shard.store.secrets
+        self.r, self.t = r, t
+        self.expires = min(now_ms() + files.URL_SECONDS * 1000, int(r.token["expiration_time"]))
+        self.location = t.table.info["storage_location"]
+
+    def url(self, path: str) -> str:
+        try:
+            full = files.data_file_url(self.location, path)
+        except (InvalidUrl, ValueError):
+            raise _error("FAILED_PRECONDITION", "The table's log names a file outside the table.") from None
+        if full.startswith("s3://"):
+            return files.presigned_s3(full, (self.expires - now_ms()) // 1000)
+        if not full.startswith("file://"):
+            raise _error("FAILED_PRECONDITION", "This server pre-signs only file:// and s3:// storage.")
+        grant = files.FileGrant(self.r.metastore_id, self.t.share.id, self.t.table.id, self.r.asset.id, path,
+                                self.expires, self.r.token["id"])
+        return files.signed_url(self.origin, SHARING_PREFIX, self.box, grant)
+
+
+def _file_line(fmt: str, kind: str, action: dict, urls: _Urls, version: int | None = None,
+               timestamp: int | None = None) -> dict:
+    """One file of an answer: `kind` is file (a snapshot's), add, remove or cdf (a change's)."""
+    url = urls.url(action["path"])
+    extra = {}
+    if version is not None:
+        extra.update(version=version, timestamp=timestamp)
+    if fmt == "delta":
+        single = {"cdc" if kind == "cdf" else ("add" if kind == "file" else kind): {**action, "path": url}}
+        return {"file": {"id": files.file_id(action["path"]), "size": action.get("size"),
+                         "expirationTimestamp": urls.expires, "deltaSingleAction": single, **extra}}
+    out = {"url": url, "id": files.file_id(action["path"]), "partitionValues": action.get("partitionValues") or {},
+           "size": int(action.get("size") or 0), "expirationTimestamp": urls.expires, **extra}
+    if action.get("stats") and kind in ("file", "add"):
+        out["stats"] = action["stats"]
+    return {kind: out}
+
+
+def _limit(actions: list[dict], limit: int | None) -> list[dict]:
+    """The first files whose records reach `limit` (files without a record count: all kept)."""
+    if limit is None:
+        return actions
+    out, rows = [], 0
+    for a in actions:
+        if rows >= limit:
+            break
+        out.append(a)
+        try:
+            rows += int(json.loads(a.get("stats") or "{}").get("numRecords"))
+        except (TypeError, ValueError):
+            return actions
+    return out
+
+
+class _Reader:
+    """One request's read of a shared table: its log, the share's partition filter, the hints."""
+
+    def __init__(self, server: SharingServer, r: Recipient, t: SharedTable, log: TableLog):
+        self.server, self.r, self.t, self.log = server, r, t, log
+
+    def partition_test(self, partition_columns: list[str]):
+        try:
+            return partition_filter(self.t.object.get("partitions"), self.r.properties, partition_columns)
+        except ValueError as e:
+            raise _error("PERMISSION_DENIED", f"The share's partition filter cannot be applied: {e}.") from None
+
+    def check_history(self, what: str, version: int) -> None:
+        if not self.t.history:
+            raise bad(f"Reading table '{self.t.schema}.{self.t.name}' {what} needs history sharing, which the "
+                      "share does not enable for it.")
+        if version < self.t.start_version:
+            raise bad(f"Version {version} is before the table's shared history, which starts at version "
+                      f"{self.t.start_version}.")
+        if version > self.log.latest:
+            raise bad(f"Version {version} does not exist: the table's latest version is {self.log.latest}.")
+
+
+def _json_body(raw: bytes) -> dict:
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise _error("MALFORMED_REQUEST", "The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise _error("MALFORMED_REQUEST", "The request body must be a JSON object.")
+    return body
+
+
+def _in_thread(fn, *args):
+    async def run():
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except TableLogError as e:
+            raise bad(str(e)) from None
+        except OSError as e:
+            raise _error("FAILED_PRECONDITION", f"The table's log cannot be read: {e.strerror or e}.") from None
+    return run()
+
+
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
+    shard = serving.shard
+    server = SharingServer(shard)
+
+    async def list_shares(request):
+        r = await server.recipient(request)
+        items = [{"name": s.name, "id": s.id} for s in await server.shares(r)]
+        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+
+    async def get_share(request):
+        r = await server.recipient(request)
+        share = await server.share(r, request.match_info["share"])
+        annotate("SHARE", share.name, share.id)
+        return web.json_response({"share": {"name": share.name, "id": share.id}})
+
+    async def list_schemas(request):
+        r = await server.recipient(request)
+        share = await server.share(r, request.match_info["share"])
+        annotate("SHARE", share.name, share.id)
+        tables, schemas = await server.served(r, share)
+        names = sorted({t.schema for t in tables} | schemas)
+        items = [{"name": n, "share": share.name} for n in names]
+        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+
+    def _table_item(t: SharedTable) -> dict:
+        return {"name": t.name, "schema": t.schema, "share": t.share.name, "shareId": t.share.id, "id": t.table.id}
+
+    async def list_tables(request):
+        r = await server.recipient(request)
+        share = await server.share(r, request.match_info["share"])
+        schema = request.match_info["schema"].lower()
+        tables, schemas = await server.served(r, share)
+        tables = [t for t in tables if t.schema == schema]
+        if not tables and schema not in schemas:
+            raise not_found(f"Schema '{request.match_info['schema']:.255}' does not exist in share '{share.name}'.")
+        items = [_table_item(t) for t in tables]
+        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+
+    async def list_all_tables(request):
+        r = await server.recipient(request)
+        share = await server.share(r, request.match_info["share"])
+        items = [_table_item(t) for t in await server.tables(r, share)]
+        return web.json_response(_page(request, items, lambda i: (i["schema"], i["name"])))
+
+    async def _shared(request) -> tuple[Recipient, SharedTable]:
+        r = await server.recipient(request)
+        m = request.match_info
+        return r, await server.table(r, m["share"], m["schema"], m["table"])
+
+    async def table_version(request):
+        r, t = await _shared(request)
+        log = await server.log(t)
+        version = log.latest
+        starting = _timestamp_ms(request.query.get("startingTimestamp"), "startingTimestamp")
+        if starting is not None:
+            reader = _Reader(server, r, t, log)
+            version = max(await _in_thread(log.version_from, starting), t.start_version)
+            reader.check_history("from a timestamp", version)
+        return web.Response(status=200, headers={VERSION_HEADER: str(version)})
+
+    async def table_version_head(request):
+        r, t = await _shared(request)
+        log = await server.log(t)
+        return web.Response(status=200, headers={VERSION_HEADER: str(log.latest)})
+
+    async def metadata(request):
+        r, t = await _shared(request)
+        log = await server.log(t)
+        state = await _in_thread(log.snapshot, log.latest)
+        fmt = _format(request, state.protocol or {})
+        return _ndjson([_protocol_line(fmt, state.protocol or {}),
+                        _metadata_line(fmt, state.metadata, t, None, state.files)], log.latest, fmt)
+
+    async def query(request):
+        r, t = await _shared(request)
+        body = _json_body(await request.read())
+        version = _version(body.get("version"), "version")
+        timestamp = body.get("timestamp")
+        if timestamp is not None and not isinstance(timestamp, str):
+            raise bad("'timestamp' must be a string like 2022-01-01T00:00:00Z.")
+        timestamp = _timestamp_ms(timestamp, "timestamp")
+        starting = _version(body.get("startingVersion"), "startingVersion")
+        ending = _version(body.get("endingVersion"), "endingVersion")
+        limit = body.get("limitHint")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise bad("'limitHint' must be a non-negative integer.")
+        hints = body.get("jsonPredicateHints")
+        if sum(x is not None for x in (version, timestamp, starting)) > 1:
+            raise bad("Give at most one of 'version', 'timestamp' and 'startingVersion'.")
+        log = await server.log(t)
+        reader = _Reader(server, r, t, log)
+        if starting is not None:
+            return await _changes(request, reader, starting, ending, cdf=False)
+        if timestamp is not None:
+            try:
+                version = await asyncio.to_thread(log.version_at, timestamp)
+            except TableLogError:
+                raise bad(f"The timestamp {_iso(timestamp)} is before the table's earliest version.") from None
+            reader.check_history("as of a timestamp", version)
+        elif version is not None:
+            reader.check_history("at a version", version)
+        at = log.latest if version is None else version
+        state, added_in = await _in_thread(log.snapshot_with_versions, at)
+        fmt = _format(request, state.protocol or {})
+        partition_columns = list(state.metadata.get("partitionColumns") or [])
+        test = reader.partition_test(partition_columns)
+        columns = {f["name"]: f["type"] for f in json.loads(state.metadata["schemaString"])["fields"]}
+        tree = parse_hint(hints if isinstance(hints, str) else None, columns)
+        if tree is None:      # the deprecated SQL form, where no JSON hint was given or usable
+            tree = parse_sql_hints(body.get("predicateHints"), columns)
+        kept = []
+        for path in sorted(state.files):
+            a = state.files[path]
+            values = a.get("partitionValues") or {}
+            if test is not None and not test(values):
+                continue
+            if not may_match(tree, FileFacts(values, a.get("stats"), partition_columns)):
+                continue
+            kept.append(a)
+        kept = _limit(kept, limit)
+        urls = _Urls(request, shard, r, t)
+        lines = [_protocol_line(fmt, state.protocol or {}),
+                 _metadata_line(fmt, state.metadata, t, version, None if version is not None else state.files)]
+        if version is None:
+            lines += [_file_line(fmt, "file", a, urls) for a in kept]
+        else:       # a time-travel read: each file with the version that added it, and that version's time
+            stamps = await _in_thread(lambda: {v: log.timestamp(v) for v in {added_in[a["path"]] for a in kept}})
+            lines += [_file_line(fmt, "file", a, urls, added_in[a["path"]], stamps[added_in[a["path"]]])
+                      for a in kept]
+        return _ndjson(lines, at, fmt)
+
+    async def _changes(request, reader: _Reader, start: int, end: int | None, *, cdf: bool,
+                       historical_metadata: bool = False):
+        log, t = reader.log, reader.t
+        end = log.latest if end is None else min(end, log.latest)
+        reader.check_history("from a starting version", start)
+        if start > end:
+            raise bad(f"The starting version {start} is after the ending version {end}.")
+        if cdf:
+            if not t.object.get("cdf_enabled") and not t.history:
+                raise bad(f"The change data feed of table '{t.schema}.{t.name}' is not shared.")
+        state = await _in_thread(log.snapshot, end)
+        if cdf and (state.metadata.get("configuration") or {}).get("delta.enableChangeDataFeed") != "true":
+            raise bad(f"Table '{t.schema}.{t.name}' does not record its change data feed "
+                      "(delta.enableChangeDataFeed is not true).")
+        fmt = _format(request, state.protocol or {})
+        partition_columns = list(state.metadata.get("partitionColumns") or [])
+        test = reader.partition_test(partition_columns)
+        urls = _Urls(request, shard, reader.r, t)
+
+        def collect():
+            out, sizes = [], {}
+            for v in range(start, end + 1):
+                actions = log.actions(v)
+                ts = log.timestamp(v)
+                has_cdc = cdf and any("cdc" in a for a in actions)
+                for a in actions:
+                    kind = next(iter(a))
+                    body = a[kind]
+                    if kind == "metaData" and historical_metadata and v > start:
+                        out.append(_metadata_line(fmt, body, t, v, None))
+                    if kind not in ("add", "remove", "cdc"):
+                        continue
+                    if kind == "add":
+                        sizes[body["path"]] = body.get("size")
+                    if kind == "cdc" and not cdf:
+                        continue
+                    if cdf and has_cdc and kind != "cdc":
+                        continue      # the commit's change files say it all
+                    if kind != "cdc" and not body.get("dataChange", True):
+                        continue      # a rewrite that changes no row (compaction)
+                    values = body.get("partitionValues") or {}
+                    if test is not None and not test(values):
+                        continue
+                    if kind == "remove" and body.get("size") is None:
+                        body = {**body, "size": sizes.get(body["path"]) or 0}
+                    out.append(_file_line(fmt, "cdf" if kind == "cdc" else kind, body, urls, v, ts))
+            return out
+
+        lines = [_protocol_line(fmt, state.protocol or {}), _metadata_line(fmt, state.metadata, t, None, None)]
+        lines += await _in_thread(collect)
+        return _ndjson(lines, start, fmt)
+
+    async def changes(request):
+        r, t = await _shared(request)
+        q = request.query
+        start = _version(q.get("startingVersion"), "startingVersion")
+        start_ts = _timestamp_ms(q.get("startingTimestamp"), "startingTimestamp")
+        end = _version(q.get("endingVersion"), "endingVersion")
+        end_ts = _timestamp_ms(q.get("endingTimestamp"), "endingTimestamp")
+        if (start is None) == (start_ts is None):
+            raise bad("Give exactly one of 'startingVersion' and 'startingTimestamp'.")
+        if end is not None and end_ts is not None:
+            raise bad("Give at most one of 'endingVersion' and 'endingTimestamp'.")
+        log = await server.log(t)
+        if start_ts is not None:
+            try:
+                start = await asyncio.to_thread(log.version_from, start_ts)
+            except TableLogError:
+                raise bad(f"The startingTimestamp {_iso(start_ts)} is after the table's latest version.") from None
+        if end_ts is not None:
+            try:
+                end = await asyncio.to_thread(log.version_at, end_ts)
+            except TableLogError:
+                raise bad(f"The endingTimestamp {_iso(end_ts)} is before the table's earliest version.") from None
+        historical = (q.get("includeHistoricalMetadata") or "").lower() == "true"
+        return await _changes(request, _Reader(server, r, t, log), start, end, cdf=True,
+                              historical_metadata=historical)
+
+    async def file(request):
+        grant = files.verify(shard.store.secrets, request.match_info["token"],
+                             request.query.get(files.SIGNATURE_PARAM, ""))
+        if grant is None or grant.expires_ms <= now_ms():
+            raise _error("PERMISSION_DENIED", "This file URL is not valid or has expired.")
+        # The grant holds while the share still holds the table for the recipient.
+        recipient = await shard.lookup_id(grant.metastore_id, grant.recipient_id)
+        share = await shard.lookup_id(grant.metastore_id, grant.share_id)
+        table = await shard.lookup_id(grant.metastore_id, grant.table_id)
+        if recipient is None or share is None or table is None or \
+                "SELECT" not in (share.info.get("permissions", {}).get(recipient.id) or []):
+            raise _error("PERMISSION_DENIED", "This file is no longer shared.")
+        # A URL never outlives the token it was handed out under: expired, or rotated past its grace.
+        token = next((t for t in recipient.info.get("tokens", []) if t.get("id") == grant.token_id), None)
+        if token is None or token["expiration_time"] <= now_ms():
+            raise _error("PERMISSION_DENIED", "The recipient token this file URL was handed out under has "
+                                              "expired or was rotated.")
+        r = Recipient(recipient, grant.metastore_id, {})
+        address = client_address(request, shard.store.secrets)
+        if not _ip_allowed(recipient, address):
+            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
+        holds = [t for t in await server.tables(r, share) if t.table.id == table.id]
+        if not holds:
+            raise _error("PERMISSION_DENIED", "This file is no longer shared.")
+        request["caller"] = Caller(f"recipient:{recipient.name}", 0, False, None, grant.metastore_id)
+        annotate("TABLE", table.full_name, table.id)
+        try:
+            path = files.local_file(table.info["storage_location"], grant.path)
+        except (InvalidUrl, ValueError):
+            raise _error("PERMISSION_DENIED", "This file is not in the shared table.") from None
+        return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
+    handlers = {
+        "deltaSharingListShares": list_shares, "deltaSharingGetShare": get_share,
+        "deltaSharingListSchemas": list_schemas, "deltaSharingListTables": list_tables,
+        "deltaSharingListAllTables": list_all_tables,
+        "deltaSharingGetTableVersionHead": table_version_head,     # HEAD (the front relays HEAD as GET)
+        "deltaSharingGetTableVersion": table_version, "deltaSharingGetTableMetadata": metadata,
+        "deltaSharingQueryTable": query, "deltaSharingQueryTableChanges": changes, "deltaSharingGetFile": file,
+    }
+    return {name: protocol_errors(handler) for name, handler in handlers.items()}
