@@ -210,7 +210,7 @@ def current_policies(shard, metastore_id: str, min_version: int = 0) -> list[Pol
 async def policies_of(shard, metastore_id: str, min_version: int = 0) -> list[Policy]:
     """The metastore's policies at the shard's version: cached on the state until its record changes."""
     shard.follow(POLICIES)
-    state = await shard.state(metastore_id, min_version)
+    state = await shard.state(metastore_id, min_version, paths=False)   # policies need no path index
     cached = state.policies
     if cached is not None:
         return cached

@@ -33,7 +33,7 @@ async def privilege_index(shard, metastore_id: str, min_version: int = 0) -> Pri
     """The shard's privilege index of a metastore, loaded on first use, at least as new as its state."""
     shard.follow(PRIVILEGES)      # keeps the index current once loaded (idempotent)
     for _ in range(3):
-        state = await shard.state(metastore_id, min_version)
+        state = await shard.state(metastore_id, min_version, paths=False)   # grants need no path index
         if state.privileges is None:
             behind = False
             async with state.reconcile_lock:

@@ -17,49 +17,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..cache.metastore_cache import MISS, MetastoreCache, page_after
-from ..cache.url_trie import UrlTrie
+from ..cache.metastore_cache import MISS, page_after
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store import history
 from ..store.errors import GroupSpoiled, MetastoreGone, VersionConflict, is_db_unavailable
 from ..store.protocol import CatalogStore
-from ..store.rows import StoragePath
 from ..store.writes import WriteTx
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
 from .session import current, past_read
+from .state import CacheConfig, MetastoreState, PathOwner, warm_paths
+
+__all__ = ["CacheConfig", "MetastoreState", "PathOwner", "Shard", "Snapshot"]   # the state types live in state.py
 
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 8
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
-# A rebuild yields to the event loop after this many storage paths.
+# Building a path index yields to the event loop after this many storage paths.
 REBUILD_BATCH = 2000
+# Idle metastores are looked for at most this often (seconds), on a request's way in.
+IDLE_SWEEP = 30.0
 # Child lists longer than this are paged from the database instead of cached whole.
 MAX_CACHED_LISTING = 20_000
 # A filtered listing asks for 4x more children per batch, up to this many, until its page fills.
 MAX_LISTING_BATCH = 4096
-
-
-@dataclass(frozen=True)
-class CacheConfig:
-    enabled: bool = True              # off: every read from PostgreSQL, each request's caller too (for comparison)
-    max_bytes: int = 256 << 20        # per metastore
-    version_timeout: float = 30.0     # the request timeout: older superseded versions can go
-
-
-@dataclass(frozen=True)
-class PathOwner:
-    """What the trie holds at a storage path: the asset, and whether it is a managed storage root."""
-    asset_id: str
-    type: str
-    full_name: str
-    is_root: bool
 
 
 @dataclass(frozen=True)
@@ -68,45 +56,6 @@ class Snapshot:
     version: int
     by_name: dict[tuple[str, str], Asset | None]
     by_path: dict[str, tuple[PathOwner, Asset | None] | None]
-
-
-@dataclass
-class MetastoreState:
-    """What a shard knows of one metastore, current as of `version`."""
-    id: str
-    version: int = -1
-    storage_root: str | None = None
-    trie: UrlTrie = field(default_factory=UrlTrie)
-    cache: MetastoreCache | None = None
-    path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
-    # External locations live in a trie of their own: tables and volumes lie inside them by design,
-    # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
-    locations: UrlTrie = field(default_factory=UrlTrie)
-    location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
-    privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
-    policies: object = None     # a follower's: governance/abac.py's parsed ABAC policies, loaded on first use
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    pending: list = field(default_factory=list)     # writes waiting for the next group (group_commit.py)
-    committer: asyncio.Task | None = None           # the task committing this metastore's groups
-
-    def forget(self, asset_id: str) -> None:
-        url = self.path_of.pop(asset_id, None)
-        if url is not None:
-            self.trie.remove(url)
-        url = self.location_of.pop(asset_id, None)
-        if url is not None:
-            self.locations.remove(url)
-
-    def remember(self, asset: Asset | StoragePath) -> None:
-        self.forget(asset.id)
-        if asset.storage_path and asset.type == "external_location":
-            self.locations.insert(asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
-            self.location_of[asset.id] = asset.storage_path
-        elif asset.storage_path:
-            owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
-            self.trie.insert(asset.storage_path, owner)
-            self.path_of[asset.id] = asset.storage_path
 
 
 def _known(state: MetastoreState):
@@ -146,7 +95,9 @@ class Shard:
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self.stats = {"reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
+        self._clock = time.monotonic
+        self._swept = self._clock()
+        self.stats = {"idle_evictions": 0, "reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
                       "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
@@ -167,14 +118,19 @@ class Shard:
         self.states.setdefault(metastore_id, MetastoreState(metastore_id))
 
     def drop(self, metastore_id: str) -> None:
-        self.states.pop(metastore_id, None)
+        state = self.states.pop(metastore_id, None)
+        if state is not None and state.warming is not None:
+            state.warming.cancel()
 
     def version_of(self, metastore_id: str) -> int | None:
         state = self.states.get(metastore_id)
         return state.version if state is not None and state.version >= 0 else None
 
-    async def state(self, metastore_id: str, min_version: int = 0) -> MetastoreState:
-        """The metastore's state, at least as new as `min_version` (a version the client saw acknowledged)."""
+    async def state(self, metastore_id: str, min_version: int = 0, *, paths: bool = True) -> MetastoreState:
+        """The metastore's state, at least as new as `min_version` (a version the client saw acknowledged).
+
+        `paths`: with its path index whole (waiting for it on a cold owner). Reads by name or id pass
+        False: a cold owner answers them at once while its path index is built aside."""
         state = self.states.get(metastore_id)
         if state is None:
             if not self.claim_on_demand:
@@ -182,19 +138,62 @@ class Shard:
                                                 "refresh the routing table.")
             self.own(metastore_id)
             state = self.states[metastore_id]
+        now = self._clock()
+        if now - self._swept > IDLE_SWEEP:
+            self._swept = now
+            self.evict_idle(now, keep={metastore_id})
+        state.last_used = now
         if state.version < 0:
             async with state.reconcile_lock:
                 if state.version < 0:
                     await self._rebuild(state)
         if state.version < min_version:
             await self.reconcile(state)
+        if paths:
+            await self._paths_whole(state)
         return state
+
+    async def warmed(self, metastore_id: str) -> MetastoreState:
+        """The metastore's state once its path index is whole (benchmarks and tests wait for it)."""
+        return await self.state(metastore_id, paths=True)
+
+    def evict_idle(self, now: float | None = None, keep=()) -> int:
+        """Let metastores unused for the cache's `idle_timeout` go cold: their state, path index, cache and
+        privilege index are freed (ownership stays; the next request warms them again). Returns how many."""
+        now = self._clock() if now is None else now
+        idle = [ms for ms, s in self.states.items() if ms not in keep and s.version >= 0 and not s.busy()
+                and now - s.last_used > self.cache_config.idle_timeout]
+        for ms in idle:
+            self.states[ms] = MetastoreState(ms)
+        self.stats["idle_evictions"] += len(idle)
+        return len(idle)
+
+    async def _paths_whole(self, state: MetastoreState) -> None:
+        """Wait until the state's path index is whole; a build that failed (the database away) is
+        started again by the next one who needs it, and its error is this caller's."""
+        while not state.paths_ready.is_set():
+            task = state.warming
+            if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+                task = self._start_warming(state)
+            await asyncio.wait([task])
+            if state.warming is task and not task.cancelled() and task.exception() is not None:
+                state.warming = None
+                raise task.exception()
+
+    def _start_warming(self, state: MetastoreState) -> asyncio.Task:
+        if state.warming is not None:
+            state.warming.cancel()
+        state.paths_ready.clear()
+        task = state.warming = asyncio.create_task(warm_paths(self.store, state, REBUILD_BATCH, RECONCILE_GAP))
+        # A failure is read by whoever waits; with nobody waiting, it must not be logged as never retrieved.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
 
     # ---- reconciliation ---------------------------------------------------
 
     async def observed(self, metastore_id: str, version: int) -> None:
         """A read saw `version`; catch up if this shard is behind it."""
-        state = await self.state(metastore_id)
+        state = await self.state(metastore_id, paths=False)
         if version > state.version:
             await self.reconcile(state)
 
@@ -236,24 +235,14 @@ class Shard:
             raise CatalogError("NOT_OWNER", f"Metastore {metastore_id} moved to {owner}; refresh the routing table.")
 
     async def _rebuild(self, state: MetastoreState) -> None:
-        """Load the metastore's storage paths afresh and start an empty cache at that version.
-
-        The new tries are built aside and swapped in at once: readers keep the old, consistent
-        ones meanwhile, and the build yields now and then so that a large metastore does not
-        stall the shard's other metastores (or its health pings)."""
+        """Start the metastore's state afresh: its version and storage root now (two small reads),
+        an empty cache at that version, and its path index built aside (state.py `warm_paths`). Reads by name go
+        on at once; whoever needs the paths waits for the whole index, never sees half of one."""
         self.stats["rebuilds"] += 1
-        version, paths = await self.store.paths(state.id)
+        version = await self.store.metastore_version(state.id)
         meta = await self.store.get_metastore(state.id)
-        fresh = MetastoreState(state.id, storage_root=meta.info.get("storage_root") if meta else None)
-        if fresh.storage_root:
-            fresh.trie.insert(fresh.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
-        for i, path in enumerate(paths, 1):
-            fresh.remember(path)
-            if i % REBUILD_BATCH == 0:
-                await asyncio.sleep(0)
-        state.storage_root = fresh.storage_root
-        state.trie, state.path_of = fresh.trie, fresh.path_of
-        state.locations, state.location_of = fresh.locations, fresh.location_of
+        state.storage_root = meta.info.get("storage_root") if meta else None
+        self._start_warming(state)
         for follower in self.followers:
             follower.rebuilt(state, version)
         state.version = version
@@ -272,7 +261,7 @@ class Shard:
     async def lookup(self, metastore_id: str, namespace: str, full_name: str, min_version: int = 0) -> Asset | None:
         """The asset with that name, from the cache at the known version, else from the database;
         as it was at the session's past version when the request reads at one (`Session.read_at`)."""
-        state = await self.state(metastore_id, min_version)
+        state = await self.state(metastore_id, min_version, paths=False)
         if (past := past_read()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [(namespace, full_name)], [])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
@@ -290,7 +279,7 @@ class Shard:
             asset_id = str(uuid.UUID(asset_id))
         except (TypeError, ValueError):
             return None
-        state = await self.state(metastore_id, min_version)
+        state = await self.state(metastore_id, min_version, paths=False)
         if (past := past_read()) is not None:
             found = await history.assets_at(self.store, metastore_id, past.version, [], [asset_id])
             await history.with_ancestors(self.store, metastore_id, past, found, _known(state))
@@ -312,7 +301,7 @@ class Shard:
     async def governed_today(self, metastore_id: str, assets: list[Asset], min_version: int = 0) -> list[Asset]:
         """Assets read at a past version, each governed as its asset is today (store/history.py
         `governed_as_today`). The shard's reads at a version answer so already."""
-        return await self._governed_today(await self.state(metastore_id, min_version), assets)
+        return await self._governed_today(await self.state(metastore_id, min_version, paths=False), assets)
 
     async def _governed_today(self, state: MetastoreState, assets: list[Asset]) -> list[Asset]:
         """Today's states from the cache, the rest in one statement (only reads at a version come here)."""
@@ -338,7 +327,7 @@ class Shard:
         if (past := past_read()) is not None:
             return await self._snapshot_at(metastore_id, past, names, paths, min_version)
         for _ in range(WRITE_ATTEMPTS):
-            state = await self.state(metastore_id, min_version)
+            state = await self.state(metastore_id, min_version, paths=bool(paths))
             version = state.version
             owners = {p: state.trie.owner(p) for p in paths}
             ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
@@ -370,7 +359,7 @@ class Shard:
                            min_version: int) -> Snapshot:
         """`snapshot` at a past version (store/history.py). A path answers with the asset owning it
         now, as it was then (the trie holds the present's paths)."""
-        state = await self.state(metastore_id, min_version)
+        state = await self.state(metastore_id, min_version, paths=bool(paths))
         owners = {p: state.trie.owner(p) for p in paths}
         ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
         assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(
@@ -384,7 +373,7 @@ class Shard:
     async def children(self, metastore_id: str, parent_id: str, namespace: str, *, after: str, limit: int,
                        min_version: int = 0) -> list[Asset]:
         """Up to `limit` children named after `after`, in name order."""
-        state = await self.state(metastore_id, min_version)
+        state = await self.state(metastore_id, min_version, paths=False)
         if (past := past_read()) is not None:
             return await self._governed_today(state, await history.with_ancestors(
                 self.store, metastore_id, past, await history.children_at(
@@ -469,6 +458,7 @@ class Shard:
         metastore_id = state.id
         async with state.write_lock:   # this shard's own writes queue here instead of conflicting
             for _ in range(WRITE_ATTEMPTS):
+                await self._paths_whole(state)   # a reconcile may have started the path index afresh
                 try:
                     async with self.store.write(metastore_id, state.version) as tx:
                         result = await body(tx, state)
@@ -524,6 +514,7 @@ class Shard:
         savepoints = False      # optimistic first: a write that cannot fail alone spoils the group
         async with state.write_lock:
             for _ in range(WRITE_ATTEMPTS):
+                await self._paths_whole(state)
                 for pending in batch:
                     pending.reset()
                 try:

@@ -44,7 +44,7 @@ def test_a_rebuild_yields_and_swaps_its_tries_in_whole(pg_url, tmp_path, monkeyp
                                 lambda self, path: (remembered.append(path), remember(self, path)))
 
             async def watch():      # runs while the rebuild yields: the live trie is either empty or whole
-                while state.version < 0:
+                while not state.paths_ready.is_set():
                     seen.append((len(remembered), len(list(state.trie.descendants(f"file://{tmp_path}/ext")))))
                     await asyncio.sleep(0)
 

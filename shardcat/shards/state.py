@@ -1,0 +1,142 @@
+"""What a shard keeps of one metastore (`MetastoreState`), and how its path index is built aside.
+
+A state has two parts that warm at different speeds. Its version, storage root and (empty) cache
+are read in two small queries, so a cold owner answers reads by name at once. Its path index (the
+storage-path trie of tables, volumes, catalogs and schemas, and the trie of external locations)
+costs a read of every asset with a path: `build_paths` makes it aside, in batches that yield to the
+event loop, and the shard swaps it in whole (`PathIndex.install`) once it has caught up with the
+versions the state moved through meanwhile. Until then `paths_ready` is clear and nothing reads
+the tries: whoever needs them waits (`Shard.state(..., paths=True)`, every write), so every path
+question is answered by a whole index, exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..cache.metastore_cache import MetastoreCache
+from ..cache.url_trie import UrlTrie
+from ..entities.asset import Asset
+from ..store.rows import StoragePath
+
+@dataclass(frozen=True)
+class CacheConfig:
+    enabled: bool = True              # off: every read from PostgreSQL, each request's caller too (for comparison)
+    max_bytes: int = 256 << 20        # per metastore
+    version_timeout: float = 30.0     # the request timeout: older superseded versions can go
+    idle_timeout: float = 900.0       # a metastore unused this long goes cold: its state and cache are freed
+
+
+@dataclass(frozen=True, slots=True)
+class PathOwner:
+    """What the trie holds at a storage path: the asset, and whether it is a managed storage root."""
+    asset_id: str
+    type: str
+    full_name: str
+    is_root: bool
+
+
+@dataclass
+class MetastoreState:
+    """What a shard knows of one metastore, current as of `version`."""
+    id: str
+    version: int = -1
+    storage_root: str | None = None
+    trie: UrlTrie = field(default_factory=UrlTrie)
+    cache: MetastoreCache | None = None
+    path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
+    # External locations live in a trie of their own: tables and volumes lie inside them by design,
+    # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
+    locations: UrlTrie = field(default_factory=UrlTrie)
+    location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
+    privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
+    policies: object = None     # a follower's: governance/abac.py's parsed ABAC policies, loaded on first use
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending: list = field(default_factory=list)     # writes waiting for the next group (group_commit.py)
+    committer: asyncio.Task | None = None           # the task committing this metastore's groups
+    # Set once the tries above are whole at `version` (or ahead of it); clear while they are built aside.
+    paths_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    warming: asyncio.Task | None = None             # the task building the path index aside
+    last_used: float = 0.0                          # the shard's clock at its last request (idle eviction)
+
+    def forget(self, asset_id: str) -> None:
+        url = self.path_of.pop(asset_id, None)
+        if url is not None:
+            self.trie.remove(url)
+        url = self.location_of.pop(asset_id, None)
+        if url is not None:
+            self.locations.remove(url)
+
+    def remember(self, asset: Asset | StoragePath) -> None:
+        self.forget(asset.id)
+        if asset.storage_path and asset.type == "external_location":
+            self.locations.insert(asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
+            self.location_of[asset.id] = asset.storage_path
+        elif asset.storage_path:
+            owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
+            self.trie.insert(asset.storage_path, owner)
+            self.path_of[asset.id] = asset.storage_path
+
+    def busy(self) -> bool:
+        """Whether anything is under way on it (a write queued or committing, a lock held, an index building)."""
+        return bool(self.pending) or self.write_lock.locked() or self.reconcile_lock.locked() \
+            or (self.committer is not None and not self.committer.done()) \
+            or (self.warming is not None and not self.warming.done())
+
+
+@dataclass
+class PathIndex:
+    """A path index built aside: the tries and their id maps, as of `version`."""
+    version: int
+    paths: MetastoreState
+
+    def replay(self, changed: list[str], assets: list[Asset]) -> None:
+        """Bring it forward over later changes: the changed ids as they are now (deleted ones absent)."""
+        for asset_id in changed:
+            self.paths.forget(asset_id)
+        for asset in assets:
+            self.paths.remember(asset)
+
+    def install(self, state: MetastoreState) -> None:
+        """Swap it into `state` whole, and say so."""
+        fresh = self.paths
+        state.trie, state.path_of = fresh.trie, fresh.path_of
+        state.locations, state.location_of = fresh.locations, fresh.location_of
+        state.paths_ready.set()
+
+
+async def build_paths(store, metastore_id: str, batch: int) -> PathIndex:
+    """Read every storage path of the metastore (one snapshot) and build its tries aside, yielding
+    to the event loop after every `batch` paths."""
+    version, paths = await store.paths(metastore_id)
+    meta = await store.get_metastore(metastore_id)
+    fresh = MetastoreState(metastore_id, storage_root=meta.info.get("storage_root") if meta else None)
+    if fresh.storage_root:
+        fresh.trie.insert(fresh.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
+    for i, path in enumerate(paths, 1):
+        fresh.remember(path)
+        if i % batch == 0:
+            await asyncio.sleep(0)
+    return PathIndex(version, fresh)
+
+
+async def warm_paths(store, state: MetastoreState, batch: int, gap: int) -> None:
+    """Build the state's path index aside and swap it in once it agrees with the state's version:
+    the changes the state went through meanwhile (reconciled from the change log) are replayed onto
+    it. More than `gap` of them, and it reads again."""
+    while True:
+        index = await build_paths(store, state.id, batch)
+        async with state.reconcile_lock:
+            if state.version > index.version:
+                changes = await store.changes(state.id, index.version, gap)
+                if len(changes) >= gap or not changes or changes[0].version != index.version + 1:
+                    continue
+                changed = sorted({i for c in changes for i in c.changed} - {state.id})
+                _, assets = await store.get_assets_by_ids(state.id, changed)
+                index.replay(changed, assets)
+            # A read newer than the state is ahead of it, as a reconcile's reads are: its next
+            # reconcile replays those changes again, which forgets and remembers the same paths.
+            index.install(state)
+            return
