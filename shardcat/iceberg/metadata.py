@@ -25,17 +25,21 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import Compressor, FromByteStream, ToOutputFile
 from pyiceberg.table.locations import load_location_provider
-from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, new_table_metadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV3, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import (AddSortOrderUpdate, AssertCreate, AssertCurrentSchemaId, AssertDefaultSortOrderId,
+from pyiceberg.table.update import (AddSchemaUpdate, AddSortOrderUpdate, AssertCreate, AssertCurrentSchemaId, AssertDefaultSortOrderId,
                                     AssertDefaultSpecId, AssertLastAssignedFieldId, AssertLastAssignedPartitionId,
-                                    AssertTableUUID, SetDefaultSortOrderUpdate, TableRequirement, TableUpdate,
+                                    AssertTableUUID, RemovePropertiesUpdate, SetDefaultSortOrderUpdate,
+                                    SetPropertiesUpdate, TableRequirement, TableUpdate, UpgradeFormatVersionUpdate,
                                     update_table_metadata)
 from pyiceberg.types import (DecimalType, ListType, MapType, NestedField, PrimitiveType, StructType)
+from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewMetadata
 
 from ..entities.urls import InvalidUrl, is_within
+from ..entities.vended import iceberg_properties as cloud_properties
 from ..errors import CatalogError, invalid
+from .checks import check_defaults, check_view_update
 
 METADATA_LOCATION = "metadata_location"                    # the table's row keeps its current metadata file here
 PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
@@ -59,7 +63,7 @@ def _model(model, body: dict, what: str):
         return model.model_validate(body)
     except ValidationError as e:
         raise invalid(f"Invalid {what}: {_problem(e)}.") from None
-    except (ValueError, TypeError, AttributeError, KeyError) as e:   # pyiceberg's own validators on odd input
+    except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError) as e:   # pyiceberg's own validators
         raise invalid(f"Invalid {what}: {e}.") from None
 
 
@@ -68,8 +72,10 @@ def _model(model, body: dict, what: str):
 
 def create_request(body: dict) -> CreateTableRequest:
     # Other clients leave out what pyiceberg's model spells as required-but-nullable.
-    return _model(CreateTableRequest, {"location": None, "partition-spec": None, "write-order": None, **body},
-                  "CreateTableRequest")
+    request = _model(CreateTableRequest, {"location": None, "partition-spec": None, "write-order": None, **body},
+                     "CreateTableRequest")
+    check_defaults(request.table_schema, "CreateTableRequest")
+    return request
 
 
 def register_request(body: dict) -> RegisterTableRequest:
@@ -77,7 +83,9 @@ def register_request(body: dict) -> RegisterTableRequest:
 
 
 def view_request(body: dict) -> CreateViewRequest:
-    return _model(CreateViewRequest, {"location": None, **body}, "CreateViewRequest")
+    request = _model(CreateViewRequest, {"location": None, **body}, "CreateViewRequest")
+    check_defaults(request.view_schema, "CreateViewRequest")
+    return request
 
 
 def changes(body: dict) -> tuple[list, list]:
@@ -87,6 +95,11 @@ def changes(body: dict) -> tuple[list, list]:
         updates = _UPDATES.validate_python(body.get("updates") or [])
     except ValidationError as e:
         raise invalid(f"Invalid CommitTableRequest: {_problem(e)}.") from None
+    except (ValueError, TypeError, ArithmeticError) as e:     # pyiceberg reading a default by a type it cannot
+        raise invalid(f"Invalid CommitTableRequest: {e}.") from None
+    for update in updates:
+        if isinstance(update, AddSchemaUpdate):
+            check_defaults(update.schema_, "CommitTableRequest")
     return requirements, updates
 
 
@@ -97,11 +110,51 @@ def asserts_create(requirements: list) -> bool:
 # ---- table metadata ---------------------------------------------------------------------------
 
 
+_NEWEST_FORMAT = 3
+
+
 def _writable(metadata: TableMetadata) -> TableMetadata:
-    # pyiceberg, which writes the metadata files, cannot write format version 3 yet: refuse it up front.
-    if metadata.format_version > 2:
-        raise invalid(f"Iceberg format version {metadata.format_version} is not supported; use 1 or 2.")
+    if metadata.format_version > _NEWEST_FORMAT:
+        raise invalid(f"Iceberg format version {metadata.format_version} is not supported; use 1, 2 or 3.")
+    if metadata.format_version >= 3 and metadata.next_row_id is None:
+        # v3 tracks row lineage from the table's first row: a v3 table (new or upgraded) starts at row id 0
+        metadata = metadata.model_copy(update={"next_row_id": 0})
     return metadata
+
+
+def _upgraded(base: TableMetadata, updates: list) -> tuple[TableMetadata, list]:
+    """(base, updates) with an upgrade to format version 3 done on the base first. pyiceberg applies
+    every other update to v3 metadata but refuses to upgrade to it (it cannot write v3 data files yet);
+    an upgrade is the same whichever update it comes after, so it is applied first (a later snapshot then
+    gets v3's row lineage, as the spec has it)."""
+    wanted = max((u.format_version for u in updates if isinstance(u, UpgradeFormatVersionUpdate)), default=None)
+    if wanted is None or wanted < 3:
+        return base, updates
+    if wanted > _NEWEST_FORMAT:
+        raise invalid(f"Iceberg format version {wanted} is not supported; use 1, 2 or 3.")
+    rest = [u for u in updates if not isinstance(u, UpgradeFormatVersionUpdate)]
+    if base.format_version >= wanted:
+        return base, rest
+    # built unvalidated, as pyiceberg's own upgrades are (an empty create's base has no schema yet)
+    fields = {k: v for k, v in dict(base).items() if k not in ("schema_", "partition_spec", "format_version")}
+    return TableMetadataV3.model_construct(**fields, format_version=3, next_row_id=0), rest
+
+
+def _present_removals(base: TableMetadata, updates: list) -> list:
+    """The updates with each remove-properties keeping only the keys set at that point: removing a
+    property that is not set is no error in the spec (pyiceberg's KeyError would be)."""
+    present, out = set(base.properties), []
+    for update in updates:
+        if isinstance(update, SetPropertiesUpdate):
+            present |= set(update.updates)
+        elif isinstance(update, RemovePropertiesUpdate):
+            removals = [k for k in update.removals if k in present]
+            present -= set(removals)
+            if not removals:
+                continue
+            update = update.model_copy(update={"removals": removals})
+        out.append(update)
+    return out
 
 
 def new_metadata(request: CreateTableRequest, location: str) -> TableMetadata:
@@ -128,10 +181,12 @@ def updated(base: TableMetadata | None, base_location: str | None, requirements:
             requirement.validate(base)
         except CommitFailedException as e:
             raise CatalogError("RESOURCE_CONFLICT", _requirement_failed(requirement, base, e)) from None
+    start = base if base is not None else empty_metadata()
     if base is not None:
         updates = _sort_orders_numbered(base, updates)
+    start, updates = _upgraded(start, _present_removals(start, updates))
     try:
-        metadata = update_table_metadata(base if base is not None else empty_metadata(), tuple(updates),
+        metadata = update_table_metadata(start, tuple(updates),
                                          enforce_validation=base is None, metadata_location=base_location)
     except (ValueError, TypeError, ValidationError) as e:
         raise invalid(f"Cannot apply the commit's updates: {e}") from None
@@ -248,7 +303,14 @@ def _storage_error(verb: str, location: str, e: OSError) -> CatalogError:
 
 def write_metadata(metadata: TableMetadata, location: str, io: dict) -> None:
     try:
-        ToOutputFile.table_metadata(metadata, load_file_io(io, location).new_output(location))
+        if metadata.format_version >= 3:
+            # pyiceberg's v3 model refuses to serialize itself (its writers lack v3 data files, not the JSON):
+            # the model's JSON by the base class's serializer, the same the v1 and v2 models use
+            raw = IcebergBaseModel.model_dump_json(metadata, exclude_none=True).encode()
+            with load_file_io(io, location).new_output(location).create(overwrite=False) as out:
+                out.write(Compressor.get_compressor(location).bytes_compressor()(raw))
+        else:
+            ToOutputFile.table_metadata(metadata, load_file_io(io, location).new_output(location))
     except OSError as e:
         raise _storage_error("write", location, e) from None
     _READ[location] = metadata
@@ -258,10 +320,10 @@ def storage_properties(vended: dict, endpoint: str | None, region: str) -> dict:
     """pyiceberg FileIO properties for a TemporaryCredentials answer (governance/vending.py): S3 keys
     (STS session keys, or an S3-compatible store's static ones), their expiry, and where to send them:
     the answer's own endpoint, region and addressing (an s3_compatible credential's), else `endpoint`
-    ($SHARDCAT_S3_ENDPOINT) and `region`. None for file://."""
+    ($SHARDCAT_S3_ENDPOINT) and `region`; another cloud's answer as entities/vended.py spells it. None for file://."""
     aws = vended.get("aws_temp_credentials")
     if not aws:
-        return {}
+        return cloud_properties(vended)         # Azure's SAS, or nothing (file://)
     out = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],
            "s3.region": vended.get("region") or region,
            "s3.session-token-expires-at-ms": str(vended["expiration_time"])}
@@ -352,7 +414,8 @@ def _apply_view_updates(view: dict, updates: list) -> dict:
     -1 names the schema (version) this commit added."""
     added_schema = added_version = None
     for u in updates:
-        action = u.get("action") if isinstance(u, dict) else None
+        check_view_update(u)                # each update's fields of the spec's types (checks.py)
+        action = u["action"]
         if action == "assign-uuid":
             if u.get("uuid") != view["view-uuid"]:
                 raise invalid("A view's UUID cannot change.")
@@ -510,6 +573,6 @@ def columns_of(schema: Schema) -> list[dict]:
 
 def renamed_fields(before: Schema, after: Schema) -> dict[str, str]:
     """The top-level columns of `before` that `after` still has, by field id: old name -> new name
-    (a renamed column is the same column; catalog/column_governance.py keeps its tags and mask)."""
+    (a renamed column is the same column; catalog/tree/column_governance.py keeps its tags and mask)."""
     names = {f.field_id: f.name for f in after.fields}
     return {f.name: names[f.field_id] for f in before.fields if f.field_id in names}
