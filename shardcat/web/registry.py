@@ -70,7 +70,7 @@ def served_in(module: str, *endpoints: Endpoint) -> tuple[Endpoint, ...]:
     """`endpoints`, answered in the shard app by the handlers `module`'s `shard_handlers` makes."""
     return tuple(replace(e, module=module) for e in endpoints)
 
-# Iceberg's REST catalog (catalog/protocols/iceberg_rest.py): the spec's operations as (method, path under
+# Iceberg's REST catalog (catalog/protocols/iceberg/): the spec's operations as (method, path under
 # /v1/{prefix}, the spec's operationId), each served under both bases, with the warehouse prefix
 # catalogs/{catalog} and without one; GET /v1/config besides. Their operationIds in shardcat's
 # document: the base's word, the spec's operationId, and "NoWarehouse" without the prefix
@@ -250,7 +250,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "POST", "/delta/preview/commits", "commit", fast=True),
         E(SHARD, "GET", "/delta/preview/commits", "getCommits"),
     ),
-    *served_in("catalog.protocols.iceberg_rest", *_iceberg()),
+    *served_in("catalog.protocols.iceberg.http", *_iceberg()),
     # The UC Delta API (catalog/protocols/delta_api.py), its actions the spec's operationIds; the handlers name the table.
     *served_in("catalog.protocols.delta_api",
         E(SHARD, "GET", "/delta/v1/config", "getDeltaConfig", head=False),

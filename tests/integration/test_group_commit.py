@@ -17,7 +17,7 @@ import uuid
 
 from shardcat.auth import Caller
 from shardcat.catalog.protocols.delta_commits import DeltaCommitService
-from shardcat.catalog.protocols.iceberg_rest import IcebergCatalog
+from shardcat.catalog.protocols.iceberg import IcebergCatalog
 from shardcat.governance.grants import PermissionsService
 from shardcat.catalog.tree.service import CatalogService
 from shardcat.entities.asset import Asset

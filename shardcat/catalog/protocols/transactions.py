@@ -38,7 +38,7 @@ from ...store.conflicts import MAX_READ_AGE, changed_after, first_change_after
 from ...store.writes import WriteTx
 from ...web.kit import json_body, ok, ShardServing, Handler
 from .delta_commits import DeltaCommitService
-from .iceberg_rest import IcebergCatalog, IcebergError
+from .iceberg import IcebergCatalog, IcebergError
 from ..tree.service import CatalogService
 
 MAX_OPERATIONS = 100

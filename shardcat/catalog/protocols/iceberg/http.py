@@ -1,0 +1,110 @@
+"""The Iceberg REST catalog's HTTP handlers by the spec's operationIds: each request read, its operation called,
+its answer (or Iceberg's error model) written.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ....errors import CatalogError
+from ....web.kit import json_body, ok, ShardServing, Handler
+from ....web.iceberg_errors import iceberg_response
+from .catalog import IcebergCatalog
+from .errors import IcebergError, _iceberg, missing
+
+
+def _error_response(e: IcebergError) -> web.Response:
+    return iceberg_response(e.status, e.kind, e.message)
+
+
+def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
+    """The Iceberg REST catalog's handlers by the spec's operationIds (and getConfig): web/registry.py
+    serves each under each base, with and without a warehouse prefix."""
+    shard = serving.shard
+
+    ice = IcebergCatalog(shard)
+
+    def handler(method):
+        async def handle(request: web.Request):
+            try:
+                result = await method(request, request["caller"], request.match_info.get("catalog"))
+            except CatalogError as e:
+                if e.code == "NOT_OWNER":
+                    raise           # shardcat's own shard-to-router signal, answered as everywhere else
+                return _error_response(_iceberg(e))
+            except IcebergError as e:
+                return _error_response(e)
+            return web.Response(status=204) if result is None else ok(result)
+        return handle
+
+    def table(request, warehouse):
+        m = request.match_info
+        name, levels = m.get("table") or m.get("view"), ice.namespace(warehouse, m["namespace"])
+        if len(levels) != 2:
+            # Tables and views live in schemas only, so the table (view) is missing, the answer the spec gives
+            # routes that name one. Iceberg's Java client then loads `ns.t.snapshots` as t's metadata table.
+            shown = ice.namespace_name(warehouse, levels).spelled
+            raise missing("View" if "view" in m else "Table", f"{shown}.{name}")
+        return ice.table_name(warehouse, m["namespace"], name)
+
+    def ns(request):
+        return request.match_info["namespace"]
+
+    def page(request):
+        return request.query.get("pageSize"), request.query.get("pageToken")
+
+    async def config(r, c, w):
+        return await ice.config(c, r.query.get("warehouse") or None)
+
+    async def purge(r):
+        value = r.query.get("purgeRequested", "false").lower()
+        if value not in ("true", "false"):
+            raise IcebergError(400, "BadRequestException", "purgeRequested must be true or false.")
+        return value == "true"
+
+    handlers = {
+        "listNamespaces": lambda r, c, w: ice.list_namespaces(c, w, r.query.get("parent"), *page(r)),
+        "createNamespace": lambda r, c, w: _with_body(r, lambda b: ice.create_namespace(c, w, b)),
+        "loadNamespaceMetadata": lambda r, c, w: ice.load_namespace(c, w, ns(r)),
+        "namespaceExists": lambda r, c, w: _none(ice.load_namespace(c, w, ns(r))),
+        "dropNamespace": lambda r, c, w: ice.drop_namespace(c, w, ns(r)),
+        "updateProperties": lambda r, c, w: _with_body(r, lambda b: ice.update_properties(c, w, ns(r), b)),
+        "listTables": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
+        "createTable": lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
+        "registerTable": lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
+        "registerView": lambda r, c, w: _with_body(r, lambda b: ice.register_view(c, w, ns(r), b)),
+        "loadTable": lambda r, c, w: ice.load_table(c, table(r, w)),
+        "tableExists": lambda r, c, w: ice.exists(c, table(r, w)),
+        "updateTable": lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
+        "dropTable": lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
+        "loadCredentials": lambda r, c, w: ice.load_credentials(c, table(r, w)),
+        "reportMetrics": lambda r, c, w: ice.report_metrics(c, table(r, w)),
+        "renameTable": lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b)),
+        "commitTransaction": lambda r, c, w: _with_body(r, lambda b: ice.transaction(c, w, b)),
+        "listViews": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r), views=True),
+        "createView": lambda r, c, w: _with_body(r, lambda b: ice.create_view(c, w, ns(r), b)),
+        "loadView": lambda r, c, w: ice.load_view(c, table(r, w)),
+        "viewExists": lambda r, c, w: ice.exists(c, table(r, w), view=True),
+        "replaceView": lambda r, c, w: _with_body(r, lambda b: ice.replace_view(c, table(r, w), b)),
+        "dropView": lambda r, c, w: ice.drop(c, table(r, w), False, view=True),
+        "renameView": lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b, view=True)),
+    }
+
+    async def _with_body(request, call):
+        return await call(await json_body(request))
+
+    return {"getConfig": handler(config), **{name: handler(_call(call)) for name, call in handlers.items()}}
+
+
+def _call(call):
+    async def run(request, caller, warehouse):
+        return await call(request, caller, warehouse)
+    return run
+
+
+async def _none(awaitable) -> None:
+    await awaitable
+
+
+async def _then(first, then):
+    return await then(await first)

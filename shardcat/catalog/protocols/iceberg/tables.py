@@ -1,0 +1,190 @@
+"""Tables in the Iceberg REST catalog: list, exists, load (with vended credentials), credentials, metrics, create
+(and stage-create), register, drop and rename.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+from ....auth import Caller
+from ....entities.urls import is_within
+from ....entities.asset import Asset
+from ....errors import CatalogError
+from ....governance.authorize import authorizer
+from ....iceberg import metadata as md
+from ....iceberg.tables import is_iceberg_table, is_iceberg_view
+from ....iceberg.tables import props as _props
+from ....shards.session import current
+from ....store import history
+from .base import IcebergBase
+from .base import _local_path
+from .errors import IcebergError, _kind, _taken_by, missing, require, require_data
+from .names import schema_of
+
+
+class Tables(IcebergBase):
+    """The table operations but commits."""
+
+    async def list_tables(self, caller: Caller, warehouse: str | None, raw: str, page_size, page_token,
+                          views: bool = False) -> dict:
+        schema = self.schema_name(warehouse, self.namespace(warehouse, raw))
+        try:
+            page, token = await self.catalogs.list_page(caller, "table", schema, page_size, page_token)
+        except CatalogError as e:
+            if e.code == "NOT_FOUND":
+                raise missing("Namespace", schema) from None
+            raise
+        wanted = is_iceberg_view if views else is_iceberg_table
+        namespace = self.shown(warehouse, schema)
+        out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if wanted(a)]}
+        if token:
+            out["next-page-token"] = token
+        return out
+
+    async def exists(self, caller: Caller, full_name: str, view: bool = False) -> None:
+        asset = await self._table(caller, full_name, view)
+        require(await authorizer(self.shard, caller), "read", asset)
+
+    async def load_table(self, caller: Caller, full_name: str) -> dict:
+        asset = await self._table(caller, full_name)
+        authz = await authorizer(self.shard, caller)
+        require_data(authz, asset, write=False)                 # SELECT (and USE CATALOG / USE SCHEMA)
+        location = _props(asset)[md.METADATA_LOCATION]
+        credentials = await self._credentials(caller, asset, authz)
+        io = credentials[0]["config"] if credentials else {}
+        metadata = await asyncio.to_thread(md.read_metadata, location, io)
+        return {"metadata-location": location, "metadata": md.metadata_json(metadata),
+                "config": dict(credentials[0]["config"]) if credentials else {},
+                "storage-credentials": credentials}
+
+    async def load_credentials(self, caller: Caller, full_name: str) -> dict:
+        asset = await self._table(caller, full_name)
+        authz = await authorizer(self.shard, caller)
+        require_data(authz, asset, write=False)
+        return {"storage-credentials": await self._credentials(caller, asset, authz)}
+
+    async def report_metrics(self, caller: Caller, full_name: str) -> None:
+        asset = await self._table(caller, full_name)          # acknowledged, not kept
+        require_data(await authorizer(self.shard, caller), asset, write=False)
+
+    def _table_info(self, metadata, metadata_location: str, location: str | None, managed: bool) -> dict:
+        info = {"table_type": "MANAGED" if managed else "EXTERNAL", "data_source_format": "ICEBERG",
+                "columns": md.columns_of(metadata.schema()),
+                "properties": {md.METADATA_LOCATION: metadata_location}}
+        if location is not None:
+            info["storage_location"] = location
+        return info
+
+    async def create_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        request = md.create_request(body)
+        schema_full, full = self.new_name(warehouse, raw, request.name)
+        name = full.rsplit(".", 1)[1]
+        schema = await self._schema(caller, schema_full)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
+        if request.stage_create:
+            return await self._stage(caller, schema, name, request)
+        table_id = str(uuid.uuid4())
+        managed = not request.location
+        location = await self._managed_location(caller, schema, table_id) if managed else \
+            self._url(request.location)
+        if not managed:
+            await self._check_external(caller, location, "location")
+        metadata = md.new_metadata(request, location)
+        metadata_location = md.next_location(metadata, None)
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is not None:
+            raise _taken_by(authz, "Table", full, existing)
+        io = await self._io(caller, location, write=True)
+        await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
+        info = self._table_info(metadata, metadata_location, None if managed else location, managed)
+        await self._insert(caller, full, table_id, info, location)
+        return await self.load_table(caller, full)
+
+    async def _stage(self, caller: Caller, schema: Asset, name: str, request) -> dict:
+        """stage-create: metadata for a table a later commit (with assert-create) creates. A managed
+        table's location is reserved as a Unity Catalog staging table, which that commit consumes."""
+        if request.location:
+            location = self._url(request.location)
+            await self._check_external(caller, location, "location")
+        else:
+            full = f"{schema.full_name}.{name}"
+            staging = await self.shard.lookup(caller.metastore(), "staging_table", full, caller.min_version)
+            if staging is None:
+                staging_info = await self.catalogs.create(caller, "staging_table", {
+                    "name": name, "catalog_name": schema.full_name.split(".")[0],
+                    "schema_name": schema.name})
+                location = staging_info["storage_location"]
+            else:
+                location = staging.storage_path
+        metadata = md.new_metadata(request, location)
+        local = _local_path(location)
+        if local is not None:       # a local file system needs the folders object stores do not (DuckDB writes there)
+            await asyncio.to_thread(os.makedirs, os.path.join(local, "metadata"), exist_ok=True)
+        return {"metadata": md.metadata_json(metadata), "config": {}, "storage-credentials": []}
+
+    async def register_table(self, caller: Caller, warehouse: str | None, raw: str, body: dict) -> dict:
+        request = md.register_request(body)
+        schema_full, full = self.new_name(warehouse, raw, request.name)
+        metadata_location = self._url(request.metadata_location)
+        schema = await self._schema(caller, schema_full)
+        authz = await authorizer(self.shard, caller)
+        authz.require("table", "create", None, parent=schema)
+        existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        if existing is None:        # nothing is read where no new external table could be
+            await self._check_external(caller, metadata_location, "metadata-location")
+        elif not request.overwrite:
+            raise _taken_by(authz, "Table", full, existing)
+        elif not is_iceberg_table(existing) or not is_within(metadata_location, existing.storage_path):
+            raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an Iceberg "
+                                                              f"table holding '{metadata_location}').")
+        else:
+            require_data(await authorizer(self.shard, caller), existing, write=True)    # MODIFY, to repoint it
+        metadata, location = await self._read_registered(caller, metadata_location, md.read_metadata, "table")
+        if existing is not None:
+            if existing.storage_path != location:
+                raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an "
+                                                                  f"Iceberg table at '{location}': it cannot be "
+                                                                  "overwritten).")
+            await self._commit_all(caller, [(full, [], [])], preset={
+                existing.id: (_props(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
+        else:
+            info = self._table_info(metadata, metadata_location, location, managed=False)
+            await self._insert(caller, full, str(uuid.uuid4()), info, location)
+        return await self.load_table(caller, full)
+
+    async def drop(self, caller: Caller, full_name: str, purge: bool, view: bool = False) -> None:
+        asset = await self._table(caller, full_name, view)
+        await self.catalogs.delete(caller, "table", full_name)
+        if purge and asset.storage_path:
+            # A MANAGED table's data and metadata go too (local storage; cloud and EXTERNAL storage are
+            # kept), once it can no longer be undropped: when its history is purged (catalog/features/versions.py).
+            await history.request_storage_purge(self.shard.store, asset.metastore_id, asset.id,
+                                                current().written_version)
+
+    async def rename(self, caller: Caller, warehouse: str | None, body: dict, view: bool = False) -> None:
+        source, destination = body.get("source"), body.get("destination")
+        if not isinstance(source, dict) or not isinstance(destination, dict) or \
+                not isinstance(source.get("name"), str) or not isinstance(destination.get("name"), str):
+            raise IcebergError(400, "BadRequestException", "Fields 'source' and 'destination' must be identifiers "
+                                                           "{namespace, name}.")
+        src = self.table_name(warehouse, source.get("namespace") or [], source["name"])
+        dst = self.table_name(warehouse, destination.get("namespace") or [], destination["name"])
+        await self._table(caller, src, view)
+        if schema_of(src) != schema_of(dst):
+            await self._schema(caller, schema_of(dst))
+            raise IcebergError(400, "BadRequestException", "A table or view can be renamed within its namespace, "
+                                                           "not moved to another one.")
+        try:
+            await self.catalogs.update(caller, "table", src, {"new_name": dst.rsplit(".", 1)[1]})
+        except CatalogError as e:
+            if e.code != "ALREADY_EXISTS":
+                raise
+            # the destination's kind, said only to who may see it
+            holder = await self.shard.lookup(caller.metastore(), "table", dst, caller.min_version)
+            visible = holder is not None and (await authorizer(self.shard, caller)).sees(holder.type, holder)
+            kind = _kind(holder) if visible else ("View" if view else "Table")
+            raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
+                                                              f"{kind} already exists") from None
