@@ -1,7 +1,7 @@
 """The clouds beyond S3: which module vends for a URL's scheme, and what every such module is handed.
 
 vending.py answers file:// and s3:// itself and hands every other scheme here. A cloud module
-(vending_azure.py for abfss://; a GCS one joins CLOUDS the same way) exposes:
+(vending_azure.py for abfss://, vending_gcs.py for gs://) exposes:
 
 - `SCHEME`: the canonical scheme of its URLs (entities/urls.py);
 - `KINDS`: the storage credential kinds it vends with, in order of preference;
@@ -19,10 +19,10 @@ from __future__ import annotations
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..store.sealing import SECRET_FIELDS, SecretKeyError, is_sealed
-from . import vending_azure
+from . import vending_azure, vending_gcs
 
 # Each cloud's vending module, by the canonical scheme of its URLs.
-CLOUDS = {module.SCHEME: module for module in (vending_azure,)}
+CLOUDS = {module.SCHEME: module for module in (vending_azure, vending_gcs)}
 
 
 def opened_fields(box, kind: str, fields: dict) -> dict:
@@ -48,7 +48,8 @@ def covering_kind(box, credential, why: str | None, url: str, kinds: tuple[str, 
     if credential is None:
         raise CatalogError("FAILED_PRECONDITION", f"No storage credential can vend temporary credentials "
                                                   f"for '{url}': {why}.")
-    kind = next((k for k in kinds if isinstance(credential, Asset) and credential.info.get(k)), None)
+    kind = next((k for k in kinds if isinstance(credential, Asset) and isinstance(credential.info.get(k), dict)),
+                None)
     if kind is None:
         name = f"Credential '{credential.name}'" if isinstance(credential, Asset) else "The storage root's IAM role"
         raise CatalogError("FAILED_PRECONDITION", f"{name} covers '{url}' but is none of "

@@ -103,14 +103,22 @@ def _unescape(literal: str) -> str:
 
 def condition_terms(expression: str) -> list[tuple[str, str]]:
     """[(kind, prefix)] of a condition made of `||`-joined terms, kind `name` (resource.name.startsWith) or
-    `list` (the objectListPrefix attribute's startsWith); ValueError for anything else."""
-    terms = []
-    for raw in re.split(r"\s*\|\|\s*", expression.strip()):
-        name, listing = _NAME_TERM.fullmatch(raw), _LIST_TERM.fullmatch(raw)
-        if not (name or listing):
-            raise ValueError(f"unsupported condition term {raw!r}")
-        terms.append(("name", _unescape(name.group(1))) if name else ("list", _unescape(listing.group(1))))
-    return terms
+    `list` (the objectListPrefix attribute's startsWith); ValueError for anything else. Scanned term by
+    term, so a `||` inside a string literal stays in it."""
+    terms, pos, text = [], 0, expression.strip()
+    while True:
+        name, listing = _NAME_TERM.match(text, pos), _LIST_TERM.match(text, pos)
+        found = name or listing
+        if not found:
+            raise ValueError(f"unsupported condition at {text[pos:pos + 60]!r}")
+        terms.append(("name" if name else "list", _unescape(found.group(1))))
+        pos = found.end()
+        if pos == len(text):
+            return terms
+        joint = re.compile(r"\s*\|\|\s*").match(text, pos)
+        if not joint:
+            raise ValueError(f"unsupported condition at {text[pos:pos + 60]!r}")
+        pos = joint.end()
 
 
 @dataclass
