@@ -15,6 +15,7 @@ import uuid
 
 from ..entities.asset import Asset
 from ..entities.columns import check_columns
+from ..entities.vended import delta_config
 from ..errors import CatalogError, invalid
 from . import api_schema as schema_of
 from . import commits as rules
@@ -150,7 +151,7 @@ def domain_properties(domains, where: str) -> dict:
 
 def credential_json(vended: dict, operation: str) -> dict:
     """A TemporaryCredentials answer (governance/vending.py) as a DeltaStorageCredential."""
-    config = {}
+    config = delta_config(vended)      # Azure's SAS (entities/vended.py); S3's keys below
     aws = vended.get("aws_temp_credentials")
     if aws:
         config = {"s3.access-key-id": aws["access_key_id"], "s3.secret-access-key": aws["secret_access_key"],

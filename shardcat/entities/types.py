@@ -101,8 +101,8 @@ METASTORE = AssetType(
 
 # ---- metastore-level storage and Delta Sharing objects (catalog/storage.py, catalog/sharing.py) ----
 # One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
-CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "gcp_service_account_key",
-                    "s3_compatible")
+CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "azure_storage_key",
+                    "databricks_gcp_service_account", "gcp_service_account_key", "s3_compatible")
 
 CREDENTIAL = AssetType(
     name="credential", securable_type="CREDENTIAL", parent="metastore", namespace="credential", name_parts=1,

@@ -3,10 +3,10 @@
 Credentials live at the metastore level in one namespace that two namings share:
 `/credentials` (open-source API; purpose STORAGE or SERVICE) and `/storage-credentials`
 (2.1 API; STORAGE ones only). A credential holds exactly one kind: an AWS IAM role,
-an Azure service principal or managed identity, a GCP service account key, or an
-S3-compatible store's endpoint and keys (governance/s3_compatible.py); secrets
-(client_secret, private_key, secret_access_key) are stored encrypted (store/sealing.py)
-and never shown.
+an Azure service principal, managed identity or storage account key (governance/vending_azure.py),
+a GCP service account key or the catalog's own GCP service account, or an S3-compatible store's
+endpoint and keys (governance/s3_compatible.py); secrets (client_secret, account_key, private_key,
+secret_access_key) are stored encrypted (store/sealing.py) and never shown.
 
 External locations bind a URL to a storage credential. Their URLs live in the shard
 state's own trie (`MetastoreState.locations`): two locations may not overlap, while
@@ -37,7 +37,7 @@ from ...entities.asset import Asset
 from ...entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ...entities.text import bad_char
 from ...errors import CatalogError, invalid, not_found
-from ...governance import s3_compatible
+from ...governance import s3_compatible, vending_azure
 from ...store.writes import WriteTx
 from ...shards.shard import MetastoreState, Shard
 from ...store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
@@ -60,8 +60,13 @@ _KIND_FIELDS = {
     "azure_managed_identity": (("access_connector_id",), ()),
     "gcp_service_account_key": (("email", "private_key_id", "private_key"), SECRET_FIELDS["gcp_service_account_key"]),
     s3_compatible.KIND: (s3_compatible.REQUIRED, SECRET_FIELDS[s3_compatible.KIND]),
+    # shardcat's (Databricks' API has no account-key kind): the key signs service SAS (governance/vending_azure.py)
+    "azure_storage_key": (("account_name", "account_key"), SECRET_FIELDS["azure_storage_key"]),
+    # Databricks' request is {}: the service account is the catalog's own ($SHARDCAT_GCP_SERVICE_ACCOUNT_EMAIL)
+    "databricks_gcp_service_account": ((), ()),
 }
-_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",), s3_compatible.KIND: s3_compatible.OPTIONAL}
+_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",), s3_compatible.KIND: s3_compatible.OPTIONAL,
+                  "azure_storage_key": ("endpoint_url",)}
 
 
 def storage_url(value: str, what: str = "url") -> str:
@@ -93,6 +98,10 @@ def _check_kind(kind: str, value: dict, old: dict | None) -> dict:
         out["unity_catalog_iam_arn"] = UC_IAM_ARN
     if kind == s3_compatible.KIND:
         out = s3_compatible.check(value, out)
+    if kind == "azure_storage_key":
+        out = vending_azure.check_storage_key(value, out)
+    if kind == "databricks_gcp_service_account":
+        out["email"] = os.environ.get("SHARDCAT_GCP_SERVICE_ACCOUNT_EMAIL", "")    # output only, as in Databricks
     return out
 
 
