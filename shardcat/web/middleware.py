@@ -20,7 +20,7 @@ from ..errors import CatalogError
 from ..store.db import Store
 from ..store.errors import is_db_unavailable
 from . import registry
-from .iceberg_errors import iceberg_response, iceberg_type, is_iceberg_path
+from .iceberg_errors import protocol_error
 from ..entities.values import now_ms
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,8 @@ _HTTP_CODES = {404: "ENDPOINT_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUE
 
 def error_middleware(max_body_bytes: int):
     """Every failure as Unity Catalog error JSON with its HTTP status, or under an Iceberg base as
-    Iceberg's error model (iceberg_errors.py), unknown routes there included; never a bare 500 page."""
+    Iceberg's error model, under /delta/v1 the UC Delta API's (iceberg_errors.py), unknown routes there
+    included; never a bare 500 page."""
 
     @web.middleware
     async def errors(request: web.Request, handler):
@@ -46,8 +47,9 @@ def error_middleware(max_body_bytes: int):
         except Exception as e:
             error = unexpected_error(e, request.method, request.path)
             status, code, message = error.status, error.code, error.message
-        if is_iceberg_path(request.path) and code != "NOT_OWNER":     # NOT_OWNER: shard to router, not a client
-            return iceberg_response(status, iceberg_type(code, status), message)
+        answer = protocol_error(request.path, status, code, message) if code != "NOT_OWNER" else None
+        if answer is not None:      # under an Iceberg base or /delta/v1 (NOT_OWNER: shard to router, not a client)
+            return answer
         return web.json_response({"error_code": code, "message": message}, status=status)
 
     return errors
