@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..entities.values import now_ms
 from .commits import FEATURE_PROPERTY, TABLE_ID_PROPERTY
 from . import log as dlog
 from . import partitions
@@ -201,7 +202,7 @@ class DeltaCatalogClient:
         configuration = {"delta.enableInCommitTimestamps": "true", TABLE_ID_PROPERTY: table_id,
                          **(properties or {})}
         storage = Storage(location, await self._credentials(table_id, location))
-        ict = dlog.now_ms()
+        ict = now_ms()
         md = dlog.metadata(table_id, schema, configuration, partition_columns=partition_columns,
                            description=comment, created=ict)
         storage.write(dlog.commit_file(0), dlog.encode_actions([
@@ -299,7 +300,7 @@ class DeltaCatalogClient:
         """Replace all rows; fails with CommitConflict if another writer changed the table meanwhile."""
         snap = await self.snapshot(table)
         data = data.cast(snap.schema)
-        now = dlog.now_ms()
+        now = now_ms()
         txn = Transaction(snap.table, snap.version, "WRITE", self.write_files(snap, data),
                           [dlog.remove(a, now) for a in snap.state.files.values()],
                           blind_append=False, parameters={"mode": "Overwrite"})
@@ -323,7 +324,7 @@ class DeltaCatalogClient:
     def stage(self, txn: Transaction, version: int, previous_ict: int) -> StagedCommit:
         """Write the staged commit file for `version`; nothing is visible until the catalog ratifies it."""
         storage = Storage(txn.table.location, txn.table.credentials)
-        ict = max(dlog.now_ms(), previous_ict + 1)    # in-commit timestamps strictly increase
+        ict = max(now_ms(), previous_ict + 1)    # in-commit timestamps strictly increase
         actions = [dlog.commit_info(ict, txn.operation, txn.parameters, blind_append=txn.blind_append,
                                     read_version=txn.read_version)]
         if txn.metadata is not None:

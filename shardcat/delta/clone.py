@@ -10,6 +10,7 @@ snapshot references (`referenced`).
 from __future__ import annotations
 
 from ..entities.urls import InvalidUrl, is_within, join_url, normalize_url
+from ..entities.values import now_ms
 from . import log as dlog
 
 
@@ -97,7 +98,7 @@ def shallow_clone(source_location: str, target_location: str, table_id: str, *, 
     if state is None:
         return None
     target = dlog.Storage(target_location)
-    when = dlog.now_ms()
+    when = now_ms()
     md = {**state.metadata, "id": table_id, "createdTime": when}
     config = dict(md.get("configuration") or {})
     for key in [k for k in config if k.startswith("delta.feature.catalog") or k == "io.unitycatalog.tableId"]:

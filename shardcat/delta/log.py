@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..entities.urls import normalize_url, storage_names
+from ..entities.values import now_ms
 from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
@@ -38,10 +38,6 @@ def staged_file_name(version: int) -> str:
 
 def checkpoint_file(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # ---- storage ------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import itertools
 import json
 import logging
@@ -559,15 +558,10 @@ def _bool(value: str | None, name: str) -> bool | None:
 
 
 async def _metastore_admin(store, caller) -> bool:
-    """The privileges engineer's `is_metastore_admin`, once it exists; until then no one but account admins."""
-    check = getattr(authorize, "is_metastore_admin", None)
-    if check is None or not caller.metastore_id:
+    if not caller.metastore_id:
         return False
     metastore = await store.get_metastore(caller.metastore_id)
-    if metastore is None:
-        return False
-    answer = check(caller, metastore)
-    return bool(await answer if inspect.isawaitable(answer) else answer)
+    return metastore is not None and authorize.is_metastore_admin(caller, metastore)
 
 
 # The actions that only read (GET, HEAD, read-only POSTs): what `omit_own_reads` leaves out.

@@ -17,7 +17,6 @@ Endpoints:
 
 from __future__ import annotations
 
-from aiohttp import web
 
 from ..auth import Caller
 from ..cache.ttl import TtlCache

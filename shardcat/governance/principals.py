@@ -22,9 +22,9 @@ from ..errors import CatalogError, invalid, not_found
 from ..store.db import Store
 from ..entities.values import bigint_text, now_ms
 from ..store.principals import Membership, PrincipalInfo, TokenInfo
+from ..web.wire import CONTROL_PREFIX
 from . import scim_filter
 
-CONTROL_PREFIX = "/api/1.0/unity-control"
 SCIM_PREFIX = CONTROL_PREFIX + "/scim2"
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"

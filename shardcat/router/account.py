@@ -3,7 +3,6 @@ and identity (principals, groups, tokens, user-info)."""
 
 from __future__ import annotations
 
-from aiohttp import web
 
 from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi

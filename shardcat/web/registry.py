@@ -26,9 +26,8 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
-from .wire import PREFIX, SHARING_PREFIX
+from .wire import CONTROL_PREFIX as CONTROL, PREFIX, SHARING_PREFIX
 
-CONTROL = "/api/1.0/unity-control"
 SHARING = SHARING_PREFIX + "/metastores/{metastore_id}"     # a recipient's profile endpoint
 SHARED_TABLE = "/shares/{share}/schemas/{schema}/tables/{table}"
 
@@ -96,6 +95,14 @@ ICEBERG_OPERATIONS = (
     ("HEAD", "/namespaces/{namespace}/views/{view}", "viewExists"),
     ("POST", "/namespaces/{namespace}/views/{view}", "replaceView"),
     ("DELETE", "/namespaces/{namespace}/views/{view}", "dropView"), ("POST", "/views/rename", "renameView"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/unregister", "unregisterTable"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/plan", "planTableScan"),
+    ("GET", "/namespaces/{namespace}/tables/{table}/plan/{plan_id}", "fetchPlanningResult"),
+    ("DELETE", "/namespaces/{namespace}/tables/{table}/plan/{plan_id}", "cancelPlanning"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/tasks", "fetchScanTasks"),
+    ("POST", "/namespaces/{namespace}/tables/{table}/sign", "signRequest"),
+    ("GET", "/namespaces/{namespace}/functions", "listFunctions"),
+    ("GET", "/namespaces/{namespace}/functions/{function}", "loadFunction"),
 )
 ICEBERG_PREFIXES = {"/catalogs/{catalog}": "", "": "NoWarehouse"}     # with a warehouse (its catalog) and without
 
@@ -193,6 +200,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "PATCH", "/external-locations/{name}", "updateExternalLocation", securable="EXTERNAL_LOCATION"),
         E(SHARD, "DELETE", "/external-locations/{name}", "deleteExternalLocation", securable="EXTERNAL_LOCATION"),
         E(SHARD, "GET", "/files", "listFiles", securable="EXTERNAL_LOCATION"),
+    ),
+    *served_in("catalog.tree.connections",     # federation: docs/federation.md
+        E(SHARD, "POST", "/connections", "createConnection", securable="CONNECTION"),
+        E(SHARD, "GET", "/connections", "listConnections", securable="CONNECTION"),
+        E(SHARD, "GET", "/connections/{name}", "getConnection", securable="CONNECTION"),
+        E(SHARD, "PATCH", "/connections/{name}", "updateConnection", securable="CONNECTION"),
+        E(SHARD, "DELETE", "/connections/{name}", "deleteConnection", securable="CONNECTION"),
+    ),
+    *served_in("catalog.tree.foreign",
+        E(SHARD, "POST", "/shardcat/foreign-catalogs/{name}/refresh", "refreshForeignCatalog", securable="CATALOG"),
     ),
     *served_in("catalog.features.credentials",
         E(SHARD, "POST", "/temporary-table-credentials", "generateTemporaryTableCredentials"),
@@ -324,6 +341,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "GET", "/shardcat/webhooks", "listWebhooks"),
         E(SHARD, "DELETE", "/shardcat/webhooks/{id}", "deleteWebhook"),
         E(SHARD, "GET", "/shardcat/events", "listEvents"),
+    ),
+    *served_in("catalog.features.system",
+        E(SHARD, "POST", "/shardcat/system-tables", "enableSystemTables"),
+        E(SHARD, "GET", "/shardcat/system-tables", "getSystemTables"),
+        E(SHARD, "POST", "/shardcat/system-tables/refresh", "refreshSystemTables"),
+    ),
+    *served_in("catalog.features.maintenance",
+        E(SHARD, "GET", "/shardcat/maintenance/policies", "getMaintenancePolicy", securable="TABLE"),
+        E(SHARD, "PUT", "/shardcat/maintenance/policies", "setMaintenancePolicy"),
+        E(SHARD, "POST", "/shardcat/maintenance/runs", "runMaintenance", securable="TABLE"),
     ),
     *served_in("catalog.features.lineage",
         E(SHARD, "POST", "/shardcat/lineage", "reportLineage"),

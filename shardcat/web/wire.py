@@ -2,6 +2,7 @@
 largest body. No imports: the clients (the CLI, Spark's catalog client) read it too."""
 
 PREFIX = "/api/2.1/unity-catalog"
+CONTROL_PREFIX = "/api/1.0/unity-control"       # principals and tokens, as the open-source server serves them
 SHARING_PREFIX = "/api/2.1/delta-sharing"    # the Delta Sharing protocol server (catalog/protocols/delta_sharing/)
 MAX_BODY_BYTES = 4 << 20
 VERSION_HEADER = "X-Shardcat-Version"          # the metastore version an answer reflects

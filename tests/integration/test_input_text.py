@@ -16,7 +16,8 @@ import types
 
 import pytest
 
-from shardcat.governance.principals import CONTROL_PREFIX, SCIM_PREFIX
+from shardcat.governance.principals import SCIM_PREFIX
+from shardcat.web.wire import CONTROL_PREFIX
 from shardcat.serving.single import make_app
 from shardcat.router.forward import make_router_app
 from shardcat.shards.shard import Shard

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from shardcat.governance.principals import MAX_NAME as MAX_PRINCIPAL_LENGTH
-from shardcat.governance.principals import CONTROL_PREFIX
+from shardcat.web.wire import CONTROL_PREFIX
 
 LONG = "p" * 10_000
 TOO_LONG = "p" * (MAX_PRINCIPAL_LENGTH + 1)

@@ -11,7 +11,6 @@ admins and account admins may read it.
 
 from __future__ import annotations
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.types import METASTORE, TYPES

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...errors import invalid, not_found

@@ -25,7 +25,7 @@ from ...entities.types import TYPES
 from ...errors import invalid, not_found
 from ...governance import audit
 from ...governance.authorize import authorizer
-from ..tree.dependencies import VIEW_TYPES
+from ...entities.types import VIEW_TYPES
 from ..tree.service import CatalogService
 from ...shards.shard import Shard
 from ...web.kit import json_body, ok, ShardServing, Handler

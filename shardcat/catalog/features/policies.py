@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.names import check_principal, split_full_name

@@ -36,7 +36,6 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...cache.metastore_cache import MISS

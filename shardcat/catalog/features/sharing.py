@@ -22,7 +22,6 @@ import json
 import secrets
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller, hash_token
 from ...entities.asset import Asset

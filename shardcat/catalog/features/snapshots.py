@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...delta import clone as delta_clone

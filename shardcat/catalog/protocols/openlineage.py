@@ -9,10 +9,11 @@ Without the trailing slash the client's URL joining drops the last segment and p
 A COMPLETE event records, for each output dataset that is a catalog table, an edge from each
 input (the same store as `POST /shardcat/lineage`, catalog/features/lineage.py: one lineage model), and
 its `columnLineage` facet's column edges. Other event types are accepted and change nothing.
-A dataset maps to a catalog asset by name (a namespace that is not a storage URL, and a name
-`catalog.schema.table`) or by storage path (namespace `s3://bucket`, `file`, ..., joined with
-the name), through the URL trie: the table or volume owning the path, the same rule as access
-by path. Datasets that map to no asset, or to one the caller may not see, are answered in
+A dataset maps to a catalog asset by name (a namespace that is not a URL, or the catalog service's
+own URL `scheme://host:port`, and a name `catalog.schema.table`) or by storage path (namespace
+`s3://bucket`, `file`, ..., joined with the name), through the URL trie: the table or volume owning
+the path, the same rule as access by path; a `symlinks` facet names it only where the dataset has no
+path of its own (openlineage_datasets.py has the rules). Datasets that map to no asset, or to one the caller may not see, are answered in
 `unmapped` and not recorded (the same answer: it tells no one which names exist or which paths a
 table owns). As for `POST /shardcat/lineage`, the caller must be allowed to write every output and
 read every input it sees.
@@ -27,17 +28,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from ...auth import Caller
-from ...entities.names import full_name_key
 from ...entities.types import TYPES
-from ...entities.urls import InvalidUrl, normalize_url
 from ...errors import CatalogError, invalid
 from ...governance import audit
 from ...governance.authorize import authorizer
 from ...shards.shard import Shard
 from ...web.kit import json_body, ok, ShardServing, Handler
-from ..tree.dependencies import VIEW_TYPES
+from ...entities.types import VIEW_TYPES
 from ..features.lineage import MAX_JOB_CHARS, MAX_SOURCES
 from ..tree.service import CatalogService
+from .openlineage_datasets import dataset_ref, origin, symlinks
 
 RECORDED = ("COMPLETE",)
 MAX_FIELDS = 10_000
@@ -69,29 +69,13 @@ def _column_fields(d: dict, where: tuple[str, str]) -> dict[str, list]:
     return out
 
 
-def dataset_ref(namespace: str, name: str):
-    """('name', key) for a catalog name, ('path', url) for a storage path, or None."""
-    if "://" in namespace or namespace in ("file", "s3", "gs", "abfss"):
-        base = namespace if "://" in namespace else f"{namespace}://"
-        url = base.rstrip("/") + "/" + name.lstrip("/") if name else base
-        if namespace == "file":
-            url = "file://" + ("/" + name.lstrip("/"))
-        try:
-            return "path", normalize_url(url)
-        except InvalidUrl:
-            return None
-    try:
-        return "name", ("table", full_name_key(name, 3, "table"))
-    except CatalogError:     # not a catalog name: a dataset of some other system
-        return None
-
-
 class OpenLineageService:
     def __init__(self, shard: Shard):
         self.shard = shard
         self.catalogs = CatalogService(shard)
 
-    async def intake(self, caller: Caller, event: dict) -> dict:
+    async def intake(self, caller: Caller, event: dict, own: frozenset[str] = frozenset()) -> dict:
+        """Record a COMPLETE event's lineage; `own`: the origins the catalog answers at (its URL names its tables)."""
         event_type = event.get("eventType")
         if event_type is not None and not isinstance(event_type, str):
             raise invalid("eventType must be a string (START, RUNNING, COMPLETE, ABORT, FAIL or OTHER).")
@@ -110,8 +94,11 @@ class OpenLineageService:
             for f in inputs_of]))
         if event_type not in RECORDED:
             return {"recorded": False, "eventType": event_type}
-        refs = {d: dataset_ref(*d) for d in named}
-        names = [r[1] for r in refs.values() if r and r[0] == "name"]
+        refs = {d: dataset_ref(*d, own) for d in named}
+        # A symlink names a dataset that has no name or path of its own here (openlineage_datasets.py).
+        linked = {d: [r for r in (dataset_ref(*link, own) for link in symlinks(raw)) if r and r[0] == "name"]
+                  for d, raw in zip(ins + outs, inputs + outputs) if refs.get(d) is None}
+        names = [r[1] for r in [*refs.values(), *(r for rs in linked.values() for r in rs)] if r and r[0] == "name"]
         paths = [r[1] for r in refs.values() if r and r[0] == "path"]
         ms = caller.metastore()
         snap = await self.shard.snapshot(ms, names, paths, caller.min_version)
@@ -124,6 +111,8 @@ class OpenLineageService:
             elif ref:
                 owner, found = snap.by_path.get(ref[1]) or (None, None)
                 asset = None if owner is None or owner.is_root else found
+            else:
+                asset = next((snap.by_name[r[1]] for r in linked.get(d, []) if snap.by_name.get(r[1])), None)
             # what the caller may not see maps to nothing, exactly as a name or path nothing owns
             if asset is None or asset.type not in ("table", "volume") or not authz.sees(asset.type, asset):
                 unmapped.append({"namespace": d[0], "name": d[1]})
@@ -249,7 +238,9 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
     service = OpenLineageService(shard)
 
     async def intake(request):
-        return ok(await service.intake(request["caller"], await json_body(request)))
+        # The catalog's own URL as the client reached it: its origin names this catalog's tables.
+        own = frozenset(o for o in (origin(f"{request.scheme}://{request.host}"),) if o)
+        return ok(await service.intake(request["caller"], await json_body(request), own))
 
     async def table_lineage(request):
         return ok(await service.table_lineage(request["caller"], request.query))

@@ -14,7 +14,6 @@ import dataclasses
 
 import json
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.asset import Asset

@@ -29,7 +29,6 @@ import os
 import stat
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.urls import InvalidUrl, is_within, join_url, local_path, normalize_url, s3_bucket_key, storage_names

@@ -10,16 +10,14 @@ The list is optional for a VIEW and a MATERIALIZED_VIEW; a METRIC_VIEW needs at 
 from __future__ import annotations
 
 from ...entities.dependencies import check_dependency_list
+from ...entities.types import DEFINED_BY_QUERY
 from ...errors import invalid, not_found
 from ...store.writes import WriteTx
-
-VIEW_TYPES = ("VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "METRIC_VIEW")
-
 
 async def check_view_dependencies(tx: WriteTx, info: dict) -> None:
     """Check `info["view_dependencies"]` in place (names validated and lower-cased), or drop it
     from a table that is not a view."""
-    if info.get("table_type") not in VIEW_TYPES:
+    if info.get("table_type") not in DEFINED_BY_QUERY:
         info.pop("view_dependencies", None)
         return
     given = info.get("view_dependencies")

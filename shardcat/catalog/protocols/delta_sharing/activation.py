@@ -13,7 +13,6 @@ import dataclasses
 import datetime as dt
 import uuid
 
-from aiohttp import web
 
 from ....entities.asset import Asset
 from ....entities.values import now_ms
