@@ -33,7 +33,7 @@ from ...errors import CatalogError, invalid
 from ...governance import audit
 from ...governance.authorize import authorizer
 from ...shards.shard import Shard
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok, public_origin, ShardServing, Handler
 from ...entities.types import VIEW_TYPES
 from ..features.lineage import MAX_JOB_CHARS, MAX_SOURCES
 from ..tree.service import CatalogService
@@ -239,7 +239,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
 
     async def intake(request):
         # The catalog's own URL as the client reached it: its origin names this catalog's tables.
-        own = frozenset(o for o in (origin(f"{request.scheme}://{request.host}"),) if o)
+        own = frozenset(o for o in (origin(public_origin(request)),) if o)
         return ok(await service.intake(request["caller"], await json_body(request), own))
 
     async def table_lineage(request):
