@@ -29,6 +29,7 @@ from ..store.protocol import CatalogStore
 from ..errors import CatalogError
 from . import abac
 from . import privileges as P
+from . import system_catalog
 from .index import privilege_index
 
 _USE = {"catalog": P.USE_CATALOG, "schema": P.USE_SCHEMA}
@@ -208,6 +209,9 @@ class Authz:
                rule: P.Rule | None = None) -> Decision:
         """May the caller do `op` on `asset` (of type `kind`)? For create, `asset` is None and `parent`
         the container it goes into (None: the metastore)."""
+        locked = system_catalog.refusal(self.caller, op, asset, parent, bool(self.admin))
+        if locked is not None:       # the system catalog's rules bind admins too
+            return Decision(False, reason=locked)
         if self.admin:
             return self._admin_decision
         rule = rule or P.rule(kind, op)
@@ -245,6 +249,9 @@ class Authz:
         (a catalog or schema holding something the caller owns or has a grant on), or it holds a
         privilege on it itself; always with the right to use the catalogs and schemas above.
         Everywhere else the asset answers as if it did not exist (docs/security.md)."""
+        if system_catalog.trusted_only(asset) and asset.type == "table" and not (self.admin or
+                                                                                 self.caller.trusted_engine):
+            return False
         if self.admin or self.decide(kind, "read", asset).allowed:
             return True
         ix, n = self.index, self._n(asset)
@@ -341,6 +348,9 @@ class Authz:
         ix, principals = self.index, self.principals
         if self._uses(ix.chain(parent_n)) is not None:
             return BitMap()
+        if kind == "table" and not self.caller.trusted_engine and \
+                system_catalog.is_information_schema(ix.name.get(parent_n)):
+            return BitMap()         # its tables are for trusted engines and admins only
         marked = ix.owned_by(principals) | ix.granted(principals, MANAGE)
         for want in P.rule(kind, "read").any_of:
             if want == P.ANY:

@@ -16,6 +16,8 @@ from ...entities.urls import join_url
 from ...shards.shard import Shard
 from .assets import _check_free, _storage_url
 from .crud import TypeService
+from ...errors import invalid
+from ...governance.system_catalog import is_reserved_catalog_name, is_system_caller
 
 
 class Containers(TypeService):
@@ -26,6 +28,9 @@ class Containers(TypeService):
         super().__init__(shard, t)
 
     async def on_create(self, tx, state, asset, parent, flags):
+        if asset.type == "catalog" and is_reserved_catalog_name(asset.name) and \
+                not is_system_caller(flags["authz"].caller):
+            raise invalid(f"Catalog name '{asset.name}' is reserved for the system tables (docs/system-tables.md).")
         root = asset.info.get("storage_root")
         if root is None:
             return asset
