@@ -8,7 +8,7 @@ from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
 from ..web.kit import Handler, json_body, ok
 from ..catalog.tree.metastores import AccountService
-from ..web.middleware import Authenticator
+from ..governance.authentication import Authenticator
 
 
 class AccountApi:

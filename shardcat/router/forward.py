@@ -26,7 +26,8 @@ from ..governance.oidc import OidcConfig, OidcVerifier
 from ..store.db import Store
 from ..entities.values import bigint_text
 from .account import AccountApi
-from ..web.middleware import Authenticator, error_middleware, text_input
+from ..governance.authentication import Authenticator
+from ..web.middleware import error_middleware, text_input
 from .routing import WRITE_COST, RoutingTable
 from .metrics import probe_handlers
 from .nodes import node_handlers

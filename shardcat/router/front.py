@@ -26,7 +26,7 @@ from ..web import http1
 from ..web.http_limits import HttpLimits
 from .forward import AUTHENTICATOR, FORWARDER, Forwarder, metastore_in_path, safe_to_resend
 from .routing import WRITE_COST
-from ..web.middleware import Authenticator
+from ..governance.authentication import Authenticator
 from ..web.fronts import answered
 from ..web.metrics import OBSERVED
 from ..web.request_log import RequestLog

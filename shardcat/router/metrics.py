@@ -27,7 +27,7 @@ def router_figures(store: Store, routing: RoutingTable, audit_log: AuditLog, obs
                    supervisor_events: dict[str, int]) -> Figures:
     figures = Figures(requests=observed.requests.snapshot())
     add_audit(figures, audit_log)
-    add_pool(figures, store)
+    add_pool(figures, store.pool)
     figures.counters["front_fast_answers"] = observed.front.get("fast", 0)
     figures.counters["front_relayed"] = observed.front.get("through_app", 0)
     assigned = {name: 0 for name in routing.shards}
@@ -67,7 +67,7 @@ def probe_handlers(store: Store, routing: RoutingTable, audit_log: AuditLog,
     """/livez, /readyz and /metrics of the router app."""
 
     async def ready(request):
-        problem = await database_answers(store)
+        problem = await database_answers(store.pool)
         return probe_answer(([problem] if problem else []) + readiness_problems(routing))
 
     async def metrics(request):

@@ -30,7 +30,7 @@ from ..web import http1
 from .gc_policy import freeze_survivors_of_full_collections
 from ..web import metrics as web_metrics
 from . import metrics as serving_metrics
-from ..web.middleware import Authenticator
+from ..governance.authentication import Authenticator
 from ..store.db import Store
 from ..store.sealing import SecretBox
 from .front import start_shard_front

@@ -19,7 +19,8 @@ from ..governance.audit import AuditLog, audit_handlers
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
 from ..openapi import openapi_handlers
-from ..web.middleware import Authenticator, error_middleware, text_input
+from ..governance.authentication import Authenticator
+from ..web.middleware import error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.errors import MetastoreGone
 from ..catalog.protocols.openlineage import dropped_table_dependents

@@ -35,7 +35,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
         counters[key] = shard.stats.get(key, 0)
     counters["write_groups"] = shard.stats.get("groups", 0)
     add_audit(figures, audit_log)
-    add_pool(figures, shard.store)
+    add_pool(figures, shard.store.pool)
     counters["front_fast_answers"] = observed.front.get("fast", 0)
     counters["front_relayed"] = observed.front.get("through_app", 0)
     if gc_policy.installed():       # a process serving a shard: its collections are timed
@@ -50,7 +50,7 @@ def probe_handlers(shard: Shard, audit_log: AuditLog) -> dict[str, Handler]:
     """/livez, /readyz and /metrics of a shard's app (the app holds the front's `OBSERVED`)."""
 
     async def ready(request):
-        problem = await database_answers(shard.store)
+        problem = await database_answers(shard.store.pool)
         return probe_answer([problem] if problem else [])
 
     async def metrics(request):

@@ -10,7 +10,7 @@ from ..governance.oidc import OidcConfig, OidcVerifier
 from ..shards.shard import Shard
 from ..store.db import Store
 from ..router.account import AccountApi
-from ..web.middleware import Authenticator
+from ..governance.authentication import Authenticator
 
 
 def make_app(store: Store, shard: Shard, oidc: OidcConfig | None = None,

@@ -21,7 +21,6 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ..store.db import Store
 from . import registry
 
 READY_TIMEOUT_SECONDS = 2.0
@@ -170,16 +169,16 @@ def add_audit(figures: Figures, audit_log) -> None:
     figures.gauges["audit_events_pending"] = len(audit_log.pending)
 
 
-def add_pool(figures: Figures, store: Store) -> None:
-    pool = store.pool
+def add_pool(figures: Figures, pool) -> None:
+    """A database pool's figures (asyncpg's Pool)."""
     figures.gauges.update(db_pool_size=pool.get_size(), db_pool_idle=pool.get_idle_size(),
                           db_pool_max=pool.get_max_size())
 
 
-async def database_answers(store: Store) -> str | None:
+async def database_answers(pool) -> str | None:
     """None when PostgreSQL answers a query in time; else what is wrong."""
     try:
-        await asyncio.wait_for(store.pool.fetchval("SELECT 1"), READY_TIMEOUT_SECONDS)
+        await asyncio.wait_for(pool.fetchval("SELECT 1"), READY_TIMEOUT_SECONDS)
     except Exception as e:      # down, restarting, the pool exhausted for too long
         return f"the database does not answer ({type(e).__name__})"
     return None

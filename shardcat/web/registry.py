@@ -12,7 +12,7 @@ handler no endpoint names, or an endpoint without a handler, stops the app), whi
 modules the shard app asks for handlers (`modules`: serving/app.py names none itself), the
 router's resend rule (`read_only`), the audit action names and securables (governance/audit.py),
 the shard front's fast paths (serving/front.py), the paths that need no token
-(web/middleware.py), those not audited, and the operation names of /metrics (web/metrics.py).
+(governance/authentication.py), those not audited, and the operation names of /metrics (web/metrics.py).
 The OpenAPI document (shardcat/openapi/shardcat.yaml) stays the hand-written spec;
 tests/unit/test_declared_once.py holds it, the served routes and this list to the same paths and
 operationIds. Adding an endpoint: its line here, in its module's group, its handler under its

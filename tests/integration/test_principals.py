@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from shardcat.governance.principals import EXTENSION, SCIM_PREFIX
 from shardcat.router.forward import make_router_app
-from shardcat.web.middleware import Authenticator
+from shardcat.governance.authentication import Authenticator
 from shardcat.router.routing import RoutingTable
 
 CONTROL = "/api/1.0/unity-control"

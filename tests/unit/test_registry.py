@@ -61,7 +61,7 @@ def _shard_app():
     from shardcat.serving.app import make_shard_app
     from shardcat.shards.shard import Shard
     from shardcat.store.memory import MemoryStore
-    from shardcat.web.middleware import Authenticator
+    from shardcat.governance.authentication import Authenticator
 
     store = MemoryStore()
     return make_shard_app(Shard(store, "a"), Authenticator(store))
