@@ -34,7 +34,7 @@ from ...entities.asset import Asset
 from ...entities.urls import is_within
 from ...errors import CatalogError
 from ...iceberg import uniform as converter
-from ...iceberg.metadata import storage_properties
+from ...iceberg.metadata import METADATA_LOCATION, storage_properties
 from ...governance import vending
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
@@ -146,3 +146,13 @@ class UniformService:
             return await tx.put(dataclasses.replace(row, info={**row.info, "uniform": {"iceberg": record}}))
 
         await self.shard.write(caller.metastore(), write)
+
+
+async def served(shard: Shard, caller: Caller, table: Asset) -> Asset:
+    """`table` as the Iceberg REST catalog serves it (to a caller who may read its data): a UniForm table
+    carries its converted metadata as its metadata pointer, in this copy only (never written back)."""
+    if not is_uniform(table):
+        return table
+    location = await UniformService(shard).metadata_location(caller, table)
+    properties = {**(table.info.get("properties") or {}), METADATA_LOCATION: location}
+    return dataclasses.replace(table, info={**table.info, "properties": properties})
