@@ -19,10 +19,13 @@ Metadata work is pyiceberg's (shardcat/iceberg/metadata.py). Errors answer in Ic
 from __future__ import annotations
 
 from .commits import Commits
+from .functions import Functions
 from .namespaces import Namespaces
+from .planning import Planning
+from .signing import Signing
 from .tables import Tables
 from .views import Views
 
 
-class IcebergCatalog(Namespaces, Tables, Commits, Views):
+class IcebergCatalog(Namespaces, Tables, Commits, Views, Planning, Signing, Functions):
     """The Iceberg REST catalog over one shard: each group of operations in its own module."""

@@ -9,6 +9,7 @@ from aiohttp import web
 from ....errors import CatalogError
 from ....web.kit import json_body, ok, ShardServing, Handler
 from ....web.iceberg_errors import iceberg_response
+from . import idempotency
 from .catalog import IcebergCatalog
 from .errors import IcebergError, _iceberg, missing
 
@@ -24,8 +25,8 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
 
     ice = IcebergCatalog(shard)
 
-    def handler(method):
-        async def handle(request: web.Request):
+    def handler(method, operation: str):
+        async def answer(request: web.Request) -> web.Response:
             try:
                 result = await method(request, request["caller"], request.match_info.get("catalog"))
             except CatalogError as e:
@@ -34,18 +35,42 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
                 return _error_response(_iceberg(e))
             except IcebergError as e:
                 return _error_response(e)
+            if isinstance(result, web.Response):
+                return result
             return web.Response(status=204) if result is None else ok(result)
+
+        async def handle(request: web.Request):
+            # A mutation with an Idempotency-Key answers its first outcome when sent again (idempotency.py).
+            return await idempotency.once(shard.store, request, request["caller"], operation,
+                                          lambda: answer(request))
         return handle
 
     def table(request, warehouse):
         m = request.match_info
-        name, levels = m.get("table") or m.get("view"), ice.namespace(warehouse, m["namespace"])
+        name, levels = m.get("table") or m.get("view") or m.get("function"), ice.namespace(warehouse, m["namespace"])
         if len(levels) != 2:
             # Tables and views live in schemas only, so the table (view) is missing, the answer the spec gives
             # routes that name one. Iceberg's Java client then loads `ns.t.snapshots` as t's metadata table.
             shown = ice.namespace_name(warehouse, levels).spelled
-            raise missing("View" if "view" in m else "Table", f"{shown}.{name}")
+            kind = "View" if "view" in m else "Function" if "function" in m else "Table"
+            raise missing(kind, f"{shown}.{name}")
         return ice.table_name(warehouse, m["namespace"], name)
+
+    async def load_table(r, c, w):
+        """loadTable with its ETag (304 to a matching If-None-Match), `snapshots`, and remote signing when
+        X-Iceberg-Access-Delegation asks for it (the signer: this catalog's base as the client reached it)."""
+        snapshots = r.query.get("snapshots", "all")
+        if snapshots not in ("all", "refs"):
+            raise IcebergError(400, "BadRequestException", "snapshots must be all or refs.")
+        delegation = frozenset(m.strip() for m in r.headers.get("X-Iceberg-Access-Delegation", "").split(","))
+        raw = r.rel_url.raw_path
+        cut = raw.index("/v1/")
+        signer = (f"{r.scheme}://{r.host}{raw[:cut]}", f"{raw[cut + 1:]}/sign")
+        tag, answer = await ice.load_table_tagged(c, table(r, w), snapshots, delegation, signer,
+                                                  r.headers.get("If-None-Match"))
+        response = web.Response(status=304) if answer is None else ok(answer)
+        response.headers["ETag"] = tag
+        return response
 
     def ns(request):
         return request.match_info["namespace"]
@@ -73,7 +98,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         "createTable": lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
         "registerTable": lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
         "registerView": lambda r, c, w: _with_body(r, lambda b: ice.register_view(c, w, ns(r), b)),
-        "loadTable": lambda r, c, w: ice.load_table(c, table(r, w)),
+        "loadTable": load_table,
         "tableExists": lambda r, c, w: ice.exists(c, table(r, w)),
         "updateTable": lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
         "dropTable": lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
@@ -88,12 +113,21 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         "replaceView": lambda r, c, w: _with_body(r, lambda b: ice.replace_view(c, table(r, w), b)),
         "dropView": lambda r, c, w: ice.drop(c, table(r, w), False, view=True),
         "renameView": lambda r, c, w: _with_body(r, lambda b: ice.rename(c, w, b, view=True)),
+        "unregisterTable": lambda r, c, w: ice.unregister(c, table(r, w)),
+        "planTableScan": lambda r, c, w: _with_body(r, lambda b: ice.plan_scan(c, table(r, w), b)),
+        "fetchPlanningResult": lambda r, c, w: ice.fetch_plan(c, table(r, w), r.match_info["plan_id"]),
+        "cancelPlanning": lambda r, c, w: ice.cancel_plan(c, table(r, w), r.match_info["plan_id"]),
+        "fetchScanTasks": lambda r, c, w: _with_body(r, lambda b: ice.fetch_tasks(c, table(r, w), b)),
+        "signRequest": lambda r, c, w: _with_body(r, lambda b: ice.sign_request(c, table(r, w), b)),
+        "listFunctions": lambda r, c, w: ice.list_functions(c, w, ns(r), *page(r)),
+        "loadFunction": lambda r, c, w: ice.load_function(c, table(r, w)),
     }
 
     async def _with_body(request, call):
         return await call(await json_body(request))
 
-    return {"getConfig": handler(config), **{name: handler(_call(call)) for name, call in handlers.items()}}
+    return {"getConfig": handler(config, "getConfig"),
+            **{name: handler(_call(call), name) for name, call in handlers.items()}}
 
 
 def _call(call):

@@ -9,12 +9,15 @@ from ....entities.names import check_name
 from ....errors import CatalogError
 from ....iceberg.tables import props as _props
 from ....web.registry import ICEBERG_OPERATIONS
+from . import idempotency
 from .base import IcebergBase
 from .errors import IcebergError, taken
 
 
 # What /v1/config lists: the operations of the endpoint registry (web/registry.py).
-ENDPOINTS = [f"{method} /v1/{{prefix}}{path}" for method, path, _ in ICEBERG_OPERATIONS]
+# ({plan_id} is the spec's {plan-id}: aiohttp's route parameters are identifiers.)
+ENDPOINTS = [f"{method} /v1/{{prefix}}{path}".replace("{plan_id}", "{plan-id}")
+             for method, path, _ in ICEBERG_OPERATIONS]
 
 
 class Namespaces(IcebergBase):
@@ -31,7 +34,8 @@ class Namespaces(IcebergBase):
                 raise IcebergError(404, "NoSuchWarehouseException",
                                    f"Warehouse '{warehouse}' is not a catalog of this metastore.") from None
             overrides["prefix"] = f"catalogs/{catalog.name}"
-        return {"defaults": {}, "overrides": overrides, "endpoints": ENDPOINTS}
+        return {"defaults": {}, "overrides": overrides, "endpoints": ENDPOINTS,
+                "idempotency-key-lifetime": idempotency.LIFETIME}
 
     async def list_namespaces(self, caller: Caller, warehouse: str | None, parent: str | None,
                               page_size, page_token) -> dict:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import uuid
 
@@ -22,6 +23,12 @@ from .base import IcebergBase
 from .base import _local_path
 from .errors import IcebergError, _kind, _taken_by, missing, require, require_data
 from .names import schema_of
+
+
+def etag(metadata_location: str, snapshots: str, signed: bool) -> str:
+    """A load's ETag: its metadata file, and the representation asked for (all or refs; signing or keys)."""
+    digest = hashlib.sha256(f"{metadata_location}|{snapshots}|{signed}".encode()).hexdigest()[:32]
+    return f'"{digest}"'
 
 
 class Tables(IcebergBase):
@@ -47,17 +54,57 @@ class Tables(IcebergBase):
         asset = await self._table(caller, full_name, view)
         require(await authorizer(self.shard, caller), "read", asset)
 
-    async def load_table(self, caller: Caller, full_name: str) -> dict:
+    async def _loadable(self, caller: Caller, full_name: str):
         asset = await self._table(caller, full_name)
         authz = await authorizer(self.shard, caller)
         require_data(authz, asset, write=False)                 # SELECT (and USE CATALOG / USE SCHEMA)
+        return asset, authz
+
+    async def load_table(self, caller: Caller, full_name: str, snapshots: str = "all",
+                         signer: tuple[str, str] | None = None) -> dict:
+        """The table's metadata (with `snapshots` "refs": only the snapshots its branches and tags name) and
+        the caller's access to its files: vended credentials, or with `signer` (signing.py) remote signing."""
+        asset, authz = await self._loadable(caller, full_name)
         location = _props(asset)[md.METADATA_LOCATION]
-        credentials = await self._credentials(caller, asset, authz)
-        io = credentials[0]["config"] if credentials else {}
-        metadata = await asyncio.to_thread(md.read_metadata, location, io)
-        return {"metadata-location": location, "metadata": md.metadata_json(metadata),
-                "config": dict(credentials[0]["config"]) if credentials else {},
+        if signer is not None:
+            credentials, config = [], await self.signing_config(caller, asset, signer)
+            io = await self._io(caller, asset.storage_path, write=False)
+        else:
+            credentials = await self._credentials(caller, asset, authz)
+            config = dict(credentials[0]["config"]) if credentials else {}
+            io = credentials[0]["config"] if credentials else {}
+        metadata = md.metadata_json(await asyncio.to_thread(md.read_metadata, location, io))
+        if snapshots == "refs":
+            named = {ref["snapshot-id"] for ref in (metadata.get("refs") or {}).values()}
+            metadata["snapshots"] = [s for s in metadata.get("snapshots") or [] if s["snapshot-id"] in named]
+        return {"metadata-location": location, "metadata": metadata, "config": config,
                 "storage-credentials": credentials}
+
+    async def load_table_tagged(self, caller: Caller, full_name: str, snapshots: str, delegation: frozenset[str],
+                                signer: tuple[str, str], if_none_match: str | None) -> tuple[str, dict | None]:
+        """(ETag, the load's answer), the answer None when `if_none_match` names that ETag (304): decided on
+        the metadata pointer, after the load's own checks, without reading the metadata file. `signer`
+        (the signing URI and endpoint) is answered when the client's `delegation` asks for remote signing."""
+        asset, _ = await self._loadable(caller, full_name)
+        signer = signer if await self.signs_for(caller, asset, delegation) else None
+        tag = etag(_props(asset)[md.METADATA_LOCATION], snapshots, signer is not None)
+        if if_none_match is not None and tag in [t.strip() for t in if_none_match.split(",")]:
+            return tag, None
+        answer = await self.load_table(caller, full_name, snapshots, signer)
+        return etag(answer["metadata-location"], snapshots, signer is not None), answer
+
+    async def unregister(self, caller: Caller, full_name: str) -> dict:
+        """unregisterTable: the table leaves the catalog (drop's rules: its owner or MANAGE), its files stay;
+        the answer is its last metadata. A commit that lands between the read and the drop is answered
+        without (the drop's write does not recheck the pointer)."""
+        asset = await self._table(caller, full_name)
+        authz = await authorizer(self.shard, caller)
+        require(authz, "delete", asset)
+        location = _props(asset)[md.METADATA_LOCATION]
+        io = await self._io(caller, asset.storage_path, write=False)
+        metadata = await asyncio.to_thread(md.read_metadata, location, io)
+        await self.catalogs.delete(caller, "table", full_name)
+        return {"metadata-location": location, "metadata": md.metadata_json(metadata)}
 
     async def load_credentials(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name)
