@@ -8,7 +8,7 @@ i % 3 == 0, and its column `user_id` is tagged `pii` when i % 5 == 0 (so the iss
 the tables with i % 60 == 0).
 
 *In-process*: the snapshot built in memory (no PostgreSQL, no HTTP): each query run to its end the
-way the endpoint runs it (entities/pathquery.py over catalog/features/queries.py's caller tree, pages of
+way the endpoint runs it (entities/pathquery/ over catalog/features/queries.py's caller tree, pages of
 1,000 results within the bound of 100,000 nodes per page), for an account admin and for a user
 who may use `main` and read half of its schemas (a privilege index built in memory). CPU time per
 whole query (time.process_time), best of --repeat.
@@ -258,7 +258,7 @@ def markdown(run: dict) -> str:
              "without a comment when i % 3 = 0, its column `user_id` tagged `pii` when i % 5 = 0.",
              f"- **Method:** each query followed to its end, page by page ({PAGE:,} results a page, at most "
              f"{MAX_NODES:,} nodes a request), best of {run['repeat']}. *In-process*: over the snapshot in memory "
-             "(`entities/pathquery.py` through `catalog/features/queries.py`'s caller tree; no PostgreSQL, no HTTP), CPU time; "
+             "(`entities/pathquery/` through `catalog/features/queries.py`'s caller tree; no PostgreSQL, no HTTP), CPU time; "
              "the restricted user may use `main` and read every other schema. *HTTP*: `POST /shardcat/query` to "
              "`shardcat serve` (in-process shard) from one client; *cold* is the first run (the listings read from "
              "PostgreSQL into the query's snapshot), *warm* the next ones (the snapshot held).",

@@ -1,4 +1,4 @@
-"""The path query language (entities/pathquery.py) without a server: every example of docs/queries.md
+"""The path query language (entities/pathquery/) without a server: every example of docs/queries.md
 parses; good queries parse and bad ones are 400s naming where and what; the evaluator's semantics
 (nulls, patterns, lists, times, tags without values, entries, kinds at one level) over a small tree;
 pages, by max_results or by the bound on work, add up to the whole answer."""

@@ -1,4 +1,4 @@
-"""Path queries: `POST /shardcat/query` runs a query (entities/pathquery.py, docs/queries.md) over one
+"""Path queries: `POST /shardcat/query` runs a query (entities/pathquery/, docs/queries.md) over one
 snapshot of the caller's metastore, as the caller may see it, a page at a time within a bound on work.
 
 The snapshot is the metastore at one version: the listings the query walks are read at that
@@ -78,7 +78,7 @@ class QuerySnapshot:
 
 
 class _CallerTree:
-    """The caller's view of a snapshot (entities/pathquery.py's Tree); a listing neither the snapshot
+    """The caller's view of a snapshot (entities/pathquery/'s Tree); a listing neither the snapshot
     nor the shard's cache has at the snapshot's version raises `Unread`."""
 
     def __init__(self, snap: QuerySnapshot, cache, authz: Authz, kinds: dict[str, str]):
