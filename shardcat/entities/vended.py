@@ -11,6 +11,8 @@ Iceberg (pyiceberg's and Iceberg Java's names): `adls.sas-token.<account host>` 
 takes the account name from the key) and `adls.sas-token-expires-at-ms.<account host>`; with an
 emulator's endpoint, also `adls.connection-string` (BlobEndpoint + SharedAccessSignature: adlfs
 addresses a custom endpoint only through one). UC Delta API: `azure.sas-token`.
+GCS: Iceberg's `gcs.oauth2.token` and `gcs.oauth2.token-expires-at` (milliseconds, as pyiceberg reads it),
+`gcs.service.host` for an emulator's endpoint; the UC Delta API's `gcs.oauth-token` (its delta.yaml).
 """
 
 from __future__ import annotations
@@ -22,8 +24,18 @@ def azure_sas(vended: dict) -> str | None:
     return (vended.get("azure_user_delegation_sas") or {}).get("sas_token")
 
 
+def gcp_token(vended: dict) -> str | None:
+    return (vended.get("gcp_oauth_token") or {}).get("oauth_token")
+
+
 def iceberg_properties(vended: dict) -> dict:
-    """Iceberg FileIO properties for an Azure answer; {} for any other."""
+    """Iceberg FileIO properties for an Azure or GCS answer; {} for any other."""
+    token = gcp_token(vended)
+    if token:
+        out = {"gcs.oauth2.token": token, "gcs.oauth2.token-expires-at": str(vended["expiration_time"])}
+        if vended.get("endpoint_url"):
+            out["gcs.service.host"] = vended["endpoint_url"]
+        return out
     sas = azure_sas(vended)
     if not sas:
         return {}
@@ -36,7 +48,13 @@ def iceberg_properties(vended: dict) -> dict:
 
 
 def delta_config(vended: dict) -> dict:
-    """The UC Delta API's DeltaStorageCredential config for an Azure answer; {} for any other."""
+    """The UC Delta API's DeltaStorageCredential config for an Azure or GCS answer; {} for any other."""
+    token = gcp_token(vended)
+    if token:
+        out = {"gcs.oauth-token": token}
+        if vended.get("endpoint_url"):
+            out["gcs.service.host"] = vended["endpoint_url"]     # shardcat's: where an emulator answers
+        return out
     sas = azure_sas(vended)
     if not sas:
         return {}

@@ -140,6 +140,15 @@ def _server_account() -> dict:
                                                   f"{type(e).__name__}.") from None
 
 
+def catalog_account_email() -> str:
+    """The email of the catalog's own service account ("" when none is configured): a
+    databricks_gcp_service_account credential shows it, as Databricks shows the one it manages."""
+    try:
+        return _server_account()["email"]
+    except CatalogError:
+        return ""
+
+
 def signing_account(kind: str, fields: dict) -> dict:
     """{email, private_key_id, private_key} of the service account that vends for a credential."""
     if kind == "databricks_gcp_service_account":

@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import aiohttp
 import jwt
+import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -552,6 +553,42 @@ class Google:
         r = requests.get(f"{self.emulator_url}/storage/v1/b/{bucket}/o", params={"prefix": prefix}, timeout=10)
         r.raise_for_status()
         return sorted(o["name"] for o in r.json().get("items", []))
+
+
+# ---- the tests' shared set-up ------------------------------------------------------------------------
+
+OBJECTS = ("data/t/part-0.parquet", "data/t/_delta_log/0.json", "data/t-old/part-0.parquet",
+           "data/u/part-0.parquet", "data/v/f.csv", "data/free/f.csv", "secret/x")
+
+
+@pytest.fixture(scope="session")
+def gcs():
+    """One stand-in for a test session: bucket `lake` (OBJECTS) that the service account `account` may
+    use, and bucket `other` that it may not."""
+    g = Google().start()
+    g.account = g.add_account(new_service_account("shardcat-lake", {"lake"}))
+    for bucket in ("lake", "other"):
+        g.create_bucket(bucket)
+    for name in OBJECTS:
+        g.put("lake", name, f"content of {name}".encode())
+    g.put("other", "data/t/x", b"other bucket")
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def gcs_env(gcs, monkeypatch):
+    """The catalog configured for the stand-in's OAuth token endpoint and STS."""
+    monkeypatch.setenv("SHARDCAT_GCP_TOKEN_URI", gcs.token_url)
+    monkeypatch.setenv("SHARDCAT_GCP_STS_ENDPOINT", gcs.sts_url)
+    return gcs
+
+
+def key_fields(g, account: ServiceAccount | None = None) -> dict:
+    """A gcp_service_account_key credential's fields for `account` (the fixture's), at the stand-in's storage."""
+    account = account or g.account
+    return {"email": account.email, "private_key_id": account.key["private_key_id"],
+            "private_key": account.key["private_key"], "endpoint_url": g.storage_url}
 
 
 if __name__ == "__main__":

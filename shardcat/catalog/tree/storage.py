@@ -36,7 +36,7 @@ from ...entities.asset import Asset
 from ...entities.types import CREDENTIAL, CREDENTIAL_KINDS, EXTERNAL_LOCATION
 from ...entities.text import bad_char
 from ...errors import CatalogError, invalid, not_found
-from ...governance import s3_compatible, vending_azure
+from ...governance import s3_compatible, vending_azure, vending_gcs
 from ...store.writes import WriteTx
 from ...shards.shard import MetastoreState, Shard
 from ...store.sealing import SECRET_FIELDS, SecretKeyError, seal_credential_info
@@ -65,7 +65,7 @@ _KIND_FIELDS = {
     "databricks_gcp_service_account": ((), ()),
 }
 _KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",), s3_compatible.KIND: s3_compatible.OPTIONAL,
-                  "azure_storage_key": ("endpoint_url",)}
+                  "azure_storage_key": ("endpoint_url",), "gcp_service_account_key": ("endpoint_url",)}
 
 
 def storage_url(value: str, what: str = "url") -> str:
@@ -100,7 +100,9 @@ def _check_kind(kind: str, value: dict, old: dict | None) -> dict:
     if kind == "azure_storage_key":
         out = vending_azure.check_storage_key(value, out)
     if kind == "databricks_gcp_service_account":
-        out["email"] = os.environ.get("SHARDCAT_GCP_SERVICE_ACCOUNT_EMAIL", "")    # output only, as in Databricks
+        out["email"] = vending_gcs.catalog_account_email()    # output only, as in Databricks: the catalog's own
+    if kind in vending_gcs.KINDS:
+        out = vending_gcs.check_fields(kind, out)
     return out
 
 
