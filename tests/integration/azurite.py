@@ -22,6 +22,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import pytest
+
 VERSION = "3.37.0"
 CACHE = Path(os.environ.get("SHARDCAT_TEST_CACHE", Path.home() / ".cache" / "shardcat-tests")) / "azurite"
 ACCOUNT = "shardcatlake"
@@ -80,3 +82,20 @@ class Azurite:
         except subprocess.TimeoutExpired:
             self.process.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def az():
+    """One Azurite for the session (the Azure test modules import this fixture): containers `lake`
+    (a few blobs under data/ and outside/) and `other`, written with the account key."""
+    emulator = Azurite()
+    service = emulator.service()
+    for container in ("lake", "other"):
+        service.create_container(container)
+    lake = service.get_container_client("lake")
+    for name in ("data/t/part-0.parquet", "data/t/_delta_log/0.json", "data/u/part-0.parquet",
+                 "data/free/f.csv", "outside/secret.csv"):
+        lake.upload_blob(name, f"content of {name}".encode())
+    service.get_container_client("other").upload_blob("x.csv", b"another container")
+    yield emulator
+    emulator.stop()

@@ -19,7 +19,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from azurite import Azurite
+from azurite import az  # noqa: F401  (the session's Azurite)
 from governance_users import grant, user
 from shardcat.governance import vending_azure
 from test_vending import ok
@@ -27,21 +27,6 @@ from test_vending import ok
 pytestmark = pytest.mark.azurite
 
 COLS = [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '"long"', "position": 0}]
-
-
-@pytest.fixture(scope="module")
-def az():
-    emulator = Azurite()
-    service = emulator.service()
-    for container in ("lake", "other"):
-        service.create_container(container)
-    lake = service.get_container_client("lake")
-    for name in ("data/t/part-0.parquet", "data/t/_delta_log/0.json", "data/u/part-0.parquet",
-                 "data/free/f.csv", "outside/secret.csv"):
-        lake.upload_blob(name, f"content of {name}".encode())
-    service.get_container_client("other").upload_blob("x.csv", b"another container")
-    yield emulator
-    emulator.stop()
 
 
 def adls(az, path: str = "", container: str = "lake") -> str:
