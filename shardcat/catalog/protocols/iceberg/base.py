@@ -21,6 +21,7 @@ from ....governance.vending import vend
 from ....iceberg import metadata as md
 from ....iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view
 from ....iceberg.tables import props as _props
+from ...features.uniform import is_uniform
 from ....entities.values import now_ms
 from ....shards.locations import require_external_location
 from ....shards.shard import MetastoreState, Shard
@@ -29,7 +30,7 @@ from ...tree import assets
 from ...tree.path_access import authorize_path, owner_label
 from ...tree.service import CatalogService
 from .errors import IcebergError, _taken_by, missing, taken
-from .names import Name, SEPARATOR, schema_of
+from .names import Name, SEPARATOR, schema_of, spelled
 
 
 class _Lookups:
@@ -104,13 +105,20 @@ class IcebergBase:
                 raise missing("Namespace", name) from None
             raise
 
-    async def _table(self, caller: Caller, full_name: str, view: bool = False) -> Asset:
+    async def _table(self, caller: Caller, full_name: str, view: bool = False, read: bool = False) -> Asset:
         """The Iceberg table (view). One the caller may not see answers exactly as a missing one, and so
         does one in a missing namespace (as in Iceberg's reference catalog); only who may see a table
-        hears it is not an Iceberg one."""
+        hears it is not an Iceberg one. A UniForm Delta table (features/uniform.py) is one to `read` only."""
         asset = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
         if asset is not None and not (await authorizer(self.shard, caller)).sees(asset.type, asset):
             asset = None
+        if not view and is_uniform(asset):
+            if not read:
+                raise IcebergError(403, "ForbiddenException", f"Table {spelled(full_name)} is a Delta table with "
+                                                              "UniForm: read-only through the Iceberg REST catalog "
+                                                              "(write it as Delta).")
+            audit.annotate("TABLE", asset.full_name, asset.id)
+            return asset
         if not (is_iceberg_view(asset) if view else is_iceberg_table(asset)):
             kind = "View" if view else "Table"
             raise missing(kind, full_name, "" if asset is None else f" (it is not an Iceberg {kind.lower()})")

@@ -19,6 +19,7 @@ from ....iceberg.tables import is_iceberg_table, is_iceberg_view
 from ....iceberg.tables import props as _props
 from ....shards.session import current
 from ....store import history
+from ...features.uniform import is_uniform, served
 from .base import IcebergBase
 from .base import _local_path
 from .errors import IcebergError, _kind, _taken_by, missing, require, require_data
@@ -43,7 +44,7 @@ class Tables(IcebergBase):
             if e.code == "NOT_FOUND":
                 raise missing("Namespace", schema) from None
             raise
-        wanted = is_iceberg_view if views else is_iceberg_table
+        wanted = is_iceberg_view if views else (lambda a: is_iceberg_table(a) or is_uniform(a))
         namespace = self.shown(warehouse, schema)
         out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if wanted(a)]}
         if token:
@@ -51,14 +52,14 @@ class Tables(IcebergBase):
         return out
 
     async def exists(self, caller: Caller, full_name: str, view: bool = False) -> None:
-        asset = await self._table(caller, full_name, view)
+        asset = await self._table(caller, full_name, view, read=True)
         require(await authorizer(self.shard, caller), "read", asset)
 
     async def _loadable(self, caller: Caller, full_name: str):
-        asset = await self._table(caller, full_name)
+        asset = await self._table(caller, full_name, read=True)
         authz = await authorizer(self.shard, caller)
         require_data(authz, asset, write=False)                 # SELECT (and USE CATALOG / USE SCHEMA)
-        return asset, authz
+        return await served(self.shard, caller, asset), authz   # a UniForm table: its Iceberg metadata
 
     async def load_table(self, caller: Caller, full_name: str, snapshots: str = "all",
                          signer: tuple[str, str] | None = None) -> dict:
@@ -107,13 +108,13 @@ class Tables(IcebergBase):
         return {"metadata-location": location, "metadata": md.metadata_json(metadata)}
 
     async def load_credentials(self, caller: Caller, full_name: str) -> dict:
-        asset = await self._table(caller, full_name)
+        asset = await self._table(caller, full_name, read=True)
         authz = await authorizer(self.shard, caller)
         require_data(authz, asset, write=False)
         return {"storage-credentials": await self._credentials(caller, asset, authz)}
 
     async def report_metrics(self, caller: Caller, full_name: str) -> None:
-        asset = await self._table(caller, full_name)          # acknowledged, not kept
+        asset = await self._table(caller, full_name, read=True)          # acknowledged, not kept
         require_data(await authorizer(self.shard, caller), asset, write=False)
 
     def _table_info(self, metadata, metadata_location: str, location: str | None, managed: bool) -> dict:
