@@ -4,7 +4,7 @@ Each allowed READ or WRITE item with storage (a table, a volume, the asset ownin
 view, each base table among its dependencies) carries `temporary_credentials` in the
 temporary-credentials endpoints' shape, scoped to that asset's storage; a denied item carries
 none, nor does anything when the request says `"credentials": false`; a credential that cannot be
-vended (gs://, abfss://, s3:// with no covering IAM role) is that item's `temporary_credentials_error`, the batch stands. s3:// runs
+vended (gs://, abfss://, s3:// with no covering credential) is that item's `temporary_credentials_error`, the batch stands. s3:// runs
 against test_vending.py's moto server (IAM and session policies enforced), whose fixtures are
 imported here.
 """
@@ -154,7 +154,7 @@ async def test_unvendable_storage_is_a_per_item_error(ws, tmp_path, monkeypatch)
         {"name": "c.s.g"}, {"name": "c.s.z", "operation": "WRITE"}, {"name": "c.s.s3"}, {"name": "c.s.a"}]})
     assert status == 200, out
     g, z, s3, a = out["items"]
-    for item, scheme, why in ((g, "gs", "does not vend gs://"), (z, "abfss", "does not vend abfss://"),
+    for item, scheme, why in ((g, "gs", "no external location covers it"), (z, "abfss", "no external location covers it"),
                               (s3, "s3", "no external location covers it")):
         err = item["temporary_credentials_error"]
         assert err["error_code"] == "FAILED_PRECONDITION" and why in err["message"], err
