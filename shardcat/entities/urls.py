@@ -64,8 +64,9 @@ _AZURE_BLOB_SCHEMES = ("wasb", "wasbs")
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(.*)", re.DOTALL)
 # A bucket / container / host name: lower-case letters, digits, '.', '_', '-', starting and
-# ending with a letter or digit (rules out '..', ports, userinfo and percent-escapes).
-_NAME = r"[a-z0-9](?:[a-z0-9._\-]*[a-z0-9])?"
+# ending with a letter or digit, no two dots in a row (S3 and GCS both refuse an empty dot-separated
+# part; rules out '..', ports, userinfo and percent-escapes).
+_NAME = r"[a-z0-9](?:(?:[a-z0-9_\-]|\.(?!\.))*[a-z0-9])?"
 _BUCKET_RE = re.compile(_NAME)
 # container@account.dfs.<suffix>: the suffixes of Azure's public, China and US Government clouds.
 AZURE_DFS_SUFFIXES = ("dfs.core.windows.net", "dfs.core.chinacloudapi.cn", "dfs.core.usgovcloudapi.net")

@@ -308,3 +308,53 @@ async def test_the_delta_api_answers_the_token(ws, gcs_env):
     fs = gcsfs.GCSFileSystem(token=BearerToken(config["gcs.oauth-token"]), endpoint_url=config["gcs.service.host"],
                              skip_instance_cache=True)
     assert fs.cat("lake/data/free/f.csv") and refused(lambda: fs.cat("lake/data/t/part-0.parquet"))
+
+
+# ---- attacks ------------------------------------------------------------------------------------------
+
+
+async def test_a_path_written_to_break_out_of_the_condition_stays_a_literal(ws, gcs_env):
+    """A prefix holding quotes and `||`: the boundary's condition still names exactly that prefix (the
+    stand-in parses the CEL literal as Google would), so the token reaches nothing else."""
+    await lake(ws, gcs_env)
+    url = "gs://lake/data/x%27)%20%7C%7C%20true%20%7C%7C%20(%27y"
+    answer = await ok(ws, "POST", "/temporary-path-credentials", json={"url": url, "operation": "PATH_READ"})
+    prefix = "data/x') || true || ('y"
+    rules = gcs_env.token(token_of(answer))["rules"]
+    assert [r["terms"] for r in rules] == [[["name", f"projects/_/buckets/lake/objects/{prefix}/"], ["list", f"{prefix}/"]]]
+    assert refused(lambda: store(answer).cat("lake/data/t/part-0.parquet"))
+    assert refused(lambda: store(answer).cat("lake/secret/x"))
+
+
+async def test_the_location_root_is_not_handed_to_a_table_reader(ws, server, gcs_env):
+    await lake(ws, gcs_env)
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "main", reader.name, "USE CATALOG")
+    await grant(ws, "schema", "main.s", reader.name, "USE SCHEMA")
+    await grant(ws, "table", "main.s.t", reader.name, "SELECT")
+    exchanges = len(gcs_env.exchanges)
+    for url in ("gs://lake/data", "gs://lake", "gs://LAKE/data/", "gs://lake/data/t/.."):
+        status, body = await reader.call("POST", "/temporary-path-credentials", json={"url": url, "operation": "PATH_READ"})
+        assert status in (400, 403) and no_token(body), (url, body)
+    assert len(gcs_env.exchanges) == exchanges
+
+
+async def test_a_credential_cannot_point_the_catalog_at_another_token_service(ws, gcs_env):
+    """A key's own token_uri (Google's key files carry one) is not a credential field: dropped on create,
+    and vending calls only the server's configured endpoints."""
+    fields = {**key_fields(gcs_env), "token_uri": "http://127.0.0.1:9/token", "universe_domain": "evil.example"}
+    made = await ok(ws, "POST", "/storage-credentials", json={"name": "k", "gcp_service_account_key": fields})
+    assert "token_uri" not in made["gcp_service_account_key"] and "universe_domain" not in made["gcp_service_account_key"]
+    await ok(ws, "POST", "/external-locations", json={"name": "free", "url": "gs://lake/data/free", "credential_name": "k"})
+    answer = await ok(ws, "POST", "/temporary-path-credentials", json={"url": "gs://lake/data/free", "operation": "PATH_READ"})
+    assert store(answer).cat("lake/data/free/f.csv")
+
+
+@pytest.mark.parametrize("spelling", ["gs://la..ke/data/t", "gs://-lake/data/t", "gs://lake%2Fdata/t", "gs:///data/t",
+                                      "gs://lake/data/t%00", "gs://user@lake/data/t"])
+async def test_bucket_spellings_that_are_refused(ws, gcs_env, spelling):
+    await lake(ws, gcs_env)
+    status, body = await ws.call("POST", "/temporary-path-credentials", json={"url": spelling, "operation": "PATH_READ"})
+    assert status == 400 and no_token(body), body
+    status, body = await ws.call("POST", "/external-locations", json={"name": "x", "url": spelling, "credential_name": "gcp"})
+    assert status == 400, body
