@@ -14,7 +14,7 @@ from aiohttp import web
 
 from ..errors import CatalogError, invalid
 from . import registry
-from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER
+from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER
 
 
 
@@ -111,6 +111,13 @@ async def healthz(request: web.Request) -> web.Response:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _head_or_get(head: Handler, get: Handler) -> Handler:
+    """A GET route's handler that answers as its HEAD endpoint when a front relayed a HEAD (web/http1.py)."""
+    async def either(request: web.Request):
+        return await (head if HEAD_HEADER in request.headers else get)(request)
+    return either
+
+
 def routes(app: str, handlers: Mapping[str | None, Mapping[str, Handler]], *,
            extra: str | None = None) -> list[web.RouteDef]:
     """An app's aiohttp routes, derived from the endpoint registry (web/registry.py) at start-up: its
@@ -120,6 +127,7 @@ def routes(app: str, handlers: Mapping[str | None, Mapping[str, Handler]], *,
     A handler no endpoint names, or an endpoint without one, is an error."""
     unused = {(module, name) for module, table in handlers.items() for name in table}
     declared = registry.served_by(app) + (registry.served_by(extra) if extra else [])
+    heads = {e.full_path: handlers.get(e.module, {}).get(e.handler or e.action) for e in declared if e.method == "HEAD"}
     out, seen = [], set()
     for e in declared:
         if (e.method, e.full_path) in seen:
@@ -131,8 +139,12 @@ def routes(app: str, handlers: Mapping[str | None, Mapping[str, Handler]], *,
             raise ValueError(f"{e.method} {e.full_path} is in the endpoint registry but no module handles it "
                              f"({e.module or 'the app'} has no handler {name})")
         unused.discard((e.module, name))
-        # aiohttp's GET answers HEAD too unless told not to
-        options = {"allow_head": e.head} if e.method == "GET" else {}
+        # aiohttp's GET answers HEAD too unless told not to, or a HEAD endpoint of its own answers it (the
+        # Iceberg exists operations: 204, not the GET's 200), also when a front sent the HEAD on as a GET
+        own_head = heads.get(e.full_path) if e.method == "GET" else None
+        if own_head is not None:
+            handler = _head_or_get(own_head, handler)
+        options = {"allow_head": e.head and own_head is None} if e.method == "GET" else {}
         out.append(web.route(e.method, e.full_path, handler, **options))
     if unused:
         module, name = sorted(unused, key=str)[0]
