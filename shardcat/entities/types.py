@@ -20,6 +20,8 @@ CATALOG = AssetType(
         Field("storage_root", "string", OPT, ERR),
         Field("provider_name", "string", OPT, IGN),
         Field("share_name", "string", OPT, IGN),
+        Field("connection_name", "string", OPT, IGN),        # a foreign catalog's connection (federation)
+        Field("options", "map<string,string>", OPT, OPT),    # a foreign catalog's options
     ),
 )
 
@@ -99,7 +101,7 @@ METASTORE = AssetType(
 )
 
 
-# ---- metastore-level storage and Delta Sharing objects (catalog/storage.py, catalog/sharing.py) ----
+# ---- metastore-level storage and Delta Sharing objects (catalog/tree/storage.py, catalog/features/sharing.py) ----
 # One "credential" namespace serves both /credentials (open-source naming) and /storage-credentials (2.1).
 CREDENTIAL_KINDS = ("aws_iam_role", "azure_service_principal", "azure_managed_identity", "azure_storage_key",
                     "databricks_gcp_service_account", "gcp_service_account_key", "s3_compatible")
@@ -178,11 +180,29 @@ PROVIDER = AssetType(
     ),
 )
 
-TYPES.update({t.name: t for t in (CREDENTIAL, EXTERNAL_LOCATION, SHARE, RECIPIENT, PROVIDER)})
+# A connection to a foreign catalog system (federation: catalog/tree/connections.py); its
+# secret options are sealed at rest and never shown (store/sealing.py).
+CONNECTION_TYPES = ("HIVE_METASTORE", "GLUE", "ICEBERG_REST", "UNITY_CATALOG")
+CONNECTION = AssetType(
+    name="connection", securable_type="CONNECTION", parent="metastore", namespace="connection", name_parts=1,
+    id_field="connection_id", list_key="connections",
+    fields=(
+        Field("name", "string", REQ, OPT),
+        Field("new_name", "string", IGN, OPT),
+        Field("connection_type", "string", REQ, IGN),
+        Field("options", "map<string,string>", REQ, OPT),
+        Field("comment", "string", OPT, OPT),
+        Field("properties", "map<string,string>", OPT, IGN),
+        Field("read_only", "bool", OPT, IGN),
+        Field("owner", "principal", IGN, OPT),
+    ),
+)
+
+TYPES.update({t.name: t for t in (CREDENTIAL, EXTERNAL_LOCATION, SHARE, RECIPIENT, PROVIDER, CONNECTION)})
 
 
 # ---- schema-level assets: volumes, functions, registered models and their versions ----
-# (rules in catalog/volumes.py, catalog/functions.py, catalog/models.py). Each has a namespace of its
+# (rules in catalog/tree/volumes.py, catalog/tree/functions.py, catalog/tree/models.py). Each has a namespace of its
 # own, as in the open-source Unity Catalog: a volume, a function and a model may share a table's name.
 VOLUME = AssetType(
     name="volume", securable_type="VOLUME", parent="schema", namespace="volume", name_parts=3,

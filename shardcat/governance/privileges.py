@@ -20,13 +20,14 @@ from ..errors import invalid
 USE_CATALOG, USE_SCHEMA, BROWSE = "USE CATALOG", "USE SCHEMA", "BROWSE"
 SELECT, MODIFY, EXECUTE = "SELECT", "MODIFY", "EXECUTE"
 READ_VOLUME, WRITE_VOLUME, READ_FILES, WRITE_FILES = "READ VOLUME", "WRITE VOLUME", "READ FILES", "WRITE FILES"
+USE_CONNECTION, CREATE_FOREIGN_CATALOG = "USE CONNECTION", "CREATE FOREIGN CATALOG"
 
 # What may be granted on each securable type: its own privileges and those it passes down to children.
 _BELOW_SCHEMA = ("APPLY TAG", BROWSE, "CREATE FUNCTION", "CREATE MODEL", "CREATE TABLE", "CREATE VOLUME",
                  EXECUTE, MANAGE, MODIFY, READ_VOLUME, SELECT, USE_SCHEMA, WRITE_VOLUME)
 APPLICABLE: dict[str, tuple[str, ...]] = {
     "metastore": ("CREATE CATALOG", "CREATE EXTERNAL LOCATION", "CREATE STORAGE CREDENTIAL", "CREATE SHARE",
-                  "CREATE RECIPIENT", "CREATE PROVIDER"),
+                  "CREATE RECIPIENT", "CREATE PROVIDER", "CREATE CONNECTION"),
     "catalog": (ALL_PRIVILEGES, *sorted(_BELOW_SCHEMA + ("CREATE SCHEMA", USE_CATALOG))),
     "schema": (ALL_PRIVILEGES, *_BELOW_SCHEMA),
     "table": (ALL_PRIVILEGES, "APPLY TAG", BROWSE, MANAGE, MODIFY, SELECT),
@@ -40,6 +41,7 @@ APPLICABLE: dict[str, tuple[str, ...]] = {
     "share": (MANAGE,),
     "recipient": (MANAGE,),
     "provider": (MANAGE,),
+    "connection": (ALL_PRIVILEGES, CREATE_FOREIGN_CATALOG, MANAGE, USE_CONNECTION),
 }
 ALL_NAMES = frozenset(p for privs in APPLICABLE.values() for p in privs)
 
@@ -48,7 +50,7 @@ SECURABLE_TYPES = {
     "metastore": "metastore", "catalog": "catalog", "schema": "schema", "table": "table", "view": "table",
     "volume": "volume", "function": "function", "registered_model": "registered_model", "model": "registered_model",
     "credential": "credential", "storage_credential": "credential", "external_location": "external_location",
-    "share": "share", "recipient": "recipient", "provider": "provider",
+    "share": "share", "recipient": "recipient", "provider": "provider", "connection": "connection",
 }
 SECURABLE_TYPE_NAMES = {t: t.upper() for t in set(SECURABLE_TYPES.values())}
 
@@ -112,6 +114,7 @@ _READ = {
     "metastore": (ANY,), "catalog": (USE_CATALOG, BROWSE), "schema": (USE_SCHEMA, BROWSE), "table": (SELECT, BROWSE),
     "volume": (READ_VOLUME, BROWSE), "function": (EXECUTE, BROWSE), "registered_model": (EXECUTE, BROWSE),
     "credential": (ANY,), "external_location": (ANY,), "share": (), "recipient": (), "provider": (),
+    "connection": (USE_CONNECTION, CREATE_FOREIGN_CATALOG),     # a privilege on the connection itself
 }
 _CREATE = {
     "catalog": ("CREATE CATALOG", "metastore"), "schema": ("CREATE SCHEMA", "parent"),
@@ -120,6 +123,7 @@ _CREATE = {
     "registered_model": ("CREATE MODEL", "parent"), "credential": ("CREATE STORAGE CREDENTIAL", "metastore"),
     "external_location": ("CREATE EXTERNAL LOCATION", "metastore"), "share": ("CREATE SHARE", "metastore"),
     "recipient": ("CREATE RECIPIENT", "metastore"), "provider": ("CREATE PROVIDER", "metastore"),
+    "connection": ("CREATE CONNECTION", "metastore"),
 }
 _DATA = {   # (read, write) of a securable's data
     "table": ((OWNER, SELECT), (OWNER, MODIFY)),
@@ -127,6 +131,9 @@ _DATA = {   # (read, write) of a securable's data
     "registered_model": ((OWNER, EXECUTE), (ADMINISTER,)),   # writing a version's files: the model's admins
     "function": ((OWNER, EXECUTE), (OWNER,)),
     "external_location": ((OWNER, READ_FILES), (OWNER, WRITE_FILES)),
+    # A connection's "data" is the foreign system it reaches: USE CONNECTION to go through it (refresh
+    # a foreign catalog), CREATE FOREIGN CATALOG to mount one of its catalogs.
+    "connection": ((OWNER, USE_CONNECTION), (OWNER, CREATE_FOREIGN_CATALOG)),
 }
 
 

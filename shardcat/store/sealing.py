@@ -3,7 +3,7 @@
 A secret field of a credential (an Azure client_secret, a GCP private_key, an S3-compatible
 store's secret_access_key) or a provider's
 bearer token (inside its Delta Sharing profile) is stored as
-`sealed:v1:<Fernet token>`: AES-128-CBC with an HMAC-SHA256 (the `cryptography` package's
+`sealed:v1:<Fernet token>`, and so is a connection's secret option (a token, a password): AES-128-CBC with an HMAC-SHA256 (the `cryptography` package's
 Fernet), under the first of the server's secret keys. The keys come from a key file, one
 url-safe base64 Fernet key a line, the first one encrypting and every one decrypting
 (MultiFernet): by default `<data dir>/secret.key`, created with one new key and mode 0600 on
@@ -28,13 +28,14 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from ..entities.secrets import is_secret_field
 from .errors import MetastoreGone, VersionConflict
 
 log = logging.getLogger(__name__)
 
 KEY_FILE = "secret.key"
 SEALED = "sealed:v1:"
-# Each credential kind's secret fields: the ones sealed at rest (and never shown: catalog/storage.py).
+# Each credential kind's secret fields: the ones sealed at rest (and never shown: catalog/tree/storage.py).
 SECRET_FIELDS = {
     "azure_service_principal": ("client_secret",),
     "azure_storage_key": ("account_key",),
@@ -108,6 +109,13 @@ def _map_secrets(type_name: str, info: dict, change) -> tuple[dict, int]:
                     changed += new != value[field]
                     value[field] = new
             out[kind] = value
+    elif type_name == "connection" and isinstance(out.get("options"), dict):
+        options = dict(out["options"])
+        for key in secret_options(options):
+            new = change(options[key])
+            changed += new != options[key]
+            options[key] = new
+        out["options"] = options
     elif type_name == "provider" and isinstance(out.get("recipient_profile_str"), str):
         try:
             profile = json.loads(out["recipient_profile_str"])
@@ -121,7 +129,13 @@ def _map_secrets(type_name: str, info: dict, change) -> tuple[dict, int]:
     return out, changed
 
 
-SEALED_TYPES = ("credential", "provider")     # the asset types that hold secrets
+SEALED_TYPES = ("credential", "provider", "connection")     # the asset types that hold secrets
+
+
+def secret_options(options: dict) -> list[str]:
+    """A connection's options that hold secrets (a token, a password, a secret key): sealed at rest,
+    never shown (catalog/features/connections.py)."""
+    return [k for k, v in options.items() if isinstance(v, str) and is_secret_field(k)]
 
 
 def seal_info(box: SecretBox | None, type_name: str, info: dict) -> dict:

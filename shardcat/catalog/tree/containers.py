@@ -16,6 +16,10 @@ from ...entities.urls import join_url
 from ...shards.shard import Shard
 from .assets import _check_free, _storage_url
 from .crud import TypeService
+from .foreign import check_catalog_options
+from ...entities.foreign import FOREIGN_CATALOG, is_foreign_catalog
+from ...entities.names import check_name
+from ...errors import not_found
 from ...errors import invalid
 from ...governance.system_catalog import is_reserved_catalog_name, is_system_caller
 
@@ -31,6 +35,10 @@ class Containers(TypeService):
         if asset.type == "catalog" and is_reserved_catalog_name(asset.name) and \
                 not is_system_caller(flags["authz"].caller):
             raise invalid(f"Catalog name '{asset.name}' is reserved for the system tables (docs/system-tables.md).")
+        if asset.info.get("connection_name") is not None:
+            return await self._foreign(tx, asset, flags["authz"])
+        if "options" in asset.info:
+            raise invalid("Field 'options' is for foreign catalogs (with a connection_name).")
         root = asset.info.get("storage_root")
         if root is None:
             return asset
@@ -39,3 +47,31 @@ class Containers(TypeService):
         _check_free(state, location, "storage_root", inside_managed=True)
         info = {**asset.info, "storage_root": root, "storage_location": location}
         return dataclasses.replace(asset, info=info, storage_path=location)
+
+    async def _foreign(self, tx, asset, authz):
+        """A foreign catalog: its connection must exist and let the caller mount it (CREATE FOREIGN
+        CATALOG on it, or owning it), and its options suit the connection's type (foreign.py)."""
+        info = dict(asset.info)
+        if asset.type != "catalog":
+            raise invalid("Only a catalog names a connection.")
+        for field in ("storage_root", "provider_name", "share_name"):
+            if field in info:
+                raise invalid(f"A foreign catalog has no '{field}': its tables live in the foreign system.")
+        name = check_name(info["connection_name"], "connection")
+        connection = await tx.get("connection", name)
+        gone = not_found(f"Connection '{name}' does not exist.")
+        if connection is None:
+            raise gone
+        authz.require_or_missing("connection", "write_data", connection, gone)
+        options = check_catalog_options(connection.info.get("connection_type"), info.get("options") or {})
+        info.update(catalog_type=FOREIGN_CATALOG, connection_name=connection.name, options=options)
+        return dataclasses.replace(asset, info=info)
+
+    async def on_update(self, tx, state, old, new, fields, flags):
+        if "options" in fields:
+            if not is_foreign_catalog(old):
+                raise invalid("Field 'options' is for foreign catalogs (with a connection_name).")
+            connection = await tx.get("connection", old.info.get("connection_name") or "")
+            kind = connection.info.get("connection_type") if connection is not None else None
+            check_catalog_options(kind, fields["options"])
+        return new

@@ -23,6 +23,9 @@ import uuid
 
 from ...auth import Caller
 from ...entities.asset import Asset
+from ...entities.foreign import (GOVERNANCE_FIELDS, connection_of, in_foreign_catalog, is_foreign_catalog,
+                                is_mirrored, only_masks_differ)
+from ...entities.foreign import refused as foreign_refusal
 from ...entities.manifest import AssetType
 from ...entities.names import check_name, full_name_key
 from ...entities.types import TYPES
@@ -64,6 +67,8 @@ class TypeService:
         self.parent_type = TYPES.get(t.parent)     # None: the metastore
         # Which objects this endpoint family shows (None: all; the 2.1 storage credentials: STORAGE ones).
         self.shows = None
+        # Schemas and tables: the foreign catalogs' mirror (foreign.py), made fresh before a read.
+        self.foreign = None
 
     # ---- hooks ---------------------------------------------------------------
 
@@ -119,7 +124,10 @@ class TypeService:
 
     async def find(self, caller: Caller, name: str, op: str = "read") -> Asset:
         """The asset, if the caller may do `op` on it (governance/privileges.py has the rules)."""
-        asset = await self.shard.lookup(caller.metastore(), self.t.namespace, self.key(name), caller.min_version)
+        key = self.key(name)
+        if self.foreign is not None:
+            await self.foreign.before_read(caller, self.t.name, key, False)
+        asset = await self.shard.lookup(caller.metastore(), self.t.namespace, key, caller.min_version)
         if asset is None or (self.shows is not None and not self.shows(asset)):
             raise self.missing(name)
         (await authorizer(self.shard, caller)).require_or_missing(self.t.name, op, asset, lambda: self.missing(name))
@@ -164,6 +172,8 @@ class TypeService:
         if self.parent_type is not None:
             parent_type = self.parent_type
             key = full_name_key(parent_full, parent_type.name_parts, parent_type.name)
+            if self.foreign is not None:
+                await self.foreign.before_read(caller, self.t.name, key, True)
             parent = await self.shard.lookup(ms, parent_type.namespace, key, caller.min_version)
             if parent is None:
                 raise missing(parent_type, parent_full)
@@ -200,6 +210,8 @@ class TypeService:
             parent = await self._parent_in_tx(tx, parent_full)
             gone = missing(self.parent_type, parent_full) if parent is not None else None
             authz.require_or_missing(t.name, "create", None, gone, parent=parent)
+            if in_foreign_catalog(parent):
+                raise foreign_refusal(f"create {self.label.lower()} in", parent.full_name, connection_of(parent))
             taken = tx.known(t.namespace, full_name)
             if taken is not UNKNOWN and taken is not None:
                 raise already_exists(f"{self.label} '{full_name}' already exists.")
@@ -212,7 +224,7 @@ class TypeService:
                           parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
                           storage_path=None, info=info)
             try:
-                asset = await self.on_create(tx, state, asset, parent, flags)
+                asset = await self.on_create(tx, state, asset, parent, {**flags, "authz": authz})
                 authz.require_storage(state, asset)     # storage inside an external location
             except CatalogError as refused:
                 if taken is UNKNOWN and await _taken_or_fail(tx, t.namespace, full_name, refused):
@@ -245,6 +257,8 @@ class TypeService:
         async def write(tx: WriteTx, state: MetastoreState):
             old = await self.find_in_tx(tx, name, key)
             authz.require_or_missing(t.name, "update", old, self.missing(name))
+            if is_mirrored(old) and (new_name is not None or not _governance_only(old, fields)):
+                raise foreign_refusal("change", old.full_name, connection_of(old))
             info = {**old.info, **fields, "updated_at": now, "updated_by": caller.name}
             new = await self.on_update(tx, state, old, dataclasses.replace(old, info=info), fields,
                                        {**flags, "authz": authz})
@@ -271,9 +285,11 @@ class TypeService:
         async def write(tx: WriteTx, state: MetastoreState):
             asset = await self.find_in_tx(tx, name, key)
             authz.require_or_missing(self.t.name, "delete", asset, self.missing(name))
+            if is_mirrored(asset):
+                raise foreign_refusal("delete", asset.full_name, connection_of(asset))
             below = await tx.descendants(asset.id) if self.holds_children else []
             visible = [a for a in below if a.type != "staging_table"]
-            if visible and not force:
+            if visible and not force and not is_foreign_catalog(asset):     # a mirror goes with its catalog
                 raise CatalogError(
                     "FAILED_PRECONDITION",
                     f"{self.label} '{name}' is not empty: it contains {len(visible)} object(s), "
@@ -283,6 +299,19 @@ class TypeService:
             await tx.delete([asset, *below])
 
         await self.shard.write(caller.metastore(), write)
+
+
+def _governance_only(old: Asset, fields: dict) -> bool:
+    """Whether an update of a mirrored schema or table sets governance only (an owner, a row filter,
+    the columns' masks): the rest is the foreign system's."""
+    for key, value in fields.items():
+        if key in GOVERNANCE_FIELDS:
+            continue
+        if key == "columns" and only_masks_differ(old.info.get("columns") or [], value):
+            continue
+        if old.info.get(key) != value:
+            return False
+    return True
 
 
 class MetastoreLevel(TypeService):

@@ -20,6 +20,7 @@ from ...entities.types import CATALOG, SCHEMA
 from ...shards.shard import Shard
 from .containers import Containers
 from .crud import TypeService
+from .foreign import Federation
 from .functions import Functions
 from .models import RegisteredModels
 from .tables import StagingTables, Tables
@@ -43,6 +44,9 @@ class CatalogService:
             "function": Functions(shard),
             "registered_model": RegisteredModels(shard),
         }
+        # Foreign catalogs' schemas and tables are made fresh before they are read (foreign.py).
+        self.federation = Federation(shard)
+        self.types["schema"].foreign = self.tables.foreign = self.federation
 
     def find(self, caller: Caller, type_name: str, full_name: str) -> Awaitable[Asset]:
         """The asset, if the caller may read it."""
