@@ -59,6 +59,9 @@ class IcebergBase:
     def namespace(warehouse: str | None, raw: str | list) -> list[str]:
         """A namespace's levels, with the warehouse catalog in front (a one-level namespace under
         a warehouse is a schema of it)."""
+        if not isinstance(raw, (list, str)):        # a JSON object or number sent as a namespace
+            raise IcebergError(400, "BadRequestException", f"Invalid namespace {raw!r:.80}: it must be a list of "
+                                                           "strings.")
         parts = raw if isinstance(raw, list) else raw.split(SEPARATOR)
         if not parts or not all(isinstance(p, str) and p for p in parts):
             raise IcebergError(400, "BadRequestException", f"Invalid namespace {raw!r:.80}.")

@@ -80,7 +80,7 @@ class Namespaces(IcebergBase):
         levels = self.namespace(warehouse, raw)
         asset = await self._container(caller, self.namespace_name(warehouse, levels))
         props = dict(_props(asset))
-        if asset.info.get("comment") is not None:
+        if asset.info.get("comment"):          # an empty comment is none (a removed one)
             props["comment"] = asset.info["comment"]
         if asset.info.get("storage_root"):
             props["location"] = asset.info["storage_root"]
@@ -106,11 +106,19 @@ class Namespaces(IcebergBase):
         if both:
             raise IcebergError(422, "UnprocessableEntityException",
                                f"Properties {sorted(both)} are both removed and updated.")
+        if "location" in updates or "location" in removals:
+            raise IcebergError(400, "BadRequestException", "A namespace's 'location' is its storage root, set when "
+                                                           "it is created; it cannot change.")
         asset = await self._container(caller, self.namespace_name(warehouse, levels))
-        props = dict(_props(asset))
-        absent = [k for k in removals if k not in props]
+        # `comment` is the catalog's or schema's comment (as load_namespace answers it), the rest its properties
+        props = {k: v for k, v in _props(asset).items() if k != "comment"}
+        had = dict(props, **({"comment": asset.info["comment"]} if asset.info.get("comment") else {}))
+        absent = [k for k in removals if k not in had]
         for k in removals:
             props.pop(k, None)
-        props.update(updates)
-        await self.catalogs.update(caller, asset.type, asset.full_name, {"properties": props})
+        props.update({k: v for k, v in updates.items() if k != "comment"})
+        fields = {"properties": props}
+        if "comment" in updates or "comment" in removals:
+            fields["comment"] = updates.get("comment", "")
+        await self.catalogs.update(caller, asset.type, asset.full_name, fields)
         return {"updated": sorted(updates), "removed": sorted(set(removals) - set(absent)), "missing": absent}
