@@ -4,10 +4,13 @@ and server errors included), and the answers the spec names where shardcat answe
 
 from __future__ import annotations
 
-import aiohttp
+import asyncio
+
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from governance_users import grant, user
+from pyiceberg.catalog import load_catalog
 
 from shardcat.web.middleware import error_middleware
 
@@ -95,3 +98,184 @@ async def test_a_server_error_is_in_each_protocols_error_model():
             assert r.status == 500 and "a bug" not in error["message"]
         r = await client.get("/api/2.1/unity-catalog/catalogs")
         assert r.status == 500 and (await r.json())["error_code"] == "INTERNAL_ERROR"
+
+
+# ---- answers the spec names --------------------------------------------------------------------------------
+
+VIEW_VERSION = {"version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {}, "default-namespace": ["s"],
+                "representations": [{"type": "sql", "sql": "SELECT 1 AS id", "dialect": "spark"}]}
+
+
+async def test_a_namespace_that_is_not_a_list_is_a_400(ice):
+    for namespace in ({"a": 1}, 5, 1.5, True, [5], [""], [{"a": 1}]):
+        status, body = await ice.call("POST", f"{P}/namespaces", json={"namespace": namespace})
+        error_model(status, body, "BadRequestException")
+        status, body = await ice.call("POST", f"{ICE}/namespaces", json={"namespace": namespace})
+        error_model(status, body, "BadRequestException")
+    await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    for namespace in ({"a": 1}, 7):
+        status, body = await ice.call("POST", f"{P}/tables/rename", json={
+            "source": {"namespace": ["s"], "name": "t"}, "destination": {"namespace": namespace, "name": "t"}})
+        error_model(status, body, "BadRequestException")
+        status, body = await ice.call("POST", f"{P}/tables/rename", json={
+            "source": {"namespace": namespace, "name": "t"}, "destination": {"namespace": ["s"], "name": "u"}})
+        error_model(status, body, "BadRequestException")
+        status, body = await ice.call("POST", f"{P}/transactions/commit", json={"table-changes": [
+            {"identifier": {"namespace": namespace, "name": "t"}, "requirements": [], "updates": []}]})
+        error_model(status, body, "BadRequestException")
+        status, body = await ice.call("POST", f"{P}/namespaces/s/views", json={
+            "name": "v", "schema": SCHEMA, "view-version": {**VIEW_VERSION, "default-namespace": namespace}})
+        error_model(status, body, "BadRequestException")
+    status, body = await ice.call("GET", f"{P}/namespaces/s/tables/t")
+    assert status == 200, body                # nothing of it changed
+
+
+async def test_a_view_without_sql_is_a_400_and_nothing_is_made(ice):
+    status, body = await ice.call("POST", f"{P}/namespaces/s/views", json={
+        "name": "v", "schema": SCHEMA, "view-version": {**VIEW_VERSION, "representations": []}})
+    assert "representation" in error_model(status, body, "BadRequestException")["message"]
+    status, body = await ice.call("GET", f"{P}/namespaces/s/views/v")
+    error_model(status, body, "NoSuchViewException")
+    status, body = await ice.call("POST", f"{P}/namespaces/s/views", json={
+        "name": "v", "schema": SCHEMA, "view-version": VIEW_VERSION})
+    assert status == 200, body
+    for update in ({"action": "set-properties", "updates": 5}, {"action": "add-view-version", "view-version": 5},
+                   {"action": "add-view-version", "view-version": {**VIEW_VERSION, "representations": []}},
+                   {"action": "add-schema", "schema": {**SCHEMA, "fields": [
+                       {"id": 1, "name": "id", "type": "long", "required": False, "initial-default": "abc"}]}}):
+        status, body = await ice.call("POST", f"{P}/namespaces/s/views/v", json={"updates": [update]})
+        error_model(status, body, "BadRequestException")
+
+
+async def test_exists_operations_answer_204(ice):
+    await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    await ice.call("POST", f"{P}/namespaces/s/views", json={"name": "v", "schema": SCHEMA, "view-version": VIEW_VERSION})
+    for base in (P, f"/iceberg-rest/v1/catalogs/ice"):
+        for path in ("/namespaces/s", "/namespaces/s/tables/t", "/namespaces/s/views/v"):
+            async with ice.session.head(ice.api + base + path, headers=ice.headers) as r:
+                assert (r.status, await r.read()) == (204, b""), path
+        for path in ("/namespaces/nope", "/namespaces/s/tables/nope", "/namespaces/s/views/nope",
+                     "/namespaces/s/tables/v", "/namespaces/s/views/t"):
+            async with ice.session.head(ice.api + base + path, headers=ice.headers) as r:
+                assert r.status == 404, path
+    async with ice.session.head(ice.api + f"{ICE}/namespaces/ice\x1fs", headers=ice.headers) as r:
+        assert r.status == 204
+    status, body = await ice.call("GET", f"{P}/namespaces/s/tables/t")     # the GET still answers the load
+    assert status == 200 and body["metadata"]["format-version"] == 2
+
+
+async def test_a_namespace_comment_update_persists(ice):
+    status, body = await ice.call("POST", f"{P}/namespaces", json={"namespace": ["c"], "properties": {
+        "comment": "first", "owner-team": "x"}})
+    assert status == 200, body
+    status, body = await ice.call("POST", f"{P}/namespaces/c/properties", json={"updates": {"comment": "second"}})
+    assert (status, body) == (200, {"updated": ["comment"], "removed": [], "missing": []})
+    status, body = await ice.call("GET", f"{P}/namespaces/c")
+    assert body["properties"] == {"comment": "second", "owner-team": "x"}, body
+    status, schema = await ice.call("GET", "/schemas/ice.c")
+    assert schema["comment"] == "second" and "comment" not in (schema.get("properties") or {}), schema
+    status, body = await ice.call("POST", f"{P}/namespaces/c/properties", json={"removals": ["comment", "nope"]})
+    assert (status, body) == (200, {"updated": [], "removed": ["comment"], "missing": ["nope"]})
+    status, body = await ice.call("GET", f"{P}/namespaces/c")
+    assert body["properties"] == {"owner-team": "x"}, body
+    # A location is the schema's storage root: refused, never answered as done and dropped.
+    status, body = await ice.call("POST", f"{P}/namespaces/c/properties", json={"updates": {"location": "file:///x"}})
+    error_model(status, body, "BadRequestException")
+
+
+def namespace_round(api: str, token: str, warehouse: dict, namespace) -> list[bool]:
+    """pyiceberg's own calls (blocking: run in a thread beside the server's loop)."""
+    catalog = load_catalog("t", type="rest", uri=api + "/iceberg", token=token, **warehouse)
+    seen = [catalog.namespace_exists(namespace)]
+    catalog.create_namespace_if_not_exists(namespace)
+    seen.append(catalog.namespace_exists(namespace))
+    catalog.create_namespace_if_not_exists(namespace)              # again: no error
+    return seen + [catalog.namespace_exists(namespace)]
+
+
+async def test_pyiceberg_namespace_exists_and_create_if_not_exists(ice):
+    for warehouse, namespace in (({"warehouse": "ice"}, "fresh"), ({"warehouse": "ice"}, "my_iceberg_database-abcdefgh"), ({}, ("ice", "fresher")), ({}, "newcat")):
+        assert await asyncio.to_thread(namespace_round, ice.api, ice.token, warehouse, namespace) == \
+            [False, True, True]
+
+
+async def test_format_version_3_tables_and_removals_of_unset_properties_over_rest(ice):
+    status, body = await ice.call("POST", f"{P}/namespaces/s/tables", json={
+        "name": "v3", "schema": SCHEMA, "properties": {"format-version": "3"}})
+    assert status == 200 and body["metadata"]["format-version"] == 3 and body["metadata"]["next-row-id"] == 0, body
+    status, body = await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "v2", "schema": SCHEMA})
+    status, body = await ice.call("POST", f"{P}/namespaces/s/tables/v2", json={"updates": [
+        {"action": "remove-properties", "removals": ["never-set"]},
+        {"action": "upgrade-format-version", "format-version": 3}]})
+    assert status == 200 and body["metadata"]["format-version"] == 3, body
+    status, body = await ice.call("GET", f"{P}/namespaces/s/tables/v2")
+    assert status == 200 and body["metadata"]["format-version"] == 3, body
+
+
+async def test_a_table_or_view_moves_to_another_namespace_of_its_catalog(server, ice):
+    await ice.call("POST", f"{P}/namespaces", json={"namespace": ["s2"]})
+    status, made = await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    await ice.call("POST", f"{P}/namespaces/s/views", json={"name": "v", "schema": SCHEMA, "view-version": VIEW_VERSION})
+    for kind in ("tables", "views"):
+        old = "t" if kind == "tables" else "v"
+        status, body = await ice.call("POST", f"{P}/{kind}/rename", json={
+            "source": {"namespace": ["s"], "name": old}, "destination": {"namespace": ["s2"], "name": old + "2"}})
+        assert status == 204, body
+        status, body = await ice.call("GET", f"{P}/namespaces/s2/{kind}")
+        assert body["identifiers"] == [{"namespace": ["s2"], "name": old + "2"}], body
+        status, body = await ice.call("GET", f"{P}/namespaces/s/{kind}")
+        assert body["identifiers"] == [], body
+    status, body = await ice.call("GET", f"{P}/namespaces/s2/tables/t2")
+    assert status == 200 and body["metadata-location"] == made["metadata-location"], body
+    status, body = await ice.call("GET", "/tables/ice.s2.t2")
+    assert status == 200 and body["schema_name"] == "s2" and body["full_name"] == "ice.s2.t2", body
+    # Into another catalog: the spec's 406; over a taken name: 409; into a missing namespace: 404.
+    await ice.call("POST", f"{ICE}/namespaces", json={"namespace": ["other"]})
+    await ice.call("POST", f"{ICE}/namespaces", json={"namespace": ["other", "x"]})
+    status, body = await ice.call("POST", f"{ICE}/tables/rename", json={
+        "source": {"namespace": ["ice", "s2"], "name": "t2"}, "destination": {"namespace": ["other", "x"], "name": "t"}})
+    error_model(status, body, "UnsupportedOperationException")
+    status, body = await ice.call("POST", f"{P}/tables/rename", json={
+        "source": {"namespace": ["s2"], "name": "t2"}, "destination": {"namespace": ["s"], "name": "v"}})
+    assert status == 404 or status == 204, body        # v moved away: the name in s is free again
+    status, body = await ice.call("POST", f"{P}/tables/rename", json={
+        "source": {"namespace": ["s"], "name": "v"}, "destination": {"namespace": ["s2"], "name": "v2"}})
+    error_model(status, body, "AlreadyExistsException")
+    status, body = await ice.call("POST", f"{P}/tables/rename", json={
+        "source": {"namespace": ["s"], "name": "v"}, "destination": {"namespace": ["nope"], "name": "v"}})
+    error_model(status, body, "NoSuchNamespaceException")
+
+
+async def test_moving_needs_the_tables_rename_and_a_create_in_the_destination(server, ice):
+    """Attacks: a user who may read the table, or own it without CREATE TABLE in the destination, or create
+    there without owning it, moves nothing; a table the user may not see answers as missing."""
+    await ice.call("POST", f"{P}/namespaces", json={"namespace": ["s2"]})
+    await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    mallory = await user(server, ice)
+    await grant(ice, "catalog", "ice", mallory.name, "USE_CATALOG")
+    move = {"source": {"namespace": ["s"], "name": "t"}, "destination": {"namespace": ["s2"], "name": "t"}}
+    status, body = await mallory.call("POST", f"{P}/tables/rename", json=move)
+    error_model(status, body, "NoSuchTableException")                    # not even seen
+    await grant(ice, "schema", "ice.s", mallory.name, "USE_SCHEMA", "SELECT", "MODIFY")
+    await grant(ice, "schema", "ice.s2", mallory.name, "USE_SCHEMA", "CREATE_TABLE")
+    status, body = await mallory.call("POST", f"{P}/tables/rename", json=move)
+    error_model(status, body, "ForbiddenException")                       # may read and write, not rename
+    status, body = await ice.call("PATCH", "/tables/ice.s.t", json={"owner": mallory.name})
+    assert status == 200, body
+    await grant(ice, "schema", "ice.s2", mallory.name, remove=["CREATE_TABLE"])
+    status, body = await mallory.call("POST", f"{P}/tables/rename", json=move)
+    error_model(status, body, "ForbiddenException")                       # owns it, may not create in s2
+    status, body = await ice.call("GET", f"{P}/namespaces/s/tables/t")
+    assert status == 200, body                                           # still where it was
+    await grant(ice, "schema", "ice.s2", mallory.name, "CREATE_TABLE")
+    status, body = await mallory.call("POST", f"{P}/tables/rename", json=move)
+    assert status == 204, body
+    # Grants follow the new schema: a reader of s alone no longer reads it, a reader of s2 does.
+    eve = await user(server, ice)
+    await grant(ice, "catalog", "ice", eve.name, "USE_CATALOG")
+    await grant(ice, "schema", "ice.s", eve.name, "USE_SCHEMA", "SELECT")
+    status, body = await eve.call("GET", f"{P}/namespaces/s2/tables/t")
+    error_model(status, body, "NoSuchTableException")
+    await grant(ice, "schema", "ice.s2", eve.name, "USE_SCHEMA", "SELECT")
+    status, body = await eve.call("GET", f"{P}/namespaces/s2/tables/t")
+    assert status == 200, body

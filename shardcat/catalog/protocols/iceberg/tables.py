@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import os
 import uuid
 
 from ....auth import Caller
 from ....entities.urls import is_within
+from ....entities.values import now_ms
 from ....entities.asset import Asset
 from ....errors import CatalogError
 from ....governance.authorize import authorizer
@@ -18,12 +20,15 @@ from ....iceberg import metadata as md
 from ....iceberg.tables import is_iceberg_table, is_iceberg_view
 from ....iceberg.tables import props as _props
 from ....shards.session import current
+from ....shards.shard import MetastoreState
 from ....store import history
+from ....store.writes import WriteTx
+from ...tree import assets
 from ...features.uniform import is_uniform, served
 from .base import IcebergBase
-from .base import _local_path
+from .base import _Lookups, _local_path
 from .errors import IcebergError, _kind, _taken_by, missing, require, require_data
-from .names import schema_of
+from .names import Name, schema_of
 
 
 def etag(metadata_location: str, snapshots: str, signed: bool) -> str:
@@ -222,9 +227,7 @@ class Tables(IcebergBase):
         dst = self.table_name(warehouse, destination.get("namespace") or [], destination["name"])
         await self._table(caller, src, view)
         if schema_of(src) != schema_of(dst):
-            await self._schema(caller, schema_of(dst))
-            raise IcebergError(400, "BadRequestException", "A table or view can be renamed within its namespace, "
-                                                           "not moved to another one.")
+            return await self._move(caller, src, dst, view)
         try:
             await self.catalogs.update(caller, "table", src, {"new_name": dst.rsplit(".", 1)[1]})
         except CatalogError as e:
@@ -236,3 +239,45 @@ class Tables(IcebergBase):
             kind = _kind(holder) if visible else ("View" if view else "Table")
             raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
                                                               f"{kind} already exists") from None
+
+    async def _move(self, caller: Caller, src: Name, dst: Name, view: bool) -> None:
+        """A rename into another namespace, which the spec allows: into another schema of the same catalog, as
+        renaming and creating there are governed (the table's owner or MANAGE, CREATE TABLE and USE SCHEMA on the
+        destination). Where a Unity catalog cannot follow, the spec's 406: into another catalog (grants,
+        storage and policies are a catalog's), or a managed table whose files lie in managed storage the
+        destination's tables do not use (the source schema's own storage root)."""
+        if src.split(".")[0] != dst.split(".")[0]:
+            raise IcebergError(406, "UnsupportedOperationException", f"Cannot rename {src.spelled} to {dst.spelled}: "
+                                                                     "a table or view moves within its catalog only.")
+        asset = await self._table(caller, src, view)
+        target = await self._schema(caller, schema_of(dst))
+        authz = await authorizer(self.shard, caller)
+        require(authz, "update", asset)
+        authz.require("table", "create", None, parent=target)
+        if asset.info.get("table_type") == "MANAGED":
+            state = await self.shard.state(caller.metastore(), caller.min_version)
+            root = await assets._managed_root(_Lookups(self.shard, caller), state, target)
+            if not is_within(asset.storage_path, root):
+                raise IcebergError(406, "UnsupportedOperationException",
+                                   f"Cannot rename {src.spelled} to {dst.spelled}: the table's files lie in managed "
+                                   f"storage that the tables of {schema_of(dst).spelled} do not use.")
+        now, name = now_ms(), dst.rsplit(".", 1)[1]
+
+        async def write(tx: WriteTx, state: MetastoreState):
+            current = await tx.get_by_id(asset.id)
+            if current is None or current.full_name != src:
+                raise missing("View" if view else "Table", src, " (dropped or renamed meanwhile)")
+            require(authz, "update", current)
+            schema = await tx.get("schema", schema_of(dst))
+            if schema is None or schema.id != target.id:
+                raise missing("Namespace", schema_of(dst))
+            authz.require("table", "create", None, parent=schema)
+            holder = await tx.get("table", dst)
+            if holder is not None:
+                kind = _kind(holder) if authz.sees(holder.type, holder) else ("View" if view else "Table")
+                raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
+                                                                  f"{kind} already exists")
+            info = {**current.info, "updated_at": now, "updated_by": caller.name}
+            await tx.put(dataclasses.replace(current, parent_id=schema.id, name=name, full_name=str(dst), info=info))
+
+        await self.shard.write(caller.metastore(), write)
