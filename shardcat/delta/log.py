@@ -1,7 +1,7 @@
 """The Delta transaction log, as the client reads and writes it: file names, actions, schemas,
 JSON commits, classic single-file Parquet checkpoints, and replay into a table state.
 
-Files go through `pyarrow.fs`, so a table location may be any URI pyarrow opens (file://, s3://).
+Files go through `pyarrow.fs`, so a table location may be any URI pyarrow opens (file://, s3://, abfss://).
 Only what shardcat's client writes is supported: partitions (shardcat/delta/partitions.py), no
 deletion vectors.
 """
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..entities.urls import normalize_url, storage_names
+from ..entities.urls import adls_parts, normalize_url, storage_names
 from ..entities.values import now_ms
 from .partitions import check_partition_columns
 
@@ -49,7 +49,8 @@ class Storage:
     def __init__(self, location: str, credentials: dict | None = None):
         """`credentials`: a TemporaryCredentials answer the catalog vended for the location; with
         `aws_temp_credentials` the files are opened with those keys, at its `endpoint_url` if it
-        names one (an S3-compatible store). Without, pyarrow's own configuration applies."""
+        names one (an S3-compatible store); with `azure_user_delegation_sas`, with that SAS (at its
+        `endpoint_url`, an emulator's, if it names one). Without, pyarrow's own configuration applies."""
         # The catalog's canonical form, decoded where the catalog decodes it (entities/urls.py), so the
         # files touched are the ones the catalog's rules were checked on; other spellings are refused.
         self.location = normalize_url(location)
@@ -57,6 +58,8 @@ class Storage:
         aws = (credentials or {}).get("aws_temp_credentials")
         if aws and head.startswith("s3"):
             self.fs, base = vended_s3(credentials), head.split("://", 1)[1]
+        elif (credentials or {}).get("azure_user_delegation_sas") and head.startswith("abfss"):
+            self.fs, base = vended_azure(credentials), adls_parts(self.location)[1]      # the container
         else:
             self.fs, base = pafs.FileSystem.from_uri("file:///" if head == "file://" else head)
         self.root = "/".join([base.rstrip("/"), *names]) if names else base
@@ -121,6 +124,21 @@ def vended_s3(credentials: dict) -> pafs.S3FileSystem:
     # Small files in one PutObject rather than a multipart upload (fewer requests; some
     # S3-compatible stores, moto among them, fail pyarrow's multipart completion).
     return pafs.S3FileSystem(**options, allow_delayed_open=True)
+
+
+def vended_azure(credentials: dict) -> pafs.AzureFileSystem:
+    """pyarrow's Azure file system for a vended SAS answer; an `endpoint_url` (an emulator's
+    http://host:port/account) becomes its blob and DFS authority and scheme."""
+    account = adls_parts(credentials["url"])[0]
+    sas = credentials["azure_user_delegation_sas"]["sas_token"]
+    options = {"account_name": account, "sas_token": sas if sas.startswith("?") else "?" + sas}  # Arrow appends it as is
+    endpoint = credentials.get("endpoint_url")
+    if endpoint:
+        scheme, _, rest = endpoint.partition("://")
+        host = rest.split("/", 1)[0]
+        options.update(blob_storage_authority=host, dfs_storage_authority=host, blob_storage_scheme=scheme,
+                       dfs_storage_scheme=scheme)
+    return pafs.AzureFileSystem(**options)
 
 
 # ---- actions --------------------------------------------------------------------------

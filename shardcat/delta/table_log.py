@@ -54,10 +54,11 @@ class TableLog:
     published: set[int]
     checkpoints: set[int]
     unpublished: dict[int, dict] = field(default_factory=dict)    # version -> DeltaCommitInfo JSON
+    credentials: dict | None = None     # a vended answer to open the files with (delta/log.py Storage)
 
     @property
     def storage(self) -> Storage:
-        return Storage(self.location)
+        return Storage(self.location, self.credentials)
 
     @property
     def earliest(self) -> int:
@@ -149,10 +150,11 @@ class TableLog:
         return found
 
 
-def open_log(location: str, catalog_latest: int | None, unpublished: dict[int, dict]) -> TableLog:
+def open_log(location: str, catalog_latest: int | None, unpublished: dict[int, dict],
+             credentials: dict | None = None) -> TableLog:
     """The table's log: `catalog_latest` is the catalog's latest ratified version for a
     catalog-managed table (None: a filesystem table, whose newest published commit is its latest)."""
-    storage = Storage(location)
+    storage = Storage(location, credentials)
     published, checkpoints = storage.list_log()
     if catalog_latest is None:
         if not published:
@@ -162,13 +164,14 @@ def open_log(location: str, catalog_latest: int | None, unpublished: dict[int, d
         latest = catalog_latest
         published = {v for v in published if v <= latest}
         checkpoints = {v for v in checkpoints if v <= latest}
-    return TableLog(location, latest, published, checkpoints, dict(unpublished))
+    return TableLog(location, latest, published, checkpoints, dict(unpublished), credentials)
 
 
-async def table_log(store, table) -> TableLog:
+async def table_log(store, table, credentials: dict | None = None) -> TableLog:
     """A Delta table's log as readers see it: the published log and, for a catalog-managed table,
     the catalog's ratified commits (read off the event loop). Raises TableLogError, OSError or
-    ValueError when it cannot be read."""
+    ValueError when it cannot be read. `credentials`: a vended answer for the table's location, for
+    storage pyarrow is not configured for (an abfss:// table's SAS)."""
     latest, unpublished = None, {}
     if (table.info.get("properties") or {}).get(FEATURE_PROPERTY) == "supported":
         start = 0
@@ -180,4 +183,4 @@ async def table_log(store, table) -> TableLog:
             if len(rows) < MAX_COMMITS_PER_PAGE:
                 break
             start = rows[-1]["version"] + 1
-    return await asyncio.to_thread(open_log, table.info.get("storage_location"), latest, unpublished)
+    return await asyncio.to_thread(open_log, table.info.get("storage_location"), latest, unpublished, credentials)

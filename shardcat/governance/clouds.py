@@ -7,7 +7,8 @@ vending.py answers file:// and s3:// itself and hands every other scheme here. A
 - `KINDS`: the storage credential kinds it vends with, in order of preference;
 - `async vend(kind, fields, url, *, write, now) -> dict`: the TemporaryCredentials answer for
   `url` (already authorized, canonical), `fields` being the covering credential's fields for
-  `kind` with their secrets opened.
+  `kind` with their secrets opened;
+- `signed_url(kind, fields, url, seconds) -> str`: a pre-signed GET of one file (Delta Sharing).
 
 This module finds that credential (through vending.py's covering-credential rule, passed in so
 there is no import circle), checks its kind and opens its sealed secrets (store/sealing.py), the
@@ -60,7 +61,19 @@ def covering_kind(box, credential, why: str | None, url: str, kinds: tuple[str, 
 async def vend(shard, caller, url: str, find_credential, *, write: bool, now: int | None = None) -> dict:
     """The answer of the cloud module serving `url`'s scheme; `find_credential(shard, caller, url)`
     gives (covering credential or None, why not)."""
-    cloud = CLOUDS[url.split(":", 1)[0]]
     credential, why = await find_credential(shard, caller, url)
-    kind, fields = covering_kind(shard.store.secrets, credential, why, url, cloud.KINDS)
+    return await vend_with(shard.store.secrets, credential, why, url, write=write, now=now)
+
+
+async def vend_with(box, credential, why: str | None, url: str, *, write: bool, now: int | None = None) -> dict:
+    """The answer of `url`'s cloud module with `credential`, the one covering it (None with `why`)."""
+    cloud = CLOUDS[url.split(":", 1)[0]]
+    kind, fields = covering_kind(box, credential, why, url, cloud.KINDS)
     return await cloud.vend(kind, fields, url, write=write, now=now)
+
+
+def file_signer(box, credential, why: str | None, location: str):
+    """`sign(url, seconds)`: pre-signed GETs of files under `location` with its covering credential."""
+    cloud = CLOUDS[location.split(":", 1)[0]]
+    kind, fields = covering_kind(box, credential, why, location, cloud.KINDS)
+    return lambda url, seconds: cloud.signed_url(kind, fields, url, seconds)

@@ -242,15 +242,19 @@ AWS = AwsVendor()     # one per process: every shard app in it shares the cache
 
 async def _credential_asset(shard, caller, url: str):
     """The storage credential (asset) whose identity reaches `url`, or None with the reason."""
-    ms = caller.metastore()
-    state = await shard.state(ms, caller.min_version)
+    return await covering_credential(shard, caller.metastore(), caller.min_version, url)
+
+
+async def covering_credential(shard, ms: str, min_version, url: str):
+    """The storage credential (asset) of metastore `ms` whose identity reaches `url`, or None with the reason."""
+    state = await shard.state(ms, min_version)
     location = location_of(state, url)
     if location is not None:
-        loc = await shard.lookup(ms, "external_location", location.full_name, caller.min_version)
+        loc = await shard.lookup(ms, "external_location", location.full_name, min_version)
         if loc is None:
             return None, f"external location '{location.full_name}' is gone"
         credential = await shard.lookup(ms, "credential", loc.info.get("credential_name", "").lower(),
-                                        caller.min_version)
+                                        min_version)
         if credential is None:
             return None, f"the credential of external location '{loc.name}' is gone"
         return credential, None
@@ -258,7 +262,7 @@ async def _credential_asset(shard, caller, url: str):
         meta = await shard.store.get_metastore(ms)
         credential_id = (meta.info.get("storage_root_credential_id") if meta else None) or ""
         if credential_id:
-            credential = await shard.lookup_id(ms, credential_id, caller.min_version)
+            credential = await shard.lookup_id(ms, credential_id, min_version)
             if credential is not None and credential.type == "credential":
                 return credential, None
             return None, f"the metastore's storage_root_credential_id '{credential_id}' names no credential"
@@ -373,3 +377,22 @@ async def vend_objects(shard, caller, location: str, urls: list[str]) -> list[di
                                **(s3_compatible.connection(store) if store else {})}})
     return out
 
+
+
+async def file_signer(shard, ms: str, location: str):
+    """For Delta Sharing: `sign(url, seconds) -> pre-signed GET URL` for the files under `location` (a
+    table's) on another cloud, signed with the credential covering it (clouds.py), or None for s3:// and
+    file://, which the sharing server signs itself."""
+    if location.split(":", 1)[0] not in clouds.CLOUDS:
+        return None
+    credential, why = await covering_credential(shard, ms, 0, location)
+    return clouds.file_signer(shard.store.secrets, credential, why, location)
+
+
+async def catalog_read_credentials(shard, ms: str, location: str) -> dict | None:
+    """A READ answer for the catalog's own read of `location` on another cloud (Delta Sharing reads a
+    shared table's log with it), or None for s3:// and file://, which it reads with its own identity."""
+    if location.split(":", 1)[0] not in clouds.CLOUDS:
+        return None
+    credential, why = await covering_credential(shard, ms, 0, location)
+    return await clouds.vend_with(shard.store.secrets, credential, why, location, write=False)

@@ -114,12 +114,16 @@ def sign_sas(account: str, container: str, directory: str, *, write: bool, expir
                                   permission=_permission(write), expiry=expiry, protocol=protocol)
 
 
-def blob_sas_url(fields: dict, url: str, seconds: int) -> str:
-    """A pre-signed read URL for one file (Delta Sharing): a blob SAS (`sr=b`) signed with the
-    account key of an azure_storage_key credential, on the account's blob endpoint."""
+def signed_url(kind: str, fields: dict, url: str, seconds: int) -> str:
+    """A pre-signed read URL for one file (Delta Sharing): a blob SAS (`sr=b`, read only) signed with
+    the account key of an azure_storage_key credential, on the account's blob endpoint. (An Entra ID
+    identity would need a user delegation key per answer: not offered, FAILED_PRECONDITION.)"""
     from azure.storage.blob import BlobSasPermissions, generate_blob_sas
     from urllib.parse import quote
 
+    if kind != "azure_storage_key":
+        raise CatalogError("FAILED_PRECONDITION", f"Delta Sharing pre-signs abfss:// files with an azure_storage_key "
+                                                  f"credential only; '{url}' is covered by an {kind}.")
     account, container, _, name = adls_parts(url)
     _same_account(fields, account, url)
     endpoint = fields.get("endpoint_url") or f"https://{account}.blob.core.windows.net"

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import glob
 import importlib
+import json
 import os
+from urllib.parse import parse_qs, urlsplit
 
 import deltalake
 import duckdb
@@ -168,3 +170,40 @@ async def test_pyiceberg_through_the_iceberg_rest_catalog(ws, server, az):
                                      token=browser.token)
     with pytest.raises((ForbiddenError, NoSuchTableError)):
         await asyncio.to_thread(theirs.load_table, "s.t")
+
+
+async def test_delta_sharing_answers_sas_urls(ws, server, az, tmp_path):
+    """A shared Delta table on Azure: the server reads its log with a SAS vended for its location and
+    hands the recipient one read-only blob SAS URL per file; the official connector reads with them."""
+    import delta_sharing
+    import requests
+    from test_delta_sharing import activate, call
+
+    await setup(ws, az, "eng4")
+    table = await ok(ws, "POST", "/tables", json={
+        "name": "d", "catalog_name": "main", "schema_name": "s", "table_type": "EXTERNAL",
+        "data_source_format": "DELTA", "columns": COLS, "storage_location": adls(az, "eng4/d")})
+    write = await ok(ws, "POST", "/temporary-table-credentials",
+                     json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    await asyncio.to_thread(deltalake.write_deltalake, write["url"], pa.table({"id": [1, 2, 3]}),
+                            storage_options=object_store_options(write))
+    await ok(ws, "POST", "/shares", json={"name": "trade"})
+    await ok(ws, "PATCH", "/shares/trade", json={"updates": [{"action": "ADD", "data_object": {"name": "main.s.d"}}]})
+    made = await ok(ws, "POST", "/recipients", json={"name": "acme", "authentication_type": "TOKEN"})
+    await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
+    profile = await activate(ws, made, tmp_path)
+
+    frame = await asyncio.to_thread(delta_sharing.load_as_pandas, f"{profile}#trade.s.d")
+    assert sorted(frame["id"].tolist()) == [1, 2, 3]
+    status, text, _ = await call(profile, "POST", "/shares/trade/schemas/s/tables/d/query", json={})
+    files = [json.loads(line)["file"] for line in text.splitlines()[2:]]
+    assert status == 200 and files
+    for f in files:
+        assert f["url"].startswith(f"{az.endpoint}/lake/eng4/d/")
+        signed = parse_qs(urlsplit(f["url"]).query)
+        assert (signed["sr"], signed["sp"]) == (["b"], ["r"])
+        assert (await asyncio.to_thread(requests.get, f["url"], timeout=30)).status_code == 200
+    # A SAS URL is for its one blob: pointed at another, Azurite refuses it.
+    other = files[0]["url"].replace("/eng4/d/", "/eng4/d/_delta_log/00000000000000000000.json?", 1).split("?")[0]
+    forged = other + "?" + urlsplit(files[0]["url"]).query
+    assert (await asyncio.to_thread(requests.get, forged, timeout=30)).status_code == 403

@@ -39,6 +39,7 @@ from ....governance.audit import annotate
 from ....governance.authorize import Authz, carries_policies
 from ....governance.grants import Subjects
 from ....governance.index import privilege_index
+from ....governance.vending import catalog_read_credentials, file_signer
 from ....shards.shard import Shard
 from ....store.errors import MetastoreGone
 from ....web.kit import client_address, public_origin, ShardServing, Handler
@@ -284,7 +285,10 @@ class SharingServer:
 
     async def log(self, t: SharedTable) -> TableLog:
         try:
-            return await table_log(self.shard.store, t.table)
+            # Another cloud's table is read with a SAS or token vended for its location (governance/vending.py).
+            credentials = await catalog_read_credentials(self.shard, t.table.metastore_id,
+                                                         t.table.info.get("storage_location") or "")
+            return await table_log(self.shard.store, t.table, credentials)
         except (TableLogError, OSError, ValueError) as e:
             raise _error("FAILED_PRECONDITION", f"Table '{t.schema}.{t.name}' cannot be read: {e}") from None
 
@@ -389,7 +393,8 @@ def _ndjson(lines: list[dict], version: int, fmt: str) -> web.Response:
 class _Urls:
     """Pre-signed URLs for one answer's files: one expiry for all of them."""
 
-    def __init__(self, request: web.Request, shard: Shard, r: Recipient, t: SharedTable):
+    def __init__(self, request: web.Request, shard: Shard, r: Recipient, t: SharedTable, signer=None):
+        self.signer = signer          # another cloud's pre-signer (governance/vending.py file_signer), or None
         self.origin = public_origin(request)
         self.box = shard.store.secrets
         self.r, self.t = r, t
@@ -403,8 +408,10 @@ class _Urls:
             raise _error("FAILED_PRECONDITION", "The table's log names a file outside the table.") from None
         if full.startswith("s3://"):
             return files.presigned_s3(full, (self.expires - now_ms()) // 1000)
+        if self.signer is not None:             # abfss:// (a blob SAS), gs:// (a V4 signed URL)
+            return self.signer(full, max(1, (self.expires - now_ms()) // 1000))
         if not full.startswith("file://"):
-            raise _error("FAILED_PRECONDITION", "This server pre-signs only file:// and s3:// storage.")
+            raise _error("FAILED_PRECONDITION", "This server pre-signs only file://, s3://, abfss:// and gs:// storage.")
         grant = files.FileGrant(self.r.metastore_id, self.t.share.id, self.t.table.id, self.r.asset.id, path,
                                 self.expires, self.r.token["id"])
         return files.signed_url(self.origin, SHARING_PREFIX, self.box, grant)
@@ -611,7 +618,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
                 continue
             kept.append(a)
         kept = _limit(kept, limit)
-        urls = _Urls(request, shard, r, t)
+        urls = _Urls(request, shard, r, t, await file_signer(shard, r.metastore_id, t.table.info["storage_location"]))
         lines = [_protocol_line(fmt, state.protocol or {}),
                  _metadata_line(fmt, state.metadata, t, version, None if version is not None else state.files)]
         if version is None:
@@ -639,7 +646,8 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         fmt = _format(request, state.protocol or {})
         partition_columns = list(state.metadata.get("partitionColumns") or [])
         test = reader.partition_test(partition_columns)
-        urls = _Urls(request, shard, reader.r, t)
+        urls = _Urls(request, shard, reader.r, t,
+                        await file_signer(shard, reader.r.metastore_id, t.table.info["storage_location"]))
 
         def collect():
             out, sizes = [], {}
