@@ -257,3 +257,32 @@ def test_an_adls_gen2_sas_is_scoped_to_the_directory():
     assert parse_qs(token)["sdd"] == ["3"] and parse_qs(token)["sp"] == ["racwdl"]
     root = parse_qs(vending_azure.sign_sas("acct", "lake", "", write=False, expiry=expiry, account_key="a2V5"))
     assert root["sr"] == ["c"]         # the asset is the whole container
+
+
+async def test_volumes_and_batched_resolve_vend_the_same_way(ws, server, az):
+    await lake(ws, az)
+    volume = await ok(ws, "POST", "/volumes", json={"name": "v", "catalog_name": "main", "schema_name": "s",
+                                                    "volume_type": "EXTERNAL", "storage_location": adls(az, "data/free")})
+    answer = await ok(ws, "POST", "/temporary-volume-credentials",
+                      json={"volume_id": volume["volume_id"], "operation": "READ_VOLUME"})
+    assert answer["url"] == adls(az, "data/free") and parse_qs(sas_of(answer))["sp"] == ["rl"]
+    assert read(container(az, answer), "data/free/f.csv") == b"content of data/free/f.csv"
+    written = await ok(ws, "POST", "/temporary-volume-credentials",
+                       json={"volume_id": volume["volume_id"], "operation": "WRITE_VOLUME"})
+    container(az, written).upload_blob("data/free/g.csv", b"g", overwrite=True)
+    # A user with READ VOLUME only gets no write SAS; one without it none at all.
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "main", reader.name, "USE CATALOG")
+    await grant(ws, "schema", "main.s", reader.name, "USE SCHEMA")
+    await grant(ws, "volume", "main.s.v", reader.name, "READ VOLUME")
+    assert read(container(az, await ok(reader, "POST", "/temporary-volume-credentials", json={
+        "volume_id": volume["volume_id"], "operation": "READ_VOLUME"})), "data/free/g.csv") == b"g"
+    status, body = await reader.call("POST", "/temporary-volume-credentials",
+                                     json={"volume_id": volume["volume_id"], "operation": "WRITE_VOLUME"})
+    assert status == 403 and "sas_token" not in json.dumps(body), body
+    # Batched resolve attaches the same answer to each table it may read, and none to the others.
+    await grant(ws, "table", "main.s.t", reader.name, "SELECT")
+    out = await ok(reader, "POST", "/resolve", json={"items": [{"name": "main.s.t"}, {"name": "main.s.u"}]})
+    t, u = out["items"]
+    assert read(container(az, t["temporary_credentials"]), "data/t/part-0.parquet")
+    assert "temporary_credentials" not in u and "sas_token" not in json.dumps(u)
