@@ -88,14 +88,15 @@ class Shard:
     those the router assigned, answering NOT_OWNER for the rest."""
 
     def __init__(self, store: CatalogStore, name: str = "shard-0", *, claim_on_demand: bool = True,
-                 cache: CacheConfig = CacheConfig(), group_commit: GroupCommitConfig = GroupCommitConfig()):
+                 cache: CacheConfig = CacheConfig(), group_commit: GroupCommitConfig = GroupCommitConfig(),
+                 clock=time.monotonic):
         self.store = store
         self.group_commit = group_commit
         self.name = name
         self.claim_on_demand = claim_on_demand
         self.cache_config = cache
         self.states: dict[str, MetastoreState] = {}
-        self._clock = time.monotonic
+        self._clock = clock       # idle eviction's (tests pass their own)
         self._swept = self._clock()
         self.stats = {"idle_evictions": 0, "reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
                       "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0}
