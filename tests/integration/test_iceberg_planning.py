@@ -4,7 +4,8 @@ cancelPlanning and fetchScanTasks, synchronous and asynchronous, and pyiceberg r
 The table is written by pyiceberg (file:// managed storage), partitioned by `day` with several files a day,
 so a filter on the partition column prunes by partition values and one on `id` by column statistics;
 the tasks answered are exactly those pyiceberg's own client-side planning finds. On file:// the plan
-vends no credential (none is needed); S3's per-file credentials are tests/integration/test_iceberg_signing.py's.
+vends no credential (none is needed); on S3 (moto's STS with session policies enforced) the credential
+a plan vends reads the planned objects and nothing else of the table.
 Attacks: another user's plan id and plan tasks, a user without SELECT, a table with a row filter for an
 untrusted engine, malformed and incremental requests."""
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+import boto3
 import pyarrow as pa
 import pytest
 from governance_users import grant, user
@@ -22,8 +24,12 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
+from test_vending import denied, lake, moto, session_policies_enforced, sts  # noqa: F401
 
+from shardcat.auth import Caller
 from shardcat.catalog.protocols.iceberg import scan
+from shardcat.governance.vending import vend_objects
+from shardcat.serving.app import SERVING
 
 P = "/iceberg/v1/catalogs/ice"
 T = f"{P}/namespaces/s/tables/events"
@@ -219,3 +225,32 @@ async def test_a_row_filtered_table_is_planned_for_trusted_engines_only(ws, serv
     assert status == 403 and "row filter" in body["error"]["message"]
     status, body = await plan(engine, {})
     assert status == 200 and len(planned(body)) == len(DAYS) * FILES_A_DAY
+
+
+async def test_a_plan_vends_exactly_its_files(ws, server, sts):
+    """vend_objects, the credentials a plan answers: the planned keys readable, the table's others not."""
+    b = sts["bucket"]
+    await lake(ws, sts)                      # an external location over s3://<b>/data with the role
+    role = boto3.client("sts", endpoint_url=sts["url"], region_name="us-east-1",
+                        aws_access_key_id=sts["key"]["AccessKeyId"],
+                        aws_secret_access_key=sts["key"]["SecretAccessKey"]).assume_role(
+        RoleArn=sts["role"], RoleSessionName="setup")["Credentials"]
+    admin = boto3.client("s3", endpoint_url=sts["url"], region_name="us-east-1", aws_access_key_id=role["AccessKeyId"],
+                         aws_secret_access_key=role["SecretAccessKey"], aws_session_token=role["SessionToken"])
+    for name in ("a", "b", "c"):
+        admin.put_object(Bucket=b, Key=f"data/t/data/{name}.parquet", Body=name.encode())
+    shard = server.runner.app[SERVING].shard
+    caller = Caller("admin", 0, True, ws.workspace_id, ws.metastore_id)
+    granted = await vend_objects(shard, caller, f"s3://{b}/data/t",
+                                 [f"s3://{b}/data/t/data/a.parquet", f"s3://{b}/data/t/data/b.parquet",
+                                  f"s3://{b}/elsewhere/x", "file:///etc/passwd"])
+    (one,) = granted
+    assert one["urls"] == [f"s3://{b}/data/t/data/a.parquet", f"s3://{b}/data/t/data/b.parquet"]
+    c = one["answer"]["aws_temp_credentials"]
+    theirs = boto3.client("s3", endpoint_url=sts["url"], region_name="us-east-1", aws_access_key_id=c["access_key_id"],
+                          aws_secret_access_key=c["secret_access_key"], aws_session_token=c["session_token"])
+    assert theirs.get_object(Bucket=b, Key="data/t/data/a.parquet")["Body"].read() == b"a"
+    assert theirs.get_object(Bucket=b, Key="data/t/data/b.parquet")["Body"].read() == b"b"
+    assert denied(lambda: theirs.get_object(Bucket=b, Key="data/t/data/c.parquet"))
+    assert denied(lambda: theirs.list_objects_v2(Bucket=b, Prefix="data"))     # no listing at all
+    assert denied(lambda: theirs.put_object(Bucket=b, Key="data/t/data/a.parquet", Body=b"x"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ....errors import CatalogError
-from ....web.kit import json_body, ok, ShardServing, Handler
+from ....web.kit import json_body, ok, public_origin, ShardServing, Handler
 from ....web.iceberg_errors import iceberg_response
 from . import idempotency
 from .catalog import IcebergCatalog
@@ -65,7 +65,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         delegation = frozenset(m.strip() for m in r.headers.get("X-Iceberg-Access-Delegation", "").split(","))
         raw = r.rel_url.raw_path
         cut = raw.index("/v1/")
-        signer = (f"{r.scheme}://{r.host}{raw[:cut]}", f"{raw[cut + 1:]}/sign")
+        signer = (f"{public_origin(r)}{raw[:cut]}", f"{raw[cut + 1:]}/sign")
         tag, answer = await ice.load_table_tagged(c, table(r, w), snapshots, delegation, signer,
                                                   r.headers.get("If-None-Match"))
         response = web.Response(status=304) if answer is None else ok(answer)
