@@ -1,7 +1,8 @@
 """The Delta transaction log, as the client reads and writes it: file names, actions, schemas,
 JSON commits, classic single-file Parquet checkpoints, and replay into a table state.
 
-Files go through `pyarrow.fs`, so a table location may be any URI pyarrow opens (file://, s3://, abfss://).
+Files go through `pyarrow.fs`, so a table location may be any URI pyarrow opens (file://, s3://, abfss://,
+gs://).
 Only what shardcat's client writes is supported: partitions (shardcat/delta/partitions.py), no
 deletion vectors.
 """
@@ -12,6 +13,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -60,6 +62,12 @@ class Storage:
             self.fs, base = vended_s3(credentials), head.split("://", 1)[1]
         elif (credentials or {}).get("azure_user_delegation_sas") and head.startswith("abfss"):
             self.fs, base = vended_azure(credentials), adls_parts(self.location)[1]      # the container
+        elif head.startswith("gs://"):
+            # Only with a vended token: pyarrow's own Google credentials would ask the VM metadata
+            # server, an address the catalog does not call.
+            if not (credentials or {}).get("gcp_oauth_token"):
+                raise ValueError(f"'{self.location}' is read with credentials vended for it, and none were given")
+            self.fs, base = vended_gcs(credentials), head.split("://", 1)[1]
         else:
             self.fs, base = pafs.FileSystem.from_uri("file:///" if head == "file://" else head)
         self.root = "/".join([base.rstrip("/"), *names]) if names else base
@@ -139,6 +147,19 @@ def vended_azure(credentials: dict) -> pafs.AzureFileSystem:
         options.update(blob_storage_authority=host, dfs_storage_authority=host, blob_storage_scheme=scheme,
                        dfs_storage_scheme=scheme)
     return pafs.AzureFileSystem(**options)
+
+
+def vended_gcs(credentials: dict) -> pafs.GcsFileSystem:
+    """pyarrow's GCS file system for a vended OAuth token; an `endpoint_url` (an emulator's
+    http://host:port) becomes its endpoint and scheme."""
+    options = {"access_token": credentials["gcp_oauth_token"]["oauth_token"],
+               "credential_token_expiration": datetime.fromtimestamp(credentials["expiration_time"] / 1000,
+                                                                     tz=timezone.utc)}
+    endpoint = credentials.get("endpoint_url")
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        options.update(scheme=scheme, endpoint_override=host)
+    return pafs.GcsFileSystem(**options)
 
 
 # ---- actions --------------------------------------------------------------------------

@@ -33,6 +33,8 @@ signed locally with the key by google-cloud-storage (no call to Google).
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import json
 import os
 import re
@@ -161,15 +163,21 @@ def signing_account(kind: str, fields: dict) -> dict:
 
 
 def _service_account(account: dict):
+    return _credentials(account["email"], account["private_key_id"], account["private_key"],
+                        os.environ.get("SHARDCAT_GCP_TOKEN_URI") or GOOGLE_TOKEN_URI)
+
+
+@functools.lru_cache(maxsize=64)
+def _credentials(email: str, key_id: str, private_key: str, token_uri: str):
+    """google-auth's service-account credentials, kept: loading an RSA key checks it, tens of
+    milliseconds of CPU that a signed URL per shared file would otherwise pay each time."""
     from google.oauth2 import service_account
     try:
         return service_account.Credentials.from_service_account_info(
-            {"type": "service_account", "client_email": account["email"], "private_key_id": account["private_key_id"],
-             "private_key": account["private_key"],
-             "token_uri": os.environ.get("SHARDCAT_GCP_TOKEN_URI") or GOOGLE_TOKEN_URI},
-            scopes=[STORAGE_SCOPE])
+            {"type": "service_account", "client_email": email, "private_key_id": key_id, "private_key": private_key,
+             "token_uri": token_uri}, scopes=[STORAGE_SCOPE])
     except (ValueError, TypeError) as e:
-        raise CatalogError("FAILED_PRECONDITION", f"Service account '{account['email']}' has a key google-auth "
+        raise CatalogError("FAILED_PRECONDITION", f"Service account '{email}' has a key google-auth "
                                                   f"cannot sign with: {type(e).__name__}.") from None
 
 
@@ -203,7 +211,8 @@ def _google_error(what: str, e: Exception) -> CatalogError:
 def _source_token(account: dict) -> GcpToken:
     """One blocking JWT-bearer grant (run it in a thread): the service account's own access token."""
     from google.auth import exceptions
-    credentials = _service_account(account)
+    # A copy per grant: the kept credentials stay a signer, never holding a token other threads could see.
+    credentials = copy.copy(_service_account(account))
     try:
         credentials.refresh(_request())
     except exceptions.GoogleAuthError as e:
@@ -269,6 +278,11 @@ class GcpVendor:
         bucket, prefix = gs_bucket_key(url)
         endpoints = (os.environ.get("SHARDCAT_GCP_TOKEN_URI"), os.environ.get("SHARDCAT_GCP_STS_ENDPOINT"))
         who = (account["email"], account["private_key_id"], endpoints)
+        scoped = ("scoped", who, url, "READ_WRITE" if write else "READ")
+        hit = self.cache.get(scoped)         # the common case: no need to look at the source token
+        if hit is not None:
+            self.stats["cache_hits"] += 1
+            return hit
 
         def source_token():
             self.stats["source_tokens"] += 1
@@ -278,7 +292,7 @@ class GcpVendor:
         def exchange():
             self.stats["exchanges"] += 1
             return _exchange(source, bucket, prefix, write)
-        return await self._once(("scoped", who, url, "READ_WRITE" if write else "READ"), exchange)
+        return await self._once(scoped, exchange)
 
     async def vend(self, kind: str, fields: dict, url: str, *, write: bool, now: int | None = None) -> dict:
         found = await self.token(signing_account(kind, fields), url, write=write)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import email
+import functools
 import hashlib
 import json
 import re
@@ -79,7 +80,7 @@ class ServiceAccount:
     key: dict
     buckets: set[str]
 
-    @property
+    @functools.cached_property
     def public_key(self):
         return serialization.load_pem_private_key(self.key["private_key"].encode(), None).public_key()
 

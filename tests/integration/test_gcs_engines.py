@@ -159,3 +159,49 @@ async def test_pyiceberg_writes_and_reads_through_the_iceberg_catalog(ws, server
     assert appended != "appended", appended
     status, body = await ws.call("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/ice")
     assert status == 200 and json.dumps(body).count("gcs.oauth2.token") >= 1
+
+
+async def test_delta_sharing_answers_v4_signed_urls(ws, server, gcs_env, tmp_path):
+    """A shared Delta table on gs://: the server reads its log with a token vended for its location and
+    answers each file as a V4 signed URL made with the covering key; the official connector reads them,
+    and the stand-in checks each signature (a URL moved to another object is refused)."""
+    import delta_sharing
+    import deltalake
+    import requests
+    from urllib.parse import parse_qs, urlsplit
+    from test_delta_sharing import activate, call
+
+    await lake(ws, gcs_env)
+    table = await ok(ws, "POST", "/tables", json={
+        "name": "d", "catalog_name": "main", "schema_name": "s", "table_type": "EXTERNAL",
+        "data_source_format": "DELTA", "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint",
+                                                    "type_json": '"long"', "position": 0}],
+        "storage_location": "gs://lake/data/d"})
+    # delta-rs takes no bearer token for GCS (docs/storage.md): the table is written locally, then put in place
+    # with the token vended for it.
+    await asyncio.to_thread(deltalake.write_deltalake, str(tmp_path / "d"), pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    write = await ok(ws, "POST", "/temporary-table-credentials", json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    fs = store(write)
+    for path in (tmp_path / "d").rglob("*"):
+        if path.is_file():
+            fs.pipe(f"lake/data/d/{path.relative_to(tmp_path / 'd').as_posix()}", path.read_bytes())
+    await ok(ws, "POST", "/shares", json={"name": "trade"})
+    await ok(ws, "PATCH", "/shares/trade", json={"updates": [{"action": "ADD", "data_object": {"name": "main.s.d"}}]})
+    made = await ok(ws, "POST", "/recipients", json={"name": "acme", "authentication_type": "TOKEN"})
+    await ok(ws, "PATCH", "/shares/trade/permissions", json={"changes": [{"principal": "acme", "add": ["SELECT"]}]})
+    profile = await activate(ws, made, tmp_path)
+
+    frame = await asyncio.to_thread(delta_sharing.load_as_pandas, f"{profile}#trade.s.d")
+    assert sorted(frame["id"].tolist()) == [1, 2, 3]
+    status, text, _ = await call(profile, "POST", "/shares/trade/schemas/s/tables/d/query", json={})
+    files = [json.loads(line)["file"] for line in text.splitlines()[2:]]
+    assert status == 200 and files
+    for f in files:
+        assert f["url"].startswith(f"{gcs_env.storage_url}/lake/data/d/")
+        signed = parse_qs(urlsplit(f["url"]).query)
+        assert signed["X-Goog-Algorithm"] == ["GOOG4-RSA-SHA256"] and signed["X-Goog-SignedHeaders"] == ["host"]
+        assert signed["X-Goog-Credential"][0].startswith(gcs_env.account.email + "/")
+        assert (await asyncio.to_thread(requests.get, f["url"], timeout=30)).status_code == 200
+    path, query = files[0]["url"].split("?", 1)
+    forged = path.rsplit("/", 1)[0] + "/_delta_log/00000000000000000000.json?" + query
+    assert (await asyncio.to_thread(requests.get, forged, timeout=30)).status_code == 403
