@@ -1,4 +1,4 @@
-"""GCS's rows of the vending benchmark (benchmarks/bench_vending.py registers `measure`): gs:// credentials per second.
+"""GCS's rows of the vending benchmark (benchmarks/bench_vending.py registers `gcs`): gs:// credentials per second.
 
 The vendor is shardcat's own (`governance/vending_gcs.GcpVendor`, what every vending endpoint calls);
 Google is the loopback stand-in of tests/integration/gcs_cloud.py, in its own process: its OAuth token
@@ -7,16 +7,15 @@ uncached rate is shardcat's side plus a loopback round trip and the stand-in's w
 latency (tens of milliseconds per STS call from a cloud region, by Google's own account, is the
 figure to plan with); the CPU column is this process's alone, i.e. shardcat's cost per credential.
 
-Rows:
-- cold: a fresh vendor's first credential (a source-token grant, then an exchange);
-- uncached: a new prefix each time, the account's source token reused (one STS exchange each),
-  one at a time and 16 at once;
-- cached: the same prefix again (a TLRU hit).
+Rows: uncached, a new prefix each time with the account's source token reused (one STS exchange each);
+cached, the same prefix again (a TLRU hit). `cold` (run by itself: `python -m benchmarks.vending_gcs`)
+times a fresh vendor's first credential: a JWT-bearer grant for the source token, then an exchange.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -30,23 +29,8 @@ def _cpu() -> float:
     return t.user + t.system
 
 
-async def _timed(label: str, calls, concurrency: int = 1) -> dict:
-    """Run the coroutine factories in `calls`, `concurrency` at a time: rate and CPU per call."""
-    started, cpu = time.perf_counter(), _cpu()
-    pending = list(calls)
-    while pending:
-        batch, pending = pending[:concurrency], pending[concurrency:]
-        if concurrency == 1:
-            await batch[0]()
-        else:
-            await asyncio.gather(*(c() for c in batch))
-    wall, used = time.perf_counter() - started, _cpu() - cpu
-    n = len(calls)
-    return {"case": label, "calls": n, "concurrency": concurrency, "per_second": n / wall,
-            "wall_ms_per_call": wall * 1000 / n, "cpu_us_per_call": used * 1e6 / n}
-
-
-async def _measure(uncached: int, cached: int) -> list[dict]:
+async def gcs(calls: int, measure) -> list[tuple[str, dict]]:
+    """bench_vending.py's rows for gs://: `measure(call, base, calls)` is its uncached/cached timing."""
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     import gcs_cloud
     from shardcat.governance import vending_gcs
@@ -57,32 +41,42 @@ async def _measure(uncached: int, cached: int) -> list[dict]:
         os.environ["SHARDCAT_GCP_TOKEN_URI"] = google.token_url
         os.environ["SHARDCAT_GCP_STS_ENDPOINT"] = google.sts_url
         fields = gcs_cloud.key_fields(google, account)
-
-        def vend(vendor, url):
-            return lambda: vendor.vend("gcp_service_account_key", fields, url, write=False)
-
-        rows = []
-        colds = [vend(vending_gcs.GcpVendor(), f"gs://lake/cold/{i}") for i in range(20)]
-        rows.append(await _timed("cold (source token + exchange)", colds))
         vendor = vending_gcs.GcpVendor()
-        await vend(vendor, "gs://lake/warm")()                     # the source token, once
-        rows.append(await _timed("uncached (one STS exchange)",
-                                 [vend(vendor, f"gs://lake/seq/{i}") for i in range(uncached)]))
-        rows.append(await _timed("uncached (one STS exchange)",
-                                 [vend(vendor, f"gs://lake/par/{i}") for i in range(uncached)], concurrency=16))
-        rows.append(await _timed("cached", [vend(vendor, "gs://lake/seq/0") for _ in range(cached)]))
-        assert vendor.stats["source_tokens"] == 1, vendor.stats
-        return rows
+
+        async def call(url):
+            return await vendor.vend("gcp_service_account_key", fields, url, write=False)
+        result = await measure(call, "gs://lake/data", calls)
+        # One source token for the run; an exchange per uncached call (plus the warm-up and the first cached).
+        assert vendor.stats["source_tokens"] == 1 and vendor.stats["exchanges"] == calls + 2, vendor.stats
+        return [("gs:// gcp_service_account_key, STS exchange with an access boundary (loopback stand-in)", result)]
     finally:
         google.stop()
 
 
-def measure(uncached: int = 300, cached: int = 20000) -> list[dict]:
-    """GCS's rows: [{case, calls, concurrency, per_second, wall_ms_per_call, cpu_us_per_call}]."""
-    return asyncio.run(_measure(uncached, cached))
+async def cold(runs: int = 10) -> dict:
+    """A fresh vendor's first credential (a JWT-bearer grant for the source token, then an exchange): ms each."""
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import gcs_cloud
+    from shardcat.governance import vending_gcs
+
+    google = gcs_cloud.Google().start()
+    try:
+        account = google.add_account(gcs_cloud.new_service_account("bench", {"lake"}))
+        os.environ["SHARDCAT_GCP_TOKEN_URI"] = google.token_url
+        os.environ["SHARDCAT_GCP_STS_ENDPOINT"] = google.sts_url
+        fields = gcs_cloud.key_fields(google, account)
+        times, cpu = [], _cpu()
+        for i in range(runs):
+            started = time.perf_counter()
+            await vending_gcs.GcpVendor().vend("gcp_service_account_key", fields, f"gs://lake/cold/{i}", write=False)
+            times.append((time.perf_counter() - started) * 1000)
+        return {"runs": runs, "ms": sorted(times), "cpu_ms_per_run": (_cpu() - cpu) * 1000 / runs}
+    finally:
+        google.stop()
 
 
 if __name__ == "__main__":
-    for row in measure():
-        print(f"{row['case']:<34} x{row['concurrency']:<3} {row['per_second']:>10.0f}/s "
-              f"{row['wall_ms_per_call']:>8.3f} ms  {row['cpu_us_per_call']:>8.0f} us CPU")
+    from .bench_vending import measure
+    for label, r in asyncio.run(gcs(300, measure)):
+        print(label, json.dumps(r))
+    print("cold", json.dumps(asyncio.run(cold())))
