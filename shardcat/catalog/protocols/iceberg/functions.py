@@ -68,8 +68,8 @@ def _nested(spark_type):
     raise NoRepresentation(str(kind))
 
 
-def function_metadata(info: dict) -> dict:
-    """A Unity Catalog FunctionInfo as the spec's FunctionMetadata; NoRepresentation if it has none."""
+def function_metadata(function_id: str, info: dict) -> dict:
+    """A Unity Catalog function (its id and info) as the spec's FunctionMetadata; NoRepresentation if it has none."""
     if info.get("routine_body") != "SQL":
         raise NoRepresentation(f"its body is {info.get('routine_body')} ({info.get('external_language', '')}), "
                                "not SQL")
@@ -97,7 +97,7 @@ def function_metadata(info: dict) -> dict:
                                                      "sql": info.get("routine_definition", "")}]}]}
     if info.get("comment"):
         definition["doc"] = info["comment"]
-    out = {"function-uuid": info["function_id"], "format-version": 1, "definitions": [definition],
+    out = {"function-uuid": function_id, "format-version": 1, "definitions": [definition],
            "definition-log": [{"timestamp-ms": at, "definition-versions": [{"definition-id": definition_id,
                                                                              "version-id": 1}]}]}
     if info.get("comment"):
@@ -105,9 +105,9 @@ def function_metadata(info: dict) -> dict:
     return out
 
 
-def representable(info: dict) -> bool:
+def representable(asset) -> bool:
     try:
-        function_metadata(info)
+        function_metadata(asset.id, asset.info)
         return True
     except NoRepresentation:
         return False
@@ -127,21 +127,21 @@ class Functions(IcebergBase):
                     from None
             raise
         namespace = self.shown(warehouse, schema)
-        out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if representable(a.info)]}
+        out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if representable(a)]}
         if token:
             out["next-page-token"] = token
         return out
 
     async def load_function(self, caller: Caller, full_name: Name) -> dict:
         try:
-            info = await self.catalogs.get(caller, "function", full_name)
+            asset = await self.catalogs.find(caller, "function", full_name)
         except CatalogError as e:
             if e.code == "NOT_FOUND":
                 raise IcebergError(404, "NoSuchFunctionException", f"Function does not exist: {full_name.spelled}") \
                     from None
             raise
         try:
-            return {"metadata": function_metadata(info)}
+            return {"metadata": function_metadata(asset.id, asset.info)}
         except NoRepresentation as e:
             raise IcebergError(404, "NoSuchFunctionException", f"Function {full_name.spelled} has no representation "
                                                                f"in Iceberg's function metadata: {e}.") from None
