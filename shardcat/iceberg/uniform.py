@@ -212,9 +212,11 @@ def data_file(t: _Table, add: dict, *, removed: bool = False) -> DataFile:
         _, root = storage_names(t.location)
         with t.storage.fs.open_input_file(t.storage.path("/".join(names[len(root):]))) as f:
             rows = pq.read_metadata(f).num_rows
-    values = add.get("partitionValues") or {}
-    partition = [partition_record_value(pf, dparts.parse(values.get(pf.name) or None, t.delta_types[pf.name]),
-                                        t.schema) for pf in t.spec.fields]
+    values = add.get("partitionValues") or {}      # keyed by physical name under column mapping
+    partition = [partition_record_value(pf, dparts.parse(values.get(t.physical.get(pf.name, pf.name),
+                                                                    values.get(pf.name)) or None,
+                                                         t.delta_types[pf.name]), t.schema)
+                 for pf in t.spec.fields]
     lower, upper, nulls = {}, {}, {}
     for field in t.schema.fields:
         key = t.physical.get(field.name, field.name)
