@@ -22,7 +22,7 @@ class _Node(Generic[V]):
     __slots__ = ("children", "entry", "count")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node[V]] = {}
+        self.children: dict[str, _Node[V]] | None = None   # made on the first child: most nodes are leaves
         self.entry: tuple[str, V] | None = None  # (canonical url, value); None = no entry here
         self.count = 0  # entries in this node's subtree, itself included
 
@@ -38,7 +38,8 @@ class UrlTrie(Generic[V]):
         segments = url_segments(url)
         nodes = [self._root]
         for segment in segments:
-            child = nodes[-1].children.get(segment)
+            children = nodes[-1].children
+            child = children.get(segment) if children else None
             if child is None:
                 break
             nodes.append(child)
@@ -48,8 +49,9 @@ class UrlTrie(Generic[V]):
         segments, nodes = self._path(url)
         return nodes[-1] if len(nodes) == len(segments) + 1 else None
 
-    def insert(self, url: str, value: V) -> None:
-        """Store ``value`` at ``url``; ``KeyError`` if that exact URL already holds one."""
+    def insert(self, url: str, value: V) -> str:
+        """Store ``value`` at ``url``; ``KeyError`` if that exact URL already holds one. Returns the
+        canonical url it is kept under (callers that remember it then share the one string)."""
         segments, nodes = self._path(url)
         canonical = url_from_segments(segments)
         if len(nodes) == len(segments) + 1 and nodes[-1].entry is not None:
@@ -57,9 +59,12 @@ class UrlTrie(Generic[V]):
         node = self._root
         node.count += 1
         for segment in segments:
+            if node.children is None:
+                node.children = {}
             node = node.children.setdefault(segment, _Node())
             node.count += 1
         node.entry = (canonical, value)
+        return canonical
 
     def remove(self, url: str) -> V:
         """Remove and return the value at ``url``; ``KeyError`` if there is none."""
@@ -75,7 +80,10 @@ class UrlTrie(Generic[V]):
         for depth in range(len(segments), 0, -1):
             if nodes[depth].count:
                 break
-            del nodes[depth - 1].children[segments[depth - 1]]
+            parent = nodes[depth - 1]
+            del parent.children[segments[depth - 1]]
+            if not parent.children:
+                parent.children = None
         return value
 
     def get(self, url: str) -> V | None:
@@ -138,7 +146,8 @@ class UrlTrie(Generic[V]):
         while stack:
             node = stack.pop()
             yield node
-            stack.extend(reversed(node.children.values()))
+            if node.children:
+                stack.extend(reversed(node.children.values()))
 
     def __len__(self) -> int:
         return self._root.count

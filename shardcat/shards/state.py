@@ -72,12 +72,11 @@ class MetastoreState:
     def remember(self, asset: Asset | StoragePath) -> None:
         self.forget(asset.id)
         if asset.storage_path and asset.type == "external_location":
-            self.locations.insert(asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
-            self.location_of[asset.id] = asset.storage_path
+            self.location_of[asset.id] = self.locations.insert(
+                asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
         elif asset.storage_path:
             owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
-            self.trie.insert(asset.storage_path, owner)
-            self.path_of[asset.id] = asset.storage_path
+            self.path_of[asset.id] = self.trie.insert(asset.storage_path, owner)   # the trie's own string
 
     def busy(self) -> bool:
         """Whether anything is under way on it (a write queued or committing, a lock held, an index building)."""
