@@ -24,6 +24,7 @@ from pyroaring import BitMap
 from ..auth import Caller
 from ..cache.privilege_index import MANAGE, PrivilegeIndex
 from ..entities.asset import Asset
+from ..entities.foreign import connection_of, is_mirrored
 from ..shards.session import past_read
 from ..store.protocol import CatalogStore
 from ..errors import CatalogError
@@ -484,6 +485,10 @@ def carries_policies(asset: Asset, policies: list) -> bool:
 
 def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
     """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
+    if write and is_mirrored(asset):     # every writer of data asks here: Delta and Iceberg commits, credentials
+        return Decision(False, reason=f"Table '{asset.full_name}' lies in a foreign catalog (connection "
+                                      f"'{connection_of(asset)}'): its data is written in the foreign system, "
+                                      "not through shardcat.")
     governed = authz.effective(asset)      # ABAC policies that apply to this caller (abac.py)
     if governed.conflict:
         return Decision(False, reason=f"Table '{asset.full_name}' is governed by conflicting ABAC policies for "

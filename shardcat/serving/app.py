@@ -296,8 +296,9 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_handlers
     purge_start, purge_stop = start_purging(shard)      # the history's retention (catalog/features/versions.py)
     app.on_startup.append(purge_start)
     app.on_cleanup.append(purge_stop)
-    serving = Serving(shard, authenticator, CatalogService(shard), ResolveService(shard), audit_log, max_body_bytes,
-                      frozenset(map(allowed_host, webhook_allow_hosts)))
+    catalogs = CatalogService(shard)
+    serving = Serving(shard, authenticator, catalogs, ResolveService(shard, catalogs.federation), audit_log,
+                      max_body_bytes, frozenset(map(allowed_host, webhook_allow_hosts)))
     app[SERVING] = serving
     app[OBSERVED] = Observed()      # the front before the app counts into it; /metrics reads it
     # The app's own handlers (probes, the document, the explorer, the audit log; the account's in one

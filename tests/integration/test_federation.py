@@ -157,7 +157,7 @@ async def test_unity_catalog_mounted_browsed_read_and_governed(federating, serve
     connection, catalog = await mount_uc(fws, foreign)
     assert catalog["catalog_type"] == "FOREIGN_CATALOG" and catalog["connection_name"] == connection
     schemas = await ok(fws, "GET", "/schemas", params={"catalog_name": "mirror"})
-    assert [s["name"] for s in schemas["schemas"]] == ["sales"]
+    assert [s["name"] for s in schemas["schemas"] if s["name"] != "default"] == ["sales"]   # `default`: if made
     tables = await ok(fws, "GET", "/tables", params={"catalog_name": "mirror", "schema_name": "sales"})
     assert [t["name"] for t in tables["tables"]] == ["orders"]
     table = await ok(fws, "GET", "/tables/mirror.sales.orders")
@@ -221,13 +221,14 @@ async def test_unity_catalog_changes_upstream_seen_after_refresh(federating, ser
                                                "table_type": "MANAGED", "data_source_format": "DELTA", "columns": COLUMNS})
     await ok(foreign, "DELETE", "/tables/upstream.sales.orders")
     await ok(foreign, "POST", "/schemas", json={"name": "hr", "catalog_name": "upstream"})
+    has_default = (await foreign.call("GET", "/schemas/upstream.default"))[0] == 200
     counted = await ok(fws, "POST", "/shardcat/foreign-catalogs/mirror/refresh")
-    assert counted["schemas"] == 2 and counted["tables"] == 1
+    assert counted["schemas"] - has_default == 2 and counted["tables"] == 1
     assert [t["name"] for t in (await ok(fws, "GET", "/tables", params={
         "catalog_name": "mirror", "schema_name": "sales"}))["tables"]] == ["returns"]
     assert (await fws.call("GET", "/tables/mirror.sales.orders"))[0] == 404
-    assert sorted(s["name"] for s in (await ok(fws, "GET", "/schemas", params={"catalog_name": "mirror"}))["schemas"]) \
-        == ["hr", "sales"]
+    assert sorted(s["name"] for s in (await ok(fws, "GET", "/schemas", params={"catalog_name": "mirror"}))["schemas"]
+                  if s["name"] != "default") == ["hr", "sales"]
 
 
 async def test_foreign_system_stopped_served_stale_then_503(federating, http, fws, pg_url, tmp_path):
@@ -298,3 +299,74 @@ async def test_iceberg_rest_mounted_browsed_and_read_by_pyiceberg(federating, se
     await grant(fws, "table", "lake.sales.events", bob.name, "SELECT")
     read = await asyncio.to_thread(lambda: bobs.load_table(("sales", "events")).scan().to_arrow())
     assert read.num_rows == 3
+
+
+async def test_foreign_tables_take_shardcat_governance_and_no_data_writes(federating, server, http, fws, tmp_path):
+    from test_enforcement_matrix import function
+    foreign = await upstream_uc(server, http, tmp_path)
+    await mount_uc(fws, foreign)
+    table = await ok(fws, "GET", "/tables/mirror.sales.orders")
+    # Tags on the table and a column, a row filter with a native function: set here, kept by refreshes.
+    await ok(fws, "POST", "/entity-tag-assignments", json={"entity_type": "tables", "entity_name": "mirror.sales.orders",
+                                                           "tag_key": "domain", "tag_value": "sales"})
+    await ok(fws, "POST", "/entity-tag-assignments", json={"entity_type": "columns",
+                                                           "entity_name": "mirror.sales.orders.total", "tag_key": "pii"})
+    await ok(fws, "POST", "/catalogs", json={"name": "gov"})
+    await ok(fws, "POST", "/schemas", json={"name": "s", "catalog_name": "gov"})
+    await ok(fws, "POST", "/functions", json=function("gov", "only_small"))
+    row_filter = {"function_name": "gov.s.only_small", "input_column_names": ["id"]}
+    await ok(fws, "PATCH", "/tables/mirror.sales.orders", json={"row_filter": row_filter})
+    await ok(foreign, "PATCH", "/tables/upstream.sales.orders", json={"comment": "changed upstream"})
+    await ok(fws, "POST", "/shardcat/foreign-catalogs/mirror/refresh")
+    engine = await user(federating, fws, trusted=True)
+    await grant(fws, "catalog", "mirror", engine.name, "USE CATALOG", "USE SCHEMA", "SELECT")
+    seen = await ok(engine, "GET", "/tables/mirror.sales.orders")
+    assert seen["comment"] == "changed upstream" and seen["tags"] == {"domain": "sales"}
+    assert seen["row_filter"] == row_filter and seen["columns"][1]["tags"] == {"pii": None}
+    # An untrusted reader with SELECT is refused the data of a filtered table, as for a native one.
+    reader = await user(federating, fws)
+    await grant(fws, "catalog", "mirror", reader.name, "USE CATALOG", "USE SCHEMA", "SELECT")
+    status, body = await reader.call("POST", "/temporary-table-credentials",
+                                     json={"table_id": table["table_id"], "operation": "READ"})
+    assert status == 403 and "trusted engine" in body["message"]
+    # Nobody writes the foreign system's data through shardcat, admins included, by any API.
+    status, body = await fws.call("POST", "/temporary-table-credentials",
+                                  json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    assert status == 403 and "foreign catalog" in body["message"]
+    status, body = await fws.call("POST", "/temporary-path-credentials",
+                                  json={"url": table["storage_location"], "operation": "PATH_READ_WRITE"})
+    assert status in (400, 403), body
+    status, body = await fws.call("POST", "/delta/preview/commits", json={
+        "table_id": table["table_id"], "table_uri": table["storage_location"],
+        "commit_info": {"version": 1, "timestamp": 1, "file_name": "x.json", "file_size": 1,
+                        "file_modification_timestamp": 1}})
+    assert status in (400, 403), body
+
+
+async def test_duckdb_reads_a_foreign_delta_table_by_its_shardcat_name(federating, server, http, fws, tmp_path):
+    from test_engine_duckdb import EXTENSIONS, extension_file
+    import duckdb
+    foreign = await upstream_uc(server, http, tmp_path)
+    await mount_uc(fws, foreign)
+
+    def run(token):
+        con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
+                                     "autoload_known_extensions": "false"})
+        for package in EXTENSIONS:
+            con.execute(f"LOAD '{extension_file(package)}'")
+        con.execute(f"CREATE SECRET (TYPE UC, TOKEN '{token}', ENDPOINT '{fws.url}')")
+        con.execute("ATTACH 'mirror' AS m (TYPE UC_CATALOG, DEFAULT_SCHEMA 'sales')")
+        return con.execute("SELECT id, total FROM m.sales.orders ORDER BY id").fetchall()
+
+    assert await asyncio.to_thread(run, fws.token) == [(1, 1.5), (2, 2.5), (3, 3.5)]
+    bob = await user(federating, fws)
+    await grant(fws, "catalog", "mirror", bob.name, "USE CATALOG", "USE SCHEMA")
+    with pytest.raises(Exception):
+        await asyncio.to_thread(run, bob.token)
+
+
+async def test_resolve_and_iceberg_rest_load_fetch_a_table_not_read_before(federating, server, http, fws, tmp_path):
+    foreign = await upstream_uc(server, http, tmp_path)
+    await mount_uc(fws, foreign)
+    out = await ok(fws, "POST", "/resolve", json={"items": [{"name": "mirror.sales.orders"}]})
+    assert "error" not in out["items"][0] and out["items"][0]["table"]["columns"][0]["name"] == "id", out

@@ -56,8 +56,9 @@ def _error(code: str, message: str) -> dict:
 
 
 class ResolveService:
-    def __init__(self, shard: Shard):
+    def __init__(self, shard: Shard, federation=None):
         self.shard = shard
+        self.federation = federation    # tree/foreign.py: a foreign catalog's tables fetched before they resolve
         # metastore id -> counters, read through GET /resolve/stats (tests and benchmarks count calls)
         self.stats: dict[str, dict[str, int]] = {}
 
@@ -76,6 +77,10 @@ class ResolveService:
         names, paths = [], []
         out = [_start_item(i, item, names, paths) for i, item in enumerate(items)]
         authz = await authorizer(self.shard, caller)
+        if self.federation is not None:
+            for namespace, key in names:
+                if namespace == "table":
+                    await self.federation.before_read(caller, "table", key, False)
         for _ in range(EXPAND_ATTEMPTS):
             snap = await self.shard.snapshot(caller.metastore(), names, paths, caller.min_version)
             try:
