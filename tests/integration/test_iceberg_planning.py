@@ -254,3 +254,29 @@ async def test_a_plan_vends_exactly_its_files(ws, server, sts):
     assert denied(lambda: theirs.get_object(Bucket=b, Key="data/t/data/c.parquet"))
     assert denied(lambda: theirs.list_objects_v2(Bucket=b, Prefix="data"))     # no listing at all
     assert denied(lambda: theirs.put_object(Bucket=b, Key="data/t/data/a.parquet", Body=b"x"))
+
+
+async def test_duckdb_iceberg_extension_plans_on_the_client(ws, events, monkeypatch):
+    """DuckDB 1.5.5's iceberg extension reads the table through the catalog and plans the scan itself: it
+    carries the spec's planning objects but no ATTACH option that sends a scan to /plan (docs/engines.md)."""
+    from test_engine_pyiceberg import _duckdb
+
+    from shardcat.catalog.protocols.iceberg.planning import Planning
+
+    planned_here = []
+    original = Planning.plan_scan
+
+    async def counted(self, *args, **kwargs):
+        planned_here.append(args)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Planning, "plan_scan", counted)
+
+    def query():
+        con = _duckdb()
+        con.execute(f"CREATE SECRET shardcat (TYPE ICEBERG, TOKEN '{ws.token}')")
+        con.execute(f"ATTACH 'ice' AS lake (TYPE ICEBERG, ENDPOINT '{ws.api}/iceberg', SECRET shardcat)")
+        return con.execute("SELECT count(*), min(id) FROM lake.s.events WHERE day = 'tue'").fetchall()
+
+    assert await run(query) == [(30, 100)]
+    assert planned_here == []
