@@ -118,6 +118,13 @@ async def test_the_uc_delta_api_hands_the_sas(ws, server, az):
         "data_source_format": "DELTA", "columns": COLS, "storage_location": adls(az, "eng2/d")})
     reader = await reader_of(server, ws, "main.s.d")
     status, body = await reader.call("GET", "/delta/v1/catalogs/main/schemas/s/tables/d/credentials",
+                                     params={"operation": "READ_WRITE"})
+    assert status == 403 and "sas" not in json.dumps(body).lower(), body          # SELECT only: no write SAS
+    nobody = await user(server, ws)
+    status, body = await nobody.call("GET", "/delta/v1/catalogs/main/schemas/s/tables/d/credentials",
+                                     params={"operation": "READ"})
+    assert status in (403, 404) and "sas" not in json.dumps(body).lower(), body
+    status, body = await reader.call("GET", "/delta/v1/catalogs/main/schemas/s/tables/d/credentials",
                                      params={"operation": "READ"})
     assert status == 200, body
     [cred] = body["storage-credentials"]
