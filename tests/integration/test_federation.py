@@ -370,3 +370,69 @@ async def test_resolve_and_iceberg_rest_load_fetch_a_table_not_read_before(feder
     await mount_uc(fws, foreign)
     out = await ok(fws, "POST", "/resolve", json={"items": [{"name": "mirror.sales.orders"}]})
     assert "error" not in out["items"][0] and out["items"][0]["table"]["columns"][0]["name"] == "id", out
+
+
+# ---- AWS Glue (moto's server on loopback, boto3 on both sides) ------------------------------------
+
+
+@pytest.fixture
+def glue_server():
+    from moto.server import ThreadedMotoServer
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    yield moto, f"http://127.0.0.1:{moto._server.server_port}"
+    moto.stop()
+
+
+def _glue(endpoint: str):
+    import boto3
+    return boto3.client("glue", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+def _glue_table(name: str, location: str) -> dict:
+    return {"Name": name, "Parameters": {"classification": "parquet"}, "StorageDescriptor": {
+        "Columns": [{"Name": "id", "Type": "bigint"}, {"Name": "price", "Type": "decimal(10,2)"},
+                    {"Name": "tags", "Type": "array<string>"}],
+        "Location": location, "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"}}
+
+
+async def test_glue_mounted_browsed_read_refreshed_and_stopped(federating, fws, glue_server, tmp_path):
+    import pyarrow.parquet as pq
+    moto, endpoint = glue_server
+    glue = _glue(endpoint)
+    data = tmp_path / "glue" / "orders"
+    data.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([7, 8], pa.int64())}), data / "part-0.parquet")
+    await asyncio.to_thread(glue.create_database, DatabaseInput={"Name": "sales"})
+    await asyncio.to_thread(glue.create_table, DatabaseName="sales", TableInput=_glue_table("orders", f"file://{data}"))
+    connection = unique("glue")
+    secret = "glue-secret-" + uuid.uuid4().hex
+    made = await ok(fws, "POST", "/connections", json={"name": connection, "connection_type": "GLUE", "options": {
+        "region": "us-east-1", "endpoint_url": endpoint, "aws_access_key_id": "testing",
+        "aws_secret_access_key": secret}})
+    assert secret not in str(made) and "aws_secret_access_key" not in made["options"]
+    await ok(fws, "POST", "/catalogs", json={"name": "glued", "connection_name": connection,
+                                             "options": {"cache_ttl_seconds": "2"}})
+    assert [s["name"] for s in (await ok(fws, "GET", "/schemas", params={"catalog_name": "glued"}))["schemas"]] \
+        == ["sales"]
+    table = await ok(fws, "GET", "/tables/glued.sales.orders")
+    assert table["data_source_format"] == "PARQUET"
+    assert [(c["name"], c["type_name"]) for c in table["columns"]] == [("id", "LONG"), ("price", "DECIMAL"),
+                                                                        ("tags", "ARRAY")]
+    creds = await ok(fws, "POST", "/temporary-table-credentials", json={"table_id": table["table_id"], "operation": "READ"})
+    assert pq.read_table(local_path(creds["url"])).column("id").to_pylist() == [7, 8]
+    # Added and dropped in Glue: seen after refresh.
+    await asyncio.to_thread(glue.create_table, DatabaseName="sales",
+                            TableInput=_glue_table("returns", f"file://{tmp_path}/glue/returns"))
+    await asyncio.to_thread(glue.delete_table, DatabaseName="sales", Name="orders")
+    await ok(fws, "POST", "/shardcat/foreign-catalogs/glued/refresh")
+    assert [t["name"] for t in (await ok(fws, "GET", "/tables", params={
+        "catalog_name": "glued", "schema_name": "sales"}))["tables"]] == ["returns"]
+    # Glue stopped: served within the time-to-live, then 503 naming the connection.
+    moto.stop()
+    assert (await ok(fws, "GET", "/tables/glued.sales.returns"))["name"] == "returns"
+    await asyncio.sleep(2.2)
+    status, body = await fws.call("GET", "/tables/glued.sales.returns")
+    assert status == 503 and connection in body["message"] and secret not in body["message"]
+    moto.start()        # for the fixture's stop
