@@ -29,11 +29,11 @@ from ....store.writes import WriteTx
 from ...tree import assets
 from ...tree.path_access import authorize_path, owner_label
 from ...tree.service import CatalogService
-from .errors import IcebergError, _taken_by, missing, taken
+from .errors import IcebergError, taken_by, missing, taken
 from .names import Name, SEPARATOR, schema_of, spelled
 
 
-class _Lookups:
+class Lookups:
     """`tx.get` over the shard's cached lookups, so the managed-root rule can run before a write."""
 
     def __init__(self, shard: Shard, caller: Caller):
@@ -43,7 +43,7 @@ class _Lookups:
         return await self.shard.lookup(self.caller.metastore(), namespace, full_name, self.caller.min_version)
 
 
-def _local_path(url: str) -> str | None:
+def local_file_path(url: str) -> str | None:
     """A file:// URL's local path (decoded the one way, cache/urls.py); None for other storage."""
     return local_path(url) if url.startswith("file:") else None
 
@@ -162,7 +162,7 @@ class IcebergBase:
 
     async def _managed_location(self, caller: Caller, schema: Asset, table_id: str, kind: str = "tables") -> str:
         state = await self.shard.state(caller.metastore(), caller.min_version)
-        root = await assets._managed_root(_Lookups(self.shard, caller), state, schema)
+        root = await assets._managed_root(Lookups(self.shard, caller), state, schema)
         return join_url(root, kind, table_id)
 
     def _row(self, caller: Caller, schema: Asset, name: str, table_id: str, info: dict, now: int,
@@ -188,7 +188,7 @@ class IcebergBase:
             authz.require("table", "create", None, parent=schema)
             existing = await tx.get("table", full)
             if existing is not None:
-                raise _taken_by(authz, kind, full, existing)
+                raise taken_by(authz, kind, full, existing)
             # The table rules see the row without its metadata pointer (they refuse one: see below).
             props = info.get("properties") or {}
             bare = {**info, "properties": {k: v for k, v in props.items() if k not in POINTER_KEYS}}

@@ -19,7 +19,7 @@ from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
 from ...tree.column_governance import keep_column_governance
 from .base import IcebergBase
-from .errors import IcebergError, _taken_by, missing, require_data
+from .errors import IcebergError, taken_by, missing, require_data
 from .names import schema_of
 
 
@@ -35,7 +35,7 @@ class Commits(IcebergBase):
             if current is None or not authz.sees(current.type, current):
                 return await self._commit_create(caller, full_name, requirements, updates)
             if not is_iceberg_table(current):            # a view or a Delta table has the name
-                raise _taken_by(authz, "Table", full_name, current)
+                raise taken_by(authz, "Table", full_name, current)
         (done,) = await self._commit_all(caller, [(full_name, requirements, updates)])
         metadata, location = done
         return {"metadata-location": location, "metadata": md.metadata_json(metadata)}

@@ -33,13 +33,13 @@ def taken(kind: str, name: str, holder: str | None = None) -> IcebergError:
     return IcebergError(409, "AlreadyExistsException", f"{kind} already exists: {spelled(name)}")
 
 
-def _kind(asset: Asset) -> str:
+def kind_of(asset: Asset) -> str:
     return "View" if asset.info.get("table_type") == "VIEW" else "Table"
 
 
-def _taken_by(authz, kind: str, name: str, existing: Asset) -> IcebergError:
+def taken_by(authz, kind: str, name: str, existing: Asset) -> IcebergError:
     """Creating a `kind` over an existing table or view: its kind is named only to who may see it."""
-    return taken(kind, name, _kind(existing) if authz.sees(existing.type, existing) else None)
+    return taken(kind, name, kind_of(existing) if authz.sees(existing.type, existing) else None)
 
 
 def require_data(authz, asset: Asset, *, write: bool) -> None:
@@ -59,11 +59,11 @@ def require(authz, op: str, asset: Asset) -> None:
 
 def _refuse(authz, asset: Asset, reason: str):
     if not authz.sees(asset.type, asset):
-        raise missing(_kind(asset), asset.full_name)
+        raise missing(kind_of(asset), asset.full_name)
     raise denied(reason)
 
 
-def _iceberg(e: CatalogError) -> IcebergError:
+def iceberg_error(e: CatalogError) -> IcebergError:
     if isinstance(e, md.InvalidViewVersion):        # the reference's precondition failure, which Java clients raise
         return IcebergError(e.status, "IllegalArgumentException", e.message)
     return IcebergError(e.status, iceberg_type(e.code, e.status), e.message)

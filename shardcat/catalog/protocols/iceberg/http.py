@@ -11,7 +11,7 @@ from ....web.kit import json_body, ok, public_origin, ShardServing, Handler
 from ....web.iceberg_errors import iceberg_response
 from . import idempotency
 from .catalog import IcebergCatalog
-from .errors import IcebergError, _iceberg, missing
+from .errors import IcebergError, iceberg_error, missing
 
 
 def _error_response(e: IcebergError) -> web.Response:
@@ -32,7 +32,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
             except CatalogError as e:
                 if e.code == "NOT_OWNER":
                     raise           # shardcat's own shard-to-router signal, answered as everywhere else
-                return _error_response(_iceberg(e))
+                return _error_response(iceberg_error(e))
             except IcebergError as e:
                 return _error_response(e)
             if isinstance(result, web.Response):

@@ -31,7 +31,7 @@ from ....governance.vending import vend_objects
 from ....iceberg import metadata as md
 from ....iceberg.tables import props as _props
 from .base import IcebergBase
-from .errors import IcebergError, _iceberg, require_data
+from .errors import IcebergError, iceberg_error, require_data
 from . import scan
 
 PLAN_SECONDS = 3600          # how long a plan's state is kept
@@ -128,7 +128,7 @@ class Planning(IcebergBase):
         except IcebergError as e:
             plan.error, plan.status = e, "failed"
         except Exception as e:             # a CatalogError (vending) or a storage error: the plan failed
-            plan.error = _iceberg(e) if isinstance(e, CatalogError) else \
+            plan.error = iceberg_error(e) if isinstance(e, CatalogError) else \
                 IcebergError(500, "ServiceFailureException", f"Planning failed: {type(e).__name__}")
             plan.status = "failed"
 

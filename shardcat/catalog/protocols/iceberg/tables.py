@@ -26,8 +26,8 @@ from ....store.writes import WriteTx
 from ...tree import assets
 from ...features.uniform import is_uniform, served
 from .base import IcebergBase
-from .base import _Lookups, _local_path
-from .errors import IcebergError, _kind, _taken_by, missing, require, require_data
+from .base import Lookups, local_file_path
+from .errors import IcebergError, kind_of, taken_by, missing, require, require_data
 from .names import Name, schema_of
 
 
@@ -149,7 +149,7 @@ class Tables(IcebergBase):
         metadata_location = md.next_location(metadata, None)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
-            raise _taken_by(authz, "Table", full, existing)
+            raise taken_by(authz, "Table", full, existing)
         io = await self._io(caller, location, write=True)
         await asyncio.to_thread(md.write_metadata, metadata, metadata_location, io)
         info = self._table_info(metadata, metadata_location, None if managed else location, managed)
@@ -173,7 +173,7 @@ class Tables(IcebergBase):
             else:
                 location = staging.storage_path
         metadata = md.new_metadata(request, location)
-        local = _local_path(location)
+        local = local_file_path(location)
         if local is not None:       # a local file system needs the folders object stores do not (DuckDB writes there)
             await asyncio.to_thread(os.makedirs, os.path.join(local, "metadata"), exist_ok=True)
         return {"metadata": md.metadata_json(metadata), "config": {}, "storage-credentials": []}
@@ -189,7 +189,7 @@ class Tables(IcebergBase):
         if existing is None:        # nothing is read where no new external table could be
             await self._check_external(caller, metadata_location, "metadata-location")
         elif not request.overwrite:
-            raise _taken_by(authz, "Table", full, existing)
+            raise taken_by(authz, "Table", full, existing)
         elif not is_iceberg_table(existing) or not is_within(metadata_location, existing.storage_path):
             raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {full.spelled} (not an Iceberg "
                                                               f"table holding '{metadata_location}').")
@@ -236,7 +236,7 @@ class Tables(IcebergBase):
             # the destination's kind, said only to who may see it
             holder = await self.shard.lookup(caller.metastore(), "table", dst, caller.min_version)
             visible = holder is not None and (await authorizer(self.shard, caller)).sees(holder.type, holder)
-            kind = _kind(holder) if visible else ("View" if view else "Table")
+            kind = kind_of(holder) if visible else ("View" if view else "Table")
             raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
                                                               f"{kind} already exists") from None
 
@@ -256,7 +256,7 @@ class Tables(IcebergBase):
         authz.require("table", "create", None, parent=target)
         if asset.info.get("table_type") == "MANAGED":
             state = await self.shard.state(caller.metastore(), caller.min_version)
-            root = await assets._managed_root(_Lookups(self.shard, caller), state, target)
+            root = await assets._managed_root(Lookups(self.shard, caller), state, target)
             if not is_within(asset.storage_path, root):
                 raise IcebergError(406, "UnsupportedOperationException",
                                    f"Cannot rename {src.spelled} to {dst.spelled}: the table's files lie in managed "
@@ -274,7 +274,7 @@ class Tables(IcebergBase):
             authz.require("table", "create", None, parent=schema)
             holder = await tx.get("table", dst)
             if holder is not None:
-                kind = _kind(holder) if authz.sees(holder.type, holder) else ("View" if view else "Table")
+                kind = kind_of(holder) if authz.sees(holder.type, holder) else ("View" if view else "Table")
                 raise IcebergError(409, "AlreadyExistsException", f"Cannot rename {src.spelled} to {dst.spelled}. "
                                                                   f"{kind} already exists")
             info = {**current.info, "updated_at": now, "updated_by": caller.name}

@@ -17,7 +17,7 @@ from ....entities.values import now_ms
 from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
 from .base import IcebergBase
-from .errors import IcebergError, _taken_by, missing, require, require_data
+from .errors import IcebergError, taken_by, missing, require, require_data
 
 
 class Views(IcebergBase):
@@ -39,7 +39,7 @@ class Views(IcebergBase):
         metadata_location = md.next_view_location(view, None)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
-            raise _taken_by(authz, "View", full, existing)
+            raise taken_by(authz, "View", full, existing)
         await asyncio.to_thread(md.write_view, view, metadata_location,
                                 await self._io(caller, location, write=True))
         await self._insert(caller, full, view_id, self._view_info(view, metadata_location), None)
@@ -65,7 +65,7 @@ class Views(IcebergBase):
         authz.require("table", "create", None, parent=schema)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
-            raise _taken_by(authz, "View", full, existing)
+            raise taken_by(authz, "View", full, existing)
         await self._check_external(caller, metadata_location, "metadata-location")
         view, location = await self._read_registered(caller, metadata_location, md.read_view, "view")
         await self._check_external(caller, location, "location")
