@@ -64,7 +64,11 @@ def store_hosts(endpoint: str | None, region: str) -> tuple[str, set[str]]:
 
 def target(uri: str, scheme: str, hosts: set[str]) -> tuple[str, str, dict]:
     """(bucket, object key, query) the request reaches, the key decoded once; Refused if it goes elsewhere."""
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port                              # a port that is not a number raises here, not later
+    except ValueError:
+        raise Refused(400, f"'{uri[:200]}' is not a URL.") from None
     host = parts.netloc.lower()
     if parts.scheme != scheme or parts.username or parts.password or parts.fragment:
         raise Refused(403, f"'{uri[:200]}' is not a request to this table's store.")
