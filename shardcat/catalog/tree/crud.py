@@ -224,7 +224,7 @@ class TypeService:
                           parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
                           storage_path=None, info=info)
             try:
-                asset = await self.on_create(tx, state, asset, parent, {**flags, "authz": authz})
+                asset = await self.on_create(tx, state, asset, parent, flags)   # what it adds to flags is answered
                 authz.require_storage(state, asset)     # storage inside an external location
             except CatalogError as refused:
                 if taken is UNKNOWN and await _taken_or_fail(tx, t.namespace, full_name, refused):
@@ -235,10 +235,13 @@ class TypeService:
             except KeyError:
                 raise already_exists(f"{self.label} '{full_name}' already exists.") from None
 
+        flags["authz"] = authz      # for on_create's checks on what the asset names (not answered)
         # Its group reads the containers up the tree at once (the table's catalog too: its defaults).
         above = tuple(("asset", ns, ".".join(parent_names[:i + 1]))
                       for i, ns in enumerate(_CONTAINER_NAMESPACES[:len(parent_names)]))
-        return self.written_output(caller, await self.shard.write(caller.metastore(), write, prefetch=above), flags)
+        written = await self.shard.write(caller.metastore(), write, prefetch=above)
+        flags.pop("authz")
+        return self.written_output(caller, written, flags)
 
     async def update(self, caller: Caller, name: str, body: dict) -> dict:
         t = self.t
