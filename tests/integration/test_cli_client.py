@@ -73,7 +73,9 @@ async def test_catalog_schema_table_lifecycle(ws, tmp_path):
 
     assert (await cli(ws, "schema", "create", "sales.orders", "--comment", "orders"))[0] == 0
     code, out, _ = await cli(ws, "schema", "list", "sales")
-    assert rows(out) == [["FULL_NAME", "OWNER", "COMMENT"], ["sales.orders", "admin", "orders"]]
+    assert rows(out) == [["FULL_NAME", "OWNER", "COMMENT"],        # every catalog comes with its default schema
+                         ["sales.default", "admin", "Default", "schema", "(created", "with", "the", "catalog)"],
+                         ["sales.orders", "admin", "orders"]]
 
     location = normalize_url(str(tmp_path / "ext" / "lines"))
     code, out, err = await cli(ws, "table", "create", "sales.orders.lines", "--location", location,
@@ -196,7 +198,7 @@ async def test_global_options_before_or_after_the_subcommand(ws):
                                               "--token", ws.token])
     assert after == before and after[0] == 0
     assert [c["name"] for c in json.loads(before[1])["catalogs"]] == ["order"]
-    assert mixed[0] == 0 and [s["full_name"] for s in json.loads(mixed[1])["schemas"]] == ["order.s"]
+    assert mixed[0] == 0 and [s["full_name"] for s in json.loads(mixed[1])["schemas"]] == ["order.default", "order.s"]
     # Given in both places, the one after the subcommand wins (it is the closer one).
     code, _, err = await asyncio.to_thread(_invoke, ["--token", ws.token, "catalog", "list", "--server", ws.url,
                                                      "--token", "wrong"])

@@ -128,7 +128,7 @@ async def test_pages_show_comments_tags_masks_filters_sql_samples_history_and_ot
     assert seen["view"]["kind"] == ["view"]
     catalog = seen["catalog"]
     assert "No comment." in catalog["page"] and "null" not in catalog["page"] and "undefined" not in catalog["page"]
-    assert catalog["schemas"] == ["s"] and "tier: gold" in catalog["tags"]
+    assert catalog["schemas"] == ["default", "s"] and "tier: gold" in catalog["tags"]    # default: every catalog's
     assert seen["schema"]["comment"] == ["the shop's sales"]
     assert seen["schema"]["tables"] == ["big_orders", "orders", "people"]
     assert seen["schema"]["notes"][0] == "view" and "one row per order" in seen["schema"]["notes"]

@@ -60,7 +60,7 @@ async def test_config_hands_out_the_warehouse_prefix(ice):
         assert body["overrides"] == {"prefix": "catalogs/ice"}
         assert "POST /v1/{prefix}/transactions/commit" in body["endpoints"]
         status, body = await ice.call("GET", f"{base}/v1/catalogs/ice/namespaces")
-        assert (status, body) == (200, {"namespaces": [["s"]]})
+        assert (status, body) == (200, {"namespaces": [["default"], ["s"]]})     # default: every catalog's
     status, body = await ice.call("GET", f"{ICE}/config", params={"warehouse": "nope"})
     assert status == 404 and body["error"]["type"] == "NoSuchWarehouseException" and body["error"]["code"] == 404
 
@@ -74,7 +74,7 @@ async def test_namespaces_without_a_warehouse_are_catalogs_then_schemas(ws):
     status, body = await ws.call("GET", f"{ICE}/namespaces")
     assert ["c2"] in body["namespaces"]
     status, body = await ws.call("GET", f"{ICE}/namespaces", params={"parent": "c2"})
-    assert body == {"namespaces": [["c2", "s2"]]}
+    assert body == {"namespaces": [["c2", "default"], ["c2", "s2"]]}
     status, body = await ws.call("GET", f"{ICE}/namespaces/c2\x1fs2")
     assert (status, body) == (200, {"namespace": ["c2", "s2"], "properties": {"b": "2", "comment": "hi"}})
     status, body = await ws.call("POST", f"{ICE}/namespaces/c2\x1fs2/properties",

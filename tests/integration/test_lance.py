@@ -70,7 +70,7 @@ async def test_lance_namespace_and_table_lifecycle(ws, tmp_path):
     assert status == 200 and schema["properties"] == {"team": "ml"}
     described = await run(ns.describe_namespace, DescribeNamespaceRequest(id=["lakehouse", "vectors"]))
     assert described.properties == {"team": "ml"}
-    assert (await run(ns.list_namespaces, ListNamespacesRequest(id=["lakehouse"]))).namespaces == ["vectors"]
+    assert (await run(ns.list_namespaces, ListNamespacesRequest(id=["lakehouse"]))).namespaces == ["default", "vectors"]
     assert "lakehouse" in (await run(ns.list_namespaces, ListNamespacesRequest(id=[]))).namespaces
 
     # Create: pylance declares the table through the namespace, then writes at the declared location.

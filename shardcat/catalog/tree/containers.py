@@ -5,17 +5,30 @@ A catalog or schema may name a `storage_root`; its managed storage is then
 storage (one asset per path), and the tables, volumes and models created inside it get their
 storage under it (assets.py `_managed_root`). A container is deleted with what it holds only
 with force=true (crud.py).
+
+Every new catalog comes with a schema `default`, as in Databricks (and as DuckDB's Unity Catalog
+extension assumes when attached without DEFAULT_SCHEMA), owned by the catalog's owner and written in
+the catalog's own transaction; a catalog of a share or a connection does not (its schemas are the
+share's or the foreign system's), nor does the system catalog. A catalog whose only content is its
+empty `default` schema is empty: it is deleted without force. No `information_schema` schema is made
+in a catalog: the metastore's is `system.information_schema` (docs/api.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
+from ...entities.asset import Asset
 from ...entities.types import CATALOG, SCHEMA
 from ...entities.urls import join_url
 from ...shards.shard import Shard
 from .assets import _check_free, _storage_url
 from .crud import TypeService
+
+DEFAULT_SCHEMA = "default"
+# A catalog whose schemas come from elsewhere (a share, a foreign system) gets no default schema.
+_NOT_OWN_SCHEMAS = ("share_name", "provider_name", "connection_name")
 from .foreign import check_catalog_options
 from ...entities.foreign import FOREIGN_CATALOG, is_foreign_catalog
 from ...entities.names import check_name
@@ -75,3 +88,21 @@ class Containers(TypeService):
             kind = connection.info.get("connection_type") if connection is not None else None
             check_catalog_options(kind, fields["options"])
         return new
+
+    async def after_create(self, tx, state, asset):
+        if asset.type != "catalog" or any(asset.info.get(k) for k in _NOT_OWN_SCHEMAS) or \
+                is_reserved_catalog_name(asset.name):
+            return
+        info = {"comment": "Default schema (created with the catalog)", "owner": asset.info["owner"],
+                **{k: asset.info[k] for k in ("created_at", "created_by", "updated_at", "updated_by")}}
+        schema = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type=SCHEMA.name, namespace=SCHEMA.namespace,
+                       parent_id=asset.id, name=DEFAULT_SCHEMA, full_name=f"{asset.full_name}.{DEFAULT_SCHEMA}",
+                       storage_path=None, info=info)
+        await tx.put(schema, new=True)
+
+    def comes_with(self, asset, below):
+        """A catalog's `default` schema, while nothing lies in it, goes with the catalog."""
+        if super().comes_with(asset, below):
+            return True
+        return asset.type == "schema" and asset.name == DEFAULT_SCHEMA and \
+            not any(a.parent_id == asset.id and a.type != "staging_table" for a in below)

@@ -101,6 +101,13 @@ class TypeService:
     async def on_delete(self, tx: WriteTx, state: MetastoreState, asset: Asset, force: bool) -> None:
         """Refuse (or clean up) while other objects depend on this one."""
 
+    async def after_create(self, tx: WriteTx, state: MetastoreState, asset: Asset) -> None:
+        """What the new asset comes with, written in its creation's transaction once it is put."""
+
+    def comes_with(self, asset: Asset, below: list[Asset]) -> bool:
+        """Whether `asset`, below the one being deleted, is part of it (deleted without force)."""
+        return asset.type == "staging_table"
+
     def output(self, asset: Asset) -> dict:
         """An asset as its answers show it."""
         return render(asset)
@@ -231,9 +238,11 @@ class TypeService:
                     raise already_exists(f"{self.label} '{full_name}' already exists.") from None
                 raise
             try:
-                return await tx.put(asset, new=asset.id == fresh)     # not a staging table's id
+                created = await tx.put(asset, new=asset.id == fresh)     # not a staging table's id
             except KeyError:
                 raise already_exists(f"{self.label} '{full_name}' already exists.") from None
+            await self.after_create(tx, state, created)
+            return created
 
         flags["authz"] = authz      # for on_create's checks on what the asset names (not answered)
         # Its group reads the containers up the tree at once (the table's catalog too: its defaults).
@@ -291,7 +300,7 @@ class TypeService:
             if is_mirrored(asset):
                 raise foreign_refusal("delete", asset.full_name, connection_of(asset))
             below = await tx.descendants(asset.id) if self.holds_children else []
-            visible = [a for a in below if a.type != "staging_table"]
+            visible = [a for a in below if not self.comes_with(a, below)]
             if visible and not force and not is_foreign_catalog(asset):     # a mirror goes with its catalog
                 raise CatalogError(
                     "FAILED_PRECONDITION",
