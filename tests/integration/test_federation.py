@@ -284,6 +284,10 @@ async def test_iceberg_rest_mounted_browsed_and_read_by_pyiceberg(federating, se
     mine = await rest_catalog(fws, "lake")
     read = await asyncio.to_thread(lambda: mine.load_table(("sales", "events")).scan().to_arrow())
     assert sorted(read.column("id").to_pylist()) == [1, 2, 3]
+    # An append through shardcat's Iceberg REST catalog is refused: the foreign catalog commits its tables.
+    with pytest.raises(Exception, match="foreign catalog"):
+        await asyncio.to_thread(lambda: mine.load_table(("sales", "events")).append(rows))
+    assert (await asyncio.to_thread(lambda: upstream.load_table(("sales", "events")).scan().to_arrow())).num_rows == 3
     # A table added upstream is seen after refresh; grants decide who reads it.
     await asyncio.to_thread(lambda: upstream.create_table(("sales", "clicks"), schema=rows.schema))
     await ok(fws, "POST", "/shardcat/foreign-catalogs/lake/refresh")
