@@ -46,3 +46,20 @@ def test_securable_type_spellings():
     assert P.securable_type("view") == "table"
     with pytest.raises(CatalogError):
         P.securable_type("notebook")
+
+
+def test_connections_take_their_own_privileges():
+    """Federation (docs/federation.md): USE CONNECTION and CREATE FOREIGN CATALOG on a connection,
+    CREATE CONNECTION on the metastore; seeing a connection needs a privilege on it (not above it)."""
+    assert P.privilege_name("use_connection", "connection") == "USE CONNECTION"
+    assert P.privilege_name("create foreign catalog", "connection") == "CREATE FOREIGN CATALOG"
+    assert P.privilege_name("CREATE_CONNECTION", "metastore") == "CREATE CONNECTION"
+    for wrong, kind in (("USE CONNECTION", "catalog"), ("CREATE FOREIGN CATALOG", "metastore"), ("SELECT", "connection")):
+        with pytest.raises(CatalogError):
+            P.privilege_name(wrong, kind)
+    assert P.securable_type("CONNECTION") == "connection"
+    assert P.rule("connection", "create") == P.Rule((P.OWNER, "CREATE CONNECTION"), target="metastore")
+    assert P.ANY not in P.rule("connection", "read").any_of
+    assert P.rule("connection", "read_data").any_of == (P.OWNER, "USE CONNECTION")
+    assert P.rule("connection", "write_data").any_of == (P.OWNER, "CREATE FOREIGN CATALOG")
+    assert set(P.expand([P.ALL_PRIVILEGES], "connection")) == {"USE CONNECTION", "CREATE FOREIGN CATALOG"}
