@@ -15,6 +15,7 @@ from aiohttp import web
 
 from ..errors import CatalogError
 from ..governance import audit
+from ..governance.audit_api import audit_handlers
 from ..openapi import openapi_handlers
 from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER, MAX_BODY_BYTES,
                         MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
@@ -187,7 +188,7 @@ def make_router_app(store: Store, routing: RoutingTable, supervisor_events: dict
     handlers = {"healthz": healthz, **openapi_handlers(), **explorer_handlers(verifier),
                 **probe_handlers(store, routing, audit_log, supervisor_events if supervisor_events is not None else {}),
                 **account.handlers(), "getRouting": forwarder.routes_table, **node_handlers(nodes),
-                **audit.audit_handlers(audit_log)}
+                **audit_handlers(audit_log)}
     app.add_routes([
         *routes(registry.ACCOUNT, {None: handlers}, extra=registry.ROUTER),
         web.route("*", PREFIX + "/{tail:.*}", forwarder.forward),     # the rest: a metastore's, to its shard

@@ -15,7 +15,8 @@ from aiohttp import web
 from ..errors import CatalogError, invalid
 from ..governance.authorize import authorizer
 from ..governance.audit import APP_KEY as AUDIT_KEY
-from ..governance.audit import AuditLog, audit_handlers
+from ..governance.audit import AuditLog
+from ..governance.audit_api import audit_handlers
 from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
 from ..openapi import openapi_handlers
