@@ -25,16 +25,15 @@ from ...entities.urls import join_url
 from ...shards.shard import Shard
 from .assets import _check_free, _storage_url
 from .crud import TypeService
+from .foreign import check_catalog_options
+from ...entities.foreign import FOREIGN_CATALOG, is_foreign_catalog
+from ...entities.names import check_name
+from ...errors import invalid, not_found
+from ...governance.system_catalog import is_reserved_catalog_name, is_system_caller
 
 DEFAULT_SCHEMA = "default"
 # A catalog whose schemas come from elsewhere (a share, a foreign system) gets no default schema.
 _NOT_OWN_SCHEMAS = ("share_name", "provider_name", "connection_name")
-from .foreign import check_catalog_options
-from ...entities.foreign import FOREIGN_CATALOG, is_foreign_catalog
-from ...entities.names import check_name
-from ...errors import not_found
-from ...errors import invalid
-from ...governance.system_catalog import is_reserved_catalog_name, is_system_caller
 
 
 class Containers(TypeService):
