@@ -6,7 +6,7 @@ answers file scan tasks with credentials for exactly the planned files: on S3, S
 naming their keys (governance/vending.py vend_objects); file:// needs none; a store reached with static
 keys gets none (its keys cannot be scoped: remote signing, signing.py, serves it).
 
-A plan that finishes within $SHARDCAT_ICEBERG_PLAN_WAIT_MS (default 2,000 ms) is answered "completed" at
+A plan that finishes within $SHARDCAT_ICEBERG_PLAN_WAIT_MS (default 30,000 ms) is answered "completed" at
 once; a longer one is answered "submitted" with its plan id and goes on in the background, fetched with
 fetchPlanningResult. A completed plan answers its first page of file scan tasks (scan.PAGE_TASKS) and a
 plan task for each further page, fetched with fetchScanTasks. Plans live in the shard's memory for
@@ -36,7 +36,7 @@ from . import scan
 
 PLAN_SECONDS = 3600          # how long a plan's state is kept
 MAX_PLANS = 1000             # plans kept per shard; the oldest go first
-DEFAULT_WAIT_MS = 2000
+DEFAULT_WAIT_MS = 30_000        # pyiceberg 0.12 does not poll a submitted plan: wait long for it
 
 
 def _wait_seconds() -> float:
