@@ -9,8 +9,9 @@ cache cannot answer for certain comes back as `MISS`: go to the database.
 
 Eviction: a superseded state goes lazily, on the next access once it has been superseded for
 longer than `version_timeout` (no request lives longer than that); whole assets leave in
-LRU order when the estimated size passes `max_bytes`. Using a listing counts as using its
-members once the cache nears that bound (`NEAR_FULL`): an evicted member takes the listing with it.
+LRU order when the estimated size passes `max_bytes`, or when the shard's caches together pass
+their `budget` (budget.py: the least recently used metastore's cache gives first). Using a
+listing counts as using its members once the cache nears that bound (`NEAR_FULL`): an evicted member takes the listing with it.
 
 Pure data structure: no I/O, no locks (a shard uses it from one event loop).
 """
@@ -26,12 +27,12 @@ from typing import Callable, Iterable
 import orjson
 
 from ..entities.asset import Asset
+from .chains import LISTING_OVERHEAD, _Chain, _Entry, _History, _Listing
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
 ASSET_OVERHEAD = 1024
 JSON_EXPANSION = 5      # decoded (~4x its text) plus the encoded answer a served asset keeps (Asset.memo)
 TOMBSTONE_SIZE = 64
-LISTING_OVERHEAD = 128
 MEMBER_SIZE = 24        # its place in a listing's members and in its kept, sorted answer
 # Past this share of `max_bytes` eviction is near: a listing's use then refreshes its members too.
 NEAR_FULL = 0.75
@@ -81,79 +82,13 @@ def page_after(children: list[Asset], after: str, limit: int) -> list[Asset]:
     return children[start:start + limit]
 
 
-class _Entry:
-    """One link of a chain: `value` holds from version `at` until the next entry's `at`."""
-    __slots__ = ("at", "value", "retired", "size")
-
-    def __init__(self, at: int, value, size: int):
-        self.at = at
-        self.value = value          # asset chains: Asset or None (absent); name chains: id or None (free)
-        self.retired: float | None = None   # clock time a newer entry superseded this one
-        self.size = size
-
-
-class _Chain:
-    """States of one thing over versions, oldest first; the newest holds up to the cache's version."""
-    __slots__ = ("entries",)
-
-    def __init__(self):
-        self.entries: list[_Entry] = []
-
-    @property
-    def newest(self) -> _Entry:
-        return self.entries[-1]
-
-    def find(self, at: int) -> _Entry | None:
-        # Chains are a few entries long (the timeout prunes them), so scan from the newest.
-        for entry in reversed(self.entries):
-            if entry.at <= at:
-                return entry
-        return None
-
-
-class _History(_Chain):
-    """An asset's chain plus what points at it (so evicting it can clean up)."""
-    __slots__ = ("size", "names", "listings")
-
-    def __init__(self):
-        super().__init__()
-        self.size = 0
-        self.names: set[tuple[str, str]] = set()      # name chains that may mention this id
-        self.listings: set[tuple[str, str]] = set()   # cached listings it is a member of
-
-    def ever_in(self, parent_id: str, namespace: str) -> bool:
-        return any(e.value is not None and e.value.parent_id == parent_id and e.value.namespace == namespace
-                   for e in self.entries)
-
-
-class _Listing:
-    """The children of (parent, namespace): complete for every snapshot >= `floor`.
-
-    `members` are the ids that may be a child at some retained snapshot; which of them
-    is a child at `at` is read off their own chains. `sorted` keeps the last answer read at
-    the cache's version, for every snapshot from `changed_at` (the last write to a member or
-    to the membership) on: pages of a long listing then cost a bisect, not a sort.
-    """
-    __slots__ = ("floor", "members", "size", "changed_at", "sorted")
-
-    def __init__(self, floor: int):
-        self.floor = floor
-        self.members: dict[str, None] = {}   # insertion-ordered, so eviction order is reproducible
-        self.size = LISTING_OVERHEAD
-        self.changed_at = floor
-        self.sorted: list[Asset] | None = None
-
-    def changed(self, at: int) -> None:
-        self.changed_at = at
-        self.sorted = None
-
-
 class MetastoreCache:
     """The cached assets of one metastore, current as of `version`."""
 
     def __init__(self, version: int, *, max_bytes: int = 256 << 20, version_timeout: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, budget=None):
         self.max_bytes = max_bytes
+        self._budget = budget       # the shard's bound over all its caches (budget.py), if any
         self.version_timeout = version_timeout
         self._clock = clock
         self._counts = {"hits": 0, "misses": 0, "evictions": 0, "invalidations": 0, "pruned": 0}
@@ -175,10 +110,16 @@ class MetastoreCache:
     def version(self) -> int:
         return self._version
 
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
     # ---- reads -------------------------------------------------------------
 
     def get(self, asset_id: str, at: int):
         """The asset's state at snapshot `at`: a Asset, None (absent at `at`) or MISS."""
+        if self._budget is not None:
+            self._budget.touch(self)
         value = self._state_at(asset_id, at)
         if value is MISS:
             return self._miss()
@@ -194,6 +135,8 @@ class MetastoreCache:
         """`get_by_name` for many (namespace, full_name) keys at one snapshot, in one pass (a batched
         resolve names hundreds): {key: Asset or None}; a key the cache cannot answer is left out."""
         found = {}
+        if self._budget is not None:
+            self._budget.touch(self)
         if at > self._version:
             self._counts["misses"] += len(keys)
             return found
@@ -242,6 +185,8 @@ class MetastoreCache:
         """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS.
         The list is shared: callers must not change it."""
         key = (parent_id, namespace)
+        if self._budget is not None:
+            self._budget.touch(self)
         listing = self._listings.get(key)
         if listing is None or not listing.floor <= at <= self._version:
             return self._miss()
@@ -421,11 +366,13 @@ class MetastoreCache:
             for key in list(self._free_names):
                 self._drop_name(key)
         self._version = new_version
+        self._shrink()
 
     def clear(self, new_version: int) -> None:
         """Forget everything (e.g. the change log gap is too large) and start at `new_version`."""
         self._counts["invalidations"] += len(self._ids)
         self._reset(new_version)
+        self._shrink()
 
     def stats(self) -> dict:
         return {"entries": len(self._ids), "versions": self._versions, "bytes": self._bytes,
@@ -571,12 +518,22 @@ class MetastoreCache:
 
     def _shrink(self) -> None:
         while self._bytes > self.max_bytes and self._lru:
-            key = next(iter(self._lru))
-            if isinstance(key, str):
-                self._evict(key)
-                self._counts["evictions"] += 1
-            else:
-                self._drop_listing(key)
+            self.evict_oldest()
+        if self._budget is not None:
+            self._budget.settle(self)
+
+    def evict_oldest(self) -> int | None:
+        """Evict the least recently used asset or listing: the bytes it freed (None: nothing is cached)."""
+        if not self._lru:
+            return None
+        before = self._bytes
+        key = next(iter(self._lru))
+        if isinstance(key, str):
+            self._evict(key)
+            self._counts["evictions"] += 1
+        else:
+            self._drop_listing(key)
+        return before - self._bytes
 
     def _audit(self) -> None:
         """Check the internal bookkeeping (tests call this; O(size))."""

@@ -42,10 +42,12 @@ class Follower(Protocol):
 
 class CacheFollower:
     """Keeps each metastore's asset cache (cache/metastore_cache.py) at the state's version; a rebuild
-    starts an empty one (none when caching is off)."""
+    starts an empty one (none when caching is off). All of a shard's caches share one `budget`
+    (cache/budget.py): `--cache-mb` bounds the shard, not each metastore."""
 
-    def __init__(self, config):
+    def __init__(self, config, budget=None):
         self.config = config
+        self.budget = budget
 
     def applied(self, state, tx) -> None:
         if state.cache is not None:
@@ -57,5 +59,12 @@ class CacheFollower:
 
     def rebuilt(self, state, version: int) -> None:
         c = self.config
+        self.release(state)
         if c.enabled:
-            state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout)
+            state.cache = MetastoreCache(version, max_bytes=c.max_bytes, version_timeout=c.version_timeout,
+                                         budget=self.budget)
+
+    def release(self, state) -> None:
+        """The state's cache is given up (rebuilt, gone cold, moved away): its bytes leave the budget."""
+        if state.cache is not None and self.budget is not None:
+            self.budget.forget(state.cache)

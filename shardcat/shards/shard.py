@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from ..cache.budget import CacheBudget
 from ..cache.metastore_cache import MISS, page_after
 from ..entities.asset import Asset
 from ..errors import CatalogError
@@ -102,7 +103,9 @@ class Shard:
                       "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
-        self.followers: list[Follower] = [CacheFollower(cache)]
+        self.budget = CacheBudget(cache.max_bytes)      # --cache-mb: all this shard's caches together
+        self.caches = CacheFollower(cache, self.budget)
+        self.followers: list[Follower] = [self.caches]
 
     def follow(self, follower: Follower) -> None:
         """Keep `follower` current from now on (once, however often asked)."""
@@ -120,8 +123,10 @@ class Shard:
 
     def drop(self, metastore_id: str) -> None:
         state = self.states.pop(metastore_id, None)
-        if state is not None and state.warming is not None:
-            state.warming.cancel()
+        if state is not None:
+            self.caches.release(state)
+            if state.warming is not None:
+                state.warming.cancel()
 
     def version_of(self, metastore_id: str) -> int | None:
         state = self.states.get(metastore_id)
@@ -165,6 +170,7 @@ class Shard:
         idle = [ms for ms, s in self.states.items() if ms not in keep and s.version >= 0 and not s.busy()
                 and now - s.last_used > self.cache_config.idle_timeout]
         for ms in idle:
+            self.caches.release(self.states[ms])
             self.states[ms] = MetastoreState(ms)
         self.stats["idle_evictions"] += len(idle)
         return len(idle)

@@ -23,7 +23,7 @@ from ..store.rows import StoragePath
 @dataclass(frozen=True)
 class CacheConfig:
     enabled: bool = True              # off: every read from PostgreSQL, each request's caller too (for comparison)
-    max_bytes: int = 256 << 20        # per metastore
+    max_bytes: int = 256 << 20        # per shard: all its metastores' caches together (cache/budget.py)
     version_timeout: float = 30.0     # the request timeout: older superseded versions can go
     idle_timeout: float = 900.0       # a metastore unused this long goes cold: its state and cache are freed
 
