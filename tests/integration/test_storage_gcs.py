@@ -144,6 +144,10 @@ async def test_path_tokens_in_the_location(ws, gcs_env):
     answer = await ok(ws, "POST", "/temporary-path-credentials", json={"url": "gs://lake/data/free", "operation": "PATH_READ"})
     assert store(answer).cat("lake/data/free/f.csv") == b"content of data/free/f.csv"
     assert refused(lambda: store(answer).cat("lake/data/t/part-0.parquet"))
+    written = await ok(ws, "POST", "/temporary-path-credentials",
+                       json={"url": "gs://lake/data/free", "operation": "PATH_READ_WRITE"})
+    store(written).pipe("lake/data/free/g.csv", b"g")
+    assert refused(lambda: store(written).pipe("lake/data/t/g.csv", b"g"))
     made = await ok(ws, "POST", "/temporary-path-credentials",
                     json={"url": "gs://lake/data/new_table", "operation": "PATH_CREATE_TABLE"})
     store(made).pipe("lake/data/new_table/_delta_log/0.json", b"{}")
