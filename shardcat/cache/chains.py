@@ -8,7 +8,7 @@ from ..entities.asset import Asset
 LISTING_OVERHEAD = 128   # rough bytes of a cached listing's own structures (the LRU bound counts them)
 
 
-class _Entry:
+class Entry:
     """One link of a chain: `value` holds from version `at` until the next entry's `at`."""
     __slots__ = ("at", "value", "retired", "size")
 
@@ -19,18 +19,18 @@ class _Entry:
         self.size = size
 
 
-class _Chain:
+class Chain:
     """States of one thing over versions, oldest first; the newest holds up to the cache's version."""
     __slots__ = ("entries",)
 
     def __init__(self):
-        self.entries: list[_Entry] = []
+        self.entries: list[Entry] = []
 
     @property
-    def newest(self) -> _Entry:
+    def newest(self) -> Entry:
         return self.entries[-1]
 
-    def find(self, at: int) -> _Entry | None:
+    def find(self, at: int) -> Entry | None:
         # Chains are a few entries long (the timeout prunes them), so scan from the newest.
         for entry in reversed(self.entries):
             if entry.at <= at:
@@ -38,7 +38,7 @@ class _Chain:
         return None
 
 
-class _History(_Chain):
+class History(Chain):
     """An asset's chain plus what points at it (so evicting it can clean up)."""
     __slots__ = ("size", "names", "listings")
 
@@ -53,7 +53,7 @@ class _History(_Chain):
                    for e in self.entries)
 
 
-class _Listing:
+class Listing:
     """The children of (parent, namespace): complete for every snapshot >= `floor`.
 
     `members` are the ids that may be a child at some retained snapshot; which of them

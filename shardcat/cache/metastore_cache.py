@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 import orjson
 
 from ..entities.asset import Asset
-from .chains import LISTING_OVERHEAD, _Chain, _Entry, _History, _Listing
+from .chains import LISTING_OVERHEAD, Chain, Entry, History, Listing
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
 ASSET_OVERHEAD = 1024
@@ -96,10 +96,10 @@ class MetastoreCache:
 
     def _reset(self, version: int) -> None:
         self._version = version
-        self._ids: dict[str, _History] = {}
-        self._names: dict[tuple[str, str], _Chain] = {}
+        self._ids: dict[str, History] = {}
+        self._names: dict[tuple[str, str], Chain] = {}
         self._free_names: set[tuple[str, str]] = set()   # name chains whose newest entry says "free"
-        self._listings: dict[tuple[str, str], _Listing] = {}
+        self._listings: dict[tuple[str, str], Listing] = {}
         self._listings_of: dict[str, set[str]] = {}      # parent id -> namespaces of its cached listings
         # LRU order over asset ids (str) and listing keys (tuple); the oldest is first.
         self._lru: OrderedDict[object, None] = OrderedDict()
@@ -170,12 +170,12 @@ class MetastoreCache:
         self._counts["misses"] += len(keys) - hits
         return found
 
-    def _newest_at(self, chain: _Chain, at: int, deadline: float) -> _Entry | None:
+    def _newest_at(self, chain: Chain, at: int, deadline: float) -> Entry | None:
         """The chain's entry holding at `at`, after dropping states superseded before `deadline`."""
         entries = chain.entries
         if len(entries) == 1:       # the common case: nothing to prune
             return entries[0] if entries[0].at <= at else None
-        if isinstance(chain, _History):
+        if isinstance(chain, History):
             self._prune(chain, deadline)
         else:
             self._prune_chain(chain, deadline)
@@ -205,7 +205,7 @@ class MetastoreCache:
         self._lru.move_to_end(key)
         return self._hit(found)
 
-    def _read_listing(self, key: tuple[str, str], listing: _Listing, at: int):
+    def _read_listing(self, key: tuple[str, str], listing: Listing, at: int):
         parent_id, namespace = key
         found = []
         for member in list(listing.members):
@@ -246,7 +246,7 @@ class MetastoreCache:
                 raise ValueError(f"{asset.full_name} is not a child of {key}")
             self._fill_one(asset)
         if key not in self._listings:    # an existing listing is just as current and knows more history
-            self._listings[key] = _Listing(read_version)
+            self._listings[key] = Listing(read_version)
             self._listings_of.setdefault(parent_id, set()).add(namespace)
             self._lru[key] = None
             self._bytes += LISTING_OVERHEAD
@@ -397,20 +397,20 @@ class MetastoreCache:
         entry = hist.find(at)
         return MISS if entry is None else entry.value
 
-    def _new_history(self, asset_id: str) -> _History:
-        hist = self._ids[asset_id] = _History()
+    def _new_history(self, asset_id: str) -> History:
+        hist = self._ids[asset_id] = History()
         self._lru[asset_id] = None
         return hist
 
-    def _push(self, hist: _History, at: int, value, size: int) -> None:
+    def _push(self, hist: History, at: int, value, size: int) -> None:
         if hist.entries:
             hist.newest.retired = self._clock()   # in-flight readers may use it for one more timeout
-        hist.entries.append(_Entry(at, value, size))
+        hist.entries.append(Entry(at, value, size))
         hist.size += size
         self._bytes += size
         self._versions += 1
 
-    def _prune(self, hist: _History, deadline: float | None = None) -> None:
+    def _prune(self, hist: History, deadline: float | None = None) -> None:
         """Drop states superseded for longer than the timeout (before `deadline`); never the newest."""
         entries = hist.entries
         if len(entries) == 1:       # the common case: no clock read
@@ -424,7 +424,7 @@ class MetastoreCache:
             self._versions -= 1
             self._counts["pruned"] += 1
 
-    def _prune_chain(self, chain: _Chain, deadline: float | None = None) -> None:
+    def _prune_chain(self, chain: Chain, deadline: float | None = None) -> None:
         if len(chain.entries) == 1:
             return
         if deadline is None:
@@ -437,14 +437,14 @@ class MetastoreCache:
         if chain is None:
             if holder is None:
                 return
-            chain = self._names[key] = _Chain()
+            chain = self._names[key] = Chain()
         else:
             self._prune_chain(chain)
         if chain.entries and chain.newest.at == at:
             chain.entries.pop()       # freed and taken again in the same write: the taking wins
         if chain.entries:
             chain.newest.retired = self._clock()
-        chain.entries.append(_Entry(at, holder, 0))
+        chain.entries.append(Entry(at, holder, 0))
         if holder is None:
             self._free_names.add(key)
         else:

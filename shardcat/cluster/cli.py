@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-group-commit", action="store_true",
                        help="one database transaction per metastore write (for comparison; writes queued behind "
                             "one in flight commit together by default)")
-    serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound of a shard (all its metastores together), in MiB")
+    serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound of a shard, its metastores together, in MiB")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                        help="the event loop of the server and of its shard actors: uvloop (default) or "
                             "asyncio's own, for comparison")
