@@ -9,7 +9,8 @@ The cloud module vending.py dispatches abfss:// URLs to (issue 49). Its credenti
 - `azure_service_principal` (directory_id, application_id, client_secret) and
   `azure_managed_identity`: shardcat signs in to Entra ID ($SHARDCAT_AZURE_AUTHORITY_HOST, required so
   nothing reaches a real cloud by accident), asks the account for a *user delegation key* and signs
-  a user delegation SAS with it: the SAS can do no more than the identity's own roles allow.
+  a user delegation SAS with it: the SAS can do no more than the identity's own roles allow. These
+  kinds take the same optional `endpoint_url` and `hierarchical_namespace` (shardcat's).
 
 Scope. On a hierarchical-namespace account the SAS is a directory SAS (`sr=d`, its depth signed
 as `sdd`) on the asset's directory, or a container SAS when the asset is the container itself.
@@ -45,6 +46,8 @@ KINDS = ("azure_storage_key", "azure_service_principal", "azure_managed_identity
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600
 SAFETY_MARGIN_SECONDS = 300
 _ACCOUNT_RE = re.compile("[a-z0-9]{3,24}")     # Azure's storage account names
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+_AZURE_AUTHORITIES = ("login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us")
 
 
 def lifetime_seconds() -> int:
@@ -53,36 +56,37 @@ def lifetime_seconds() -> int:
     return max(MIN_SECONDS, min(MAX_SECONDS, seconds))
 
 
-def check_endpoint(value: str) -> str:
+def check_endpoint(value: str, kind: str = "azure_storage_key") -> str:
     """An emulator's or Azure Stack's blob endpoint as stored: http(s)://host[:port][/account]."""
     try:
         parts = urlsplit(value)
         port = parts.port
     except ValueError:
-        raise CatalogError("INVALID_PARAMETER_VALUE", f"Field 'azure_storage_key.endpoint_url' is not a URL: "
+        raise CatalogError("INVALID_PARAMETER_VALUE", f"Field '{kind}.endpoint_url' is not a URL: "
                                                       f"'{value:.120}'.") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
             or parts.username or parts.password:
-        raise CatalogError("INVALID_PARAMETER_VALUE", "Field 'azure_storage_key.endpoint_url' must be an http:// or "
+        raise CatalogError("INVALID_PARAMETER_VALUE", f"Field '{kind}.endpoint_url' must be an http:// or "
                                                       f"https:// URL with a host and no query or user, got '{value:.120}'.")
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     path = parts.path.rstrip("/")
     return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port is not None else "") + path
 
 
-def check_storage_key(value: dict, out: dict) -> dict:
-    """Finish an azure_storage_key's fields (the string fields already checked): the account name's form,
-    the endpoint's, `hierarchical_namespace` a boolean (default true)."""
-    name = out["account_name"]
-    if not _ACCOUNT_RE.fullmatch(name):
+def check_fields(kind: str, value: dict, out: dict) -> dict:
+    """Finish an Azure kind's fields (the string fields already checked): an azure_storage_key's account
+    name; shardcat's optional `endpoint_url` (its form) and `hierarchical_namespace` (a boolean,
+    default true) on every kind."""
+    name = out.get("account_name")
+    if kind == "azure_storage_key" and not _ACCOUNT_RE.fullmatch(name):
         raise CatalogError("INVALID_PARAMETER_VALUE", "Field 'azure_storage_key.account_name' must be 3-24 lower-case "
                                                       f"letters and digits, got '{name:.40}'.")
     if out.get("endpoint_url"):
-        out["endpoint_url"] = check_endpoint(out["endpoint_url"])
+        out["endpoint_url"] = check_endpoint(out["endpoint_url"], kind)
     flag = value.get("hierarchical_namespace")
     if flag is not None:
         if not isinstance(flag, bool):
-            raise CatalogError("INVALID_PARAMETER_VALUE", "Field 'azure_storage_key.hierarchical_namespace' must be "
+            raise CatalogError("INVALID_PARAMETER_VALUE", f"Field '{kind}.hierarchical_namespace' must be "
                                                           "true or false.")
         out["hierarchical_namespace"] = flag
     out.setdefault("hierarchical_namespace", True)
@@ -151,24 +155,39 @@ def _token_credential(kind: str, fields: dict):
         raise CatalogError("FAILED_PRECONDITION", "shardcat does not vend with Azure identities here: no Entra ID "
                                                   "authority is configured (set SHARDCAT_AZURE_AUTHORITY_HOST, e.g. "
                                                   "https://login.microsoftonline.com).")
+    # Instance discovery asks Microsoft's public cloud about an authority it does not know: only for Azure's own.
+    public = urlsplit(authority).hostname in _AZURE_AUTHORITIES
     if kind == "azure_service_principal":
         return ClientSecretCredential(fields["directory_id"], fields["application_id"], fields["client_secret"],
-                                      authority=authority)
+                                      authority=authority, disable_instance_discovery=not public)
     return ManagedIdentityCredential(client_id=fields.get("managed_identity_id"))
 
 
 def _delegation_key(kind: str, fields: dict, account: str, endpoint: str | None, expiry: datetime):
-    """One blocking round trip (run it in a thread): an Entra ID token, then the account's user delegation key."""
-    from azure.core.exceptions import AzureError, HttpResponseError
+    """Two blocking round trips (run them in a thread): an Entra ID token, then the account's user delegation key."""
+    from azure.core.credentials import AccessToken
+    from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError
     from azure.storage.blob import BlobServiceClient
 
-    client = BlobServiceClient(endpoint or f"https://{account}.blob.core.windows.net",
-                               credential=_token_credential(kind, fields))
+    try:
+        token = _token_credential(kind, fields).get_token(STORAGE_SCOPE)
+    except ClientAuthenticationError:
+        raise CatalogError("FAILED_PRECONDITION", f"Entra ID refused the {kind}'s sign-in for storage account "
+                                                  f"'{account}'.") from None
+    except AzureError as e:
+        raise CatalogError("TEMPORARILY_UNAVAILABLE", f"Cannot reach Entra ID: {type(e).__name__}.") from None
+
+    class Token:             # the token just obtained, as the storage client's credential
+        def get_token(self, *scopes, **kwargs) -> AccessToken:
+            return token
+
+    client = BlobServiceClient(endpoint or f"https://{account}.blob.core.windows.net", credential=Token(),
+                               retry_total=2)
     try:
         return client.get_user_delegation_key(datetime.now(timezone.utc) - timedelta(minutes=5), expiry)
     except HttpResponseError as e:
         raise CatalogError("FAILED_PRECONDITION", f"Storage account '{account}' refused a user delegation key: "
-                                                  f"{e.error_code or e.status_code}.") from None
+                                                  f"{getattr(e, 'error_code', None) or e.status_code}.") from None
     except AzureError as e:
         raise CatalogError("TEMPORARILY_UNAVAILABLE", f"Cannot get a user delegation key for '{account}': "
                                                       f"{type(e).__name__}.") from None
@@ -206,7 +225,8 @@ class AzureVendor:
         else:
             self.stats["delegation_keys"] += 1
             delegation = await asyncio.to_thread(_delegation_key, kind, fields, account, endpoint, expiry)
-            token = sign_sas(account, container, directory, delegation_key=delegation, **common)
+            token = sign_sas(account, container, directory, delegation_key=delegation,
+                             directories=fields.get("hierarchical_namespace", True), **common)
         self.stats["signed"] += 1
         answer = {"azure_user_delegation_sas": {"sas_token": token},
                   "expiration_time": int(expiry.timestamp() * 1000), "url": url}

@@ -48,18 +48,25 @@ def installed() -> Path:
 class Azurite:
     """A running Azurite Blob service with one account; `stop()` ends it."""
 
-    def __init__(self):
+    def __init__(self, oauth: bool = False):
+        """`oauth`: serve HTTPS (a certificate made here, `self.cert`) and accept Entra ID bearer tokens
+        (Azurite's basic check: issuer, audience, lifetime; it verifies no signature), which is what
+        user delegation keys need."""
         self.account = ACCOUNT
         self.key = base64.b64encode(secrets.token_bytes(64)).decode()
         self.workdir = tempfile.mkdtemp(prefix="azurite-")
         env = {**os.environ, "AZURITE_ACCOUNTS": f"{self.account}:{self.key}"}
+        tls = []
+        if oauth:
+            self.cert, key = loopback_certificate(Path(self.workdir))
+            tls = ["--oauth", "basic", "--cert", str(self.cert), "--key", str(key)]
         self.process = subprocess.Popen(
             [str(installed()), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
-             "--disableTelemetry", "--skipApiVersionCheck"],
+             "--disableTelemetry", "--skipApiVersionCheck", *tls],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=self.workdir)
         url = None
         for line in self.process.stdout:
-            found = re.search(r"listens on (http://127\.0\.0\.1:\d+)", line)
+            found = re.search(r"listens on (https?://127\.0\.0\.1:\d+)", line)
             if found:
                 url = found.group(1)
                 break
@@ -67,7 +74,7 @@ class Azurite:
             raise RuntimeError(f"Azurite did not start (exit {self.process.poll()})")
         # Keep reading its output so a full pipe never blocks it.
         threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
-        self.host = url.removeprefix("http://")
+        self.host = url.split("://", 1)[1]
         self.endpoint = f"{url}/{self.account}"      # path-style: the account in the first path segment
 
     def service(self):
@@ -82,6 +89,31 @@ class Azurite:
         except subprocess.TimeoutExpired:
             self.process.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def loopback_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (PEM files: certificate, key); clients trust it by name."""
+    import datetime as dt
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 @pytest.fixture(scope="session")
@@ -99,3 +131,73 @@ def az():
     service.get_container_client("other").upload_blob("x.csv", b"another container")
     yield emulator
     emulator.stop()
+
+
+class EntraId:
+    """Microsoft Entra ID's token endpoint on loopback (HTTPS, `cert`): the one Azure part that cannot
+    exist here. It serves a tenant's OpenID configuration and the client-credentials grant of the service
+    principals registered in `apps` ({application_id: client_secret}), answering a bearer token for Azure
+    Storage (issuer sts.windows.net/<tenant>, audience storage.azure.com, the app's object id) that
+    Azurite's basic OAuth accepts. A wrong secret, another tenant or another scope gets a 401."""
+
+    def __init__(self, cert: Path, key: Path, tenant: str, apps: dict[str, str]):
+        import http.server
+        import json
+        import ssl
+        import time
+        import uuid
+        from urllib.parse import parse_qs
+
+        import jwt
+
+        self.tenant, self.apps, self.issued = tenant, apps, []
+        self.object_ids = {app: str(uuid.uuid4()) for app in apps}
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                base = f"{outer.url}/{outer.tenant}"
+                if self.path.split("?")[0] == f"/{outer.tenant}/v2.0/.well-known/openid-configuration":
+                    return self.answer(200, {"token_endpoint": f"{base}/oauth2/v2.0/token",
+                                             "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                                             "issuer": f"{base}/v2.0"})
+                return self.answer(404, {"error": "not_found"})
+
+            def do_POST(self):
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode()).items()}
+                app = form.get("client_id", "")
+                if (self.path != f"/{outer.tenant}/oauth2/v2.0/token" or form.get("grant_type") != "client_credentials"
+                        or outer.apps.get(app) is None or form.get("client_secret") != outer.apps[app]
+                        or form.get("scope") != "https://storage.azure.com/.default"):
+                    return self.answer(401, {"error": "invalid_client", "error_description": "refused"})
+                now = int(time.time())
+                token = jwt.encode({"iss": f"https://sts.windows.net/{outer.tenant}/", "aud": "https://storage.azure.com",
+                                    "oid": outer.object_ids[app], "tid": outer.tenant, "appid": app,
+                                    "nbf": now - 60, "iat": now, "exp": now + 3600}, secrets.token_bytes(32), "HS256")
+                outer.issued.append(app)
+                return self.answer(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600,
+                                         "ext_expires_in": 3600})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        # The handshake in each request's thread, not in accept(): a client that stalls blocks only itself.
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

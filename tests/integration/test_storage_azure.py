@@ -19,7 +19,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from azurite import az  # noqa: F401  (the session's Azurite)
+from azurite import Azurite, EntraId, az  # noqa: F401  (az: the session's Azurite)
 from governance_users import grant, user
 from shardcat.governance import vending_azure
 from test_vending import ok
@@ -286,3 +286,53 @@ async def test_volumes_and_batched_resolve_vend_the_same_way(ws, server, az):
     t, u = out["items"]
     assert read(container(az, t["temporary_credentials"]), "data/t/part-0.parquet")
     assert "temporary_credentials" not in u and "sas_token" not in json.dumps(u)
+
+
+@pytest.fixture(scope="module")
+def az_oauth():
+    """Azurite over HTTPS with Entra ID tokens accepted, and the Entra ID stand-in with one service principal."""
+    emulator = Azurite(oauth=True)
+    entra = EntraId(emulator.cert, emulator.cert.with_name("key.pem"), str(uuid.uuid4()),
+                    {"lake-reader-app": "app-secret-" + uuid.uuid4().hex})
+    service = ContainerClient(emulator.endpoint, "lake", credential={"account_name": emulator.account,
+                                                                     "account_key": emulator.key},
+                              connection_verify=str(emulator.cert))
+    service.create_container()
+    service.upload_blob("data/t/part-0.parquet", b"over TLS")
+    yield emulator, entra
+    entra.stop()
+    emulator.stop()
+
+
+async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, monkeypatch):
+    """azure_service_principal: shardcat signs in to Entra ID (the stand-in), asks Azurite for a user delegation
+    key with that token, and signs the SAS with it; Azurite checks the SAS against the key it derived."""
+    emulator, entra = az_oauth
+    monkeypatch.setenv("SHARDCAT_AZURE_AUTHORITY_HOST", entra.url)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(emulator.cert))         # the loopback certificate, for both
+    [(app, secret)] = entra.apps.items()
+    principal = {"directory_id": entra.tenant, "application_id": app, "client_secret": secret,
+                 "endpoint_url": emulator.endpoint, "hierarchical_namespace": False}
+    await ok(ws, "POST", "/catalogs", json={"name": "main"})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "main"})
+    await ok(ws, "POST", "/storage-credentials", json={"name": "sp", "azure_service_principal": principal})
+    await ok(ws, "POST", "/external-locations", json={"name": "data", "url": adls(emulator, "data"),
+                                                      "credential_name": "sp"})
+    table = await ok(ws, "POST", "/tables", json={
+        "name": "t", "catalog_name": "main", "schema_name": "s", "table_type": "EXTERNAL",
+        "data_source_format": "PARQUET", "columns": COLS, "storage_location": adls(emulator, "data/t")})
+    answer = await ok(ws, "POST", "/temporary-table-credentials",
+                      json={"table_id": table["table_id"], "operation": "READ"})
+    signed = parse_qs(sas_of(answer))
+    assert signed["skoid"] == [entra.object_ids[app]] and signed["sktid"] == [entra.tenant] and signed["sp"] == ["rl"]
+    assert entra.issued == [app]
+    client = ContainerClient(emulator.endpoint, "lake", credential=sas_of(answer), connection_verify=str(emulator.cert))
+    assert read(client, "data/t/part-0.parquet") == b"over TLS"
+    assert refused(lambda: client.upload_blob("data/t/x", b"x")) == "AuthorizationPermissionMismatch"
+    # A secret Entra ID does not know: no token, so no key and no SAS.
+    await ok(ws, "PATCH", "/storage-credentials/sp", json={"azure_service_principal": {"client_secret": "wrong"}})
+    vending_azure.AZURE.cache.clear()
+    status, body = await ws.call("POST", "/temporary-table-credentials",
+                                 json={"table_id": table["table_id"], "operation": "READ"})
+    assert status == 400 and "Entra ID refused" in body["message"] and "sas_token" not in json.dumps(body), body
+    assert entra.issued == [app]

@@ -64,7 +64,8 @@ _KIND_FIELDS = {
     # Databricks' request is {}: the service account is the catalog's own ($SHARDCAT_GCP_SERVICE_ACCOUNT_EMAIL)
     "databricks_gcp_service_account": ((), ()),
 }
-_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id",), s3_compatible.KIND: s3_compatible.OPTIONAL,
+_KIND_OPTIONAL = {"azure_managed_identity": ("managed_identity_id", "endpoint_url"),
+                  s3_compatible.KIND: s3_compatible.OPTIONAL, "azure_service_principal": ("endpoint_url",),
                   "azure_storage_key": ("endpoint_url",), "gcp_service_account_key": ("endpoint_url",)}
 
 
@@ -97,8 +98,8 @@ def _check_kind(kind: str, value: dict, old: dict | None) -> dict:
         out["unity_catalog_iam_arn"] = UC_IAM_ARN
     if kind == s3_compatible.KIND:
         out = s3_compatible.check(value, out)
-    if kind == "azure_storage_key":
-        out = vending_azure.check_storage_key(value, out)
+    if kind in vending_azure.KINDS:
+        out = vending_azure.check_fields(kind, value, out)
     if kind == "databricks_gcp_service_account":
         out["email"] = vending_gcs.catalog_account_email()    # output only, as in Databricks: the catalog's own
     if kind in vending_gcs.KINDS:
