@@ -194,3 +194,28 @@ async def test_unregister_needs_the_right_to_drop(ice, server):
     assert status == 404 and body["error"]["type"] == "NoSuchTableException"
     status, _ = await ice.call("GET", f"{P}/namespaces/s/tables/t")
     assert status == 200
+
+
+async def test_snapshots_refs_answers_only_the_snapshots_refs_name(ice):
+    import asyncio
+
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    def write():
+        catalog = load_catalog("t", type="rest", uri=f"{ice.api}/iceberg", warehouse="ice", token=ice.token)
+        table = catalog.create_table("s.snaps", Schema(NestedField(1, "id", LongType(), required=False)))
+        for i in range(3):
+            table.append(pa.table({"id": pa.array([i], pa.int64())}))
+        first = table.snapshots()[0].snapshot_id
+        table.manage_snapshots().create_tag(first, "v1").commit()
+        return first, table.current_snapshot().snapshot_id
+
+    first, current = await asyncio.to_thread(write)
+    status, everything = await ice.call("GET", f"{P}/namespaces/s/tables/snaps", params={"snapshots": "all"})
+    assert status == 200 and len(everything["metadata"]["snapshots"]) == 3
+    status, refs = await ice.call("GET", f"{P}/namespaces/s/tables/snaps", params={"snapshots": "refs"})
+    assert status == 200
+    assert {s["snapshot-id"] for s in refs["metadata"]["snapshots"]} == {first, current}     # main and tag v1
