@@ -20,7 +20,7 @@ from ....governance import vending
 from ....governance.vending import vend
 from ....iceberg import metadata as md
 from ....iceberg.tables import POINTER_KEYS, is_iceberg_table, is_iceberg_view
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from ...features.uniform import is_uniform
 from ....entities.values import now_ms
 from ....shards.locations import require_external_location
@@ -195,7 +195,7 @@ class IcebergBase:
             row = self._row(caller, schema, name, table_id, bare, now, state)
             asset = await self.catalogs.tables.on_create(tx, state, row, schema, {})     # the table rules (tables.py)
             pointer = {k: v for k, v in props.items() if k in POINTER_KEYS}
-            asset = dataclasses.replace(asset, info={**asset.info, "properties": {**_props(asset), **pointer}})
+            asset = dataclasses.replace(asset, info={**asset.info, "properties": {**properties_of(asset), **pointer}})
             if expect_path is not None and asset.storage_path != expect_path:
                 raise CatalogError("RESOURCE_CONFLICT", f"The schema's managed storage moved while creating '{full}'; "
                                                         "try again.")

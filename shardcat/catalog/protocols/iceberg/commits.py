@@ -13,7 +13,7 @@ from ....entities.asset import Asset
 from ....governance.authorize import authorizer
 from ....iceberg import metadata as md
 from ....iceberg.tables import is_iceberg_table
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from ....entities.values import now_ms
 from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
@@ -82,7 +82,7 @@ class Commits(IcebergBase):
         its columns renamed by field id), the file written unless the new schema drops governance the
         caller may not drop. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
         io = await self._io(caller, asset.storage_path, write=True)
-        base_location = _props(asset)[md.METADATA_LOCATION]
+        base_location = properties_of(asset)[md.METADATA_LOCATION]
         base = await asyncio.to_thread(md.read_metadata, base_location, io)
         metadata = md.updated(base, base_location, requirements, updates)
         if self._url(metadata.location) != asset.storage_path:
@@ -126,12 +126,12 @@ class Commits(IcebergBase):
                     raise missing("Table", full_name, " (dropped or renamed while committing)")
                 require_data(authz, current, write=True)
                 base_location, metadata, location, renamed = prepared[table_id]
-                if _props(current)[md.METADATA_LOCATION] != base_location:
+                if properties_of(current)[md.METADATA_LOCATION] != base_location:
                     if preset and table_id in preset:
                         raise IcebergError(409, "CommitFailedException", f"Table '{full_name}' changed meanwhile.")
                     base_location, metadata, location, renamed = prepared[table_id] = \
                         await self._prepare(caller, current, requirements, updates)
-                props = {**_props(current), md.METADATA_LOCATION: location,
+                props = {**properties_of(current), md.METADATA_LOCATION: location,
                          md.PREVIOUS_METADATA_LOCATION: base_location}
                 governed = await self._with_schema(authz, current, metadata.schema(), renamed)
                 info = {**governed.info, "properties": props, "updated_at": now, "updated_by": caller.name}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ....auth import Caller
 from ....entities.names import check_name
 from ....errors import CatalogError
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from ....web.registry import ICEBERG_OPERATIONS
 from . import idempotency
 from .base import IcebergBase
@@ -79,7 +79,7 @@ class Namespaces(IcebergBase):
     async def load_namespace(self, caller: Caller, warehouse: str | None, raw: str) -> dict:
         levels = self.namespace(warehouse, raw)
         asset = await self._container(caller, self.namespace_name(warehouse, levels))
-        props = dict(_props(asset))
+        props = dict(properties_of(asset))
         if asset.info.get("comment"):          # an empty comment is none (a removed one)
             props["comment"] = asset.info["comment"]
         if asset.info.get("storage_root"):
@@ -111,7 +111,7 @@ class Namespaces(IcebergBase):
                                                            "it is created; it cannot change.")
         asset = await self._container(caller, self.namespace_name(warehouse, levels))
         # `comment` is the catalog's or schema's comment (as load_namespace answers it), the rest its properties
-        props = {k: v for k, v in _props(asset).items() if k != "comment"}
+        props = {k: v for k, v in properties_of(asset).items() if k != "comment"}
         had = dict(props, **({"comment": asset.info["comment"]} if asset.info.get("comment") else {}))
         absent = [k for k in removals if k not in had]
         for k in removals:

@@ -29,7 +29,7 @@ from ....errors import CatalogError
 from ....governance import vending
 from ....governance.vending import vend_objects
 from ....iceberg import metadata as md
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from .base import IcebergBase
 from .errors import IcebergError, iceberg_error, require_data
 from . import scan
@@ -113,7 +113,7 @@ class Planning(IcebergBase):
 
     async def _run(self, caller: Caller, asset, request, plan: Plan) -> None:
         try:
-            location = _props(asset)[md.METADATA_LOCATION]
+            location = properties_of(asset)[md.METADATA_LOCATION]
             io = await self._io(caller, asset.storage_path, write=False)
             metadata = await asyncio.to_thread(md.read_metadata, location, io)
             tasks = await asyncio.to_thread(scan.plan_files, metadata, location, io, request)

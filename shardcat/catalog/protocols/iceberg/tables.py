@@ -18,7 +18,7 @@ from ....errors import CatalogError
 from ....governance.authorize import authorizer
 from ....iceberg import metadata as md
 from ....iceberg.tables import is_iceberg_table, is_iceberg_view
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from ....shards.session import current
 from ....shards.shard import MetastoreState
 from ....store import history
@@ -71,7 +71,7 @@ class Tables(IcebergBase):
         """The table's metadata (with `snapshots` "refs": only the snapshots its branches and tags name) and
         the caller's access to its files: vended credentials, or with `signer` (signing.py) remote signing."""
         asset, authz = await self._loadable(caller, full_name)
-        location = _props(asset)[md.METADATA_LOCATION]
+        location = properties_of(asset)[md.METADATA_LOCATION]
         if signer is not None:
             credentials, config = [], await self.signing_config(caller, asset, signer)
             io = await self._io(caller, asset.storage_path, write=False)
@@ -93,7 +93,7 @@ class Tables(IcebergBase):
         (the signing URI and endpoint) is answered when the client's `delegation` asks for remote signing."""
         asset, _ = await self._loadable(caller, full_name)
         signer = signer if await self.signs_for(caller, asset, delegation) else None
-        tag = etag(_props(asset)[md.METADATA_LOCATION], snapshots, signer is not None)
+        tag = etag(properties_of(asset)[md.METADATA_LOCATION], snapshots, signer is not None)
         if if_none_match is not None and tag in [t.strip() for t in if_none_match.split(",")]:
             return tag, None
         answer = await self.load_table(caller, full_name, snapshots, signer)
@@ -106,7 +106,7 @@ class Tables(IcebergBase):
         asset = await self._table(caller, full_name)
         authz = await authorizer(self.shard, caller)
         require(authz, "delete", asset)
-        location = _props(asset)[md.METADATA_LOCATION]
+        location = properties_of(asset)[md.METADATA_LOCATION]
         io = await self._io(caller, asset.storage_path, write=False)
         metadata = await asyncio.to_thread(md.read_metadata, location, io)
         await self.catalogs.delete(caller, "table", full_name)
@@ -202,7 +202,7 @@ class Tables(IcebergBase):
                                                                   f"Iceberg table at '{location}': it cannot be "
                                                                   "overwritten).")
             await self._commit_all(caller, [(full, [], [])], preset={
-                existing.id: (_props(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
+                existing.id: (properties_of(existing)[md.METADATA_LOCATION], metadata, metadata_location)})
         else:
             info = self._table_info(metadata, metadata_location, location, managed=False)
             await self._insert(caller, full, str(uuid.uuid4()), info, location)

@@ -12,7 +12,7 @@ from ....entities.asset import Asset
 from ....governance.authorize import authorizer
 from ....iceberg import metadata as md
 from ....iceberg.tables import is_iceberg_view
-from ....iceberg.tables import props as _props
+from ....iceberg.tables import props as properties_of
 from ....entities.values import now_ms
 from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
@@ -80,7 +80,7 @@ class Views(IcebergBase):
     async def load_view(self, caller: Caller, full_name: str) -> dict:
         asset = await self._table(caller, full_name, view=True)
         require_data(await authorizer(self.shard, caller), asset, write=False)    # SELECT on the view
-        location = _props(asset)[md.METADATA_LOCATION]
+        location = properties_of(asset)[md.METADATA_LOCATION]
         io = await self._io(caller, location.rsplit("/", 1)[0], write=False)     # the metadata folder
         view = await asyncio.to_thread(md.read_view, location, io)
         return {"metadata-location": location, "metadata": md.metadata_json(view), "config": {}}
@@ -94,7 +94,7 @@ class Views(IcebergBase):
         require(authz, "update", asset)                              # the view's owner or MANAGE
 
         async def prepare(current: Asset):
-            base_location = _props(current)[md.METADATA_LOCATION]
+            base_location = properties_of(current)[md.METADATA_LOCATION]
             io = await self._io(caller, base_location.rsplit("/", 1)[0], write=True)    # the metadata folder
             base = await asyncio.to_thread(md.read_view, base_location, io)
             view = md.updated_view(base, requirements, updates)
@@ -118,12 +118,12 @@ class Views(IcebergBase):
             if not is_iceberg_view(current) or current.full_name != full_name:
                 raise missing("View", full_name, " (dropped or renamed while replacing it)")
             require(authz, "update", current)
-            if _props(current)[md.METADATA_LOCATION] != prepared[0]:
+            if properties_of(current)[md.METADATA_LOCATION] != prepared[0]:
                 prepared = await prepare(current)                   # redone on the newer view, under the write
             base_location, view, location = prepared
             governed = await self._with_schema(authz, current, self._view_schema(view))
             info = {**governed.info, "view_definition": md.view_sql(view),
-                    "properties": {**_props(current), md.METADATA_LOCATION: location,
+                    "properties": {**properties_of(current), md.METADATA_LOCATION: location,
                                    md.PREVIOUS_METADATA_LOCATION: base_location},
                     "updated_at": now, "updated_by": caller.name}
             await tx.put(dataclasses.replace(current, info=info))
