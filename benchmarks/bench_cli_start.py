@@ -88,7 +88,7 @@ def markdown(run: dict) -> str:
              "not a version manager's shim), after one warm-up run; wall time from spawn to exit and the "
              "process's user + system CPU. The client commands ask a `shardcat serve` on loopback (one "
              "catalog, one schema, one table). The client imports none of the server's modules "
-             "(tests/unit/test_cli_imports.py checks it); the last row is the import it avoids.",
+             "(tests/unit/client/test_cli_imports.py checks it); the last row is the import it avoids.",
              "",
              "| command | wall p50 ms | wall p90 ms | CPU p50 ms |",
              "| --- | ---: | ---: | ---: |"]

@@ -14,7 +14,7 @@ router's resend rule (`read_only`), the audit action names and securables (gover
 the shard front's fast paths (serving/front.py), the paths that need no token
 (governance/authentication.py), those not audited, and the operation names of /metrics (web/metrics.py).
 The OpenAPI document (shardcat/openapi/shardcat.yaml) stays the hand-written spec;
-tests/unit/test_declared_once.py holds it, the served routes and this list to the same paths and
+tests/unit/web/test_declared_once.py holds it, the served routes and this list to the same paths and
 operationIds. Adding an endpoint: its line here, in its module's group, its handler under its
 operationId, its operation in the document (docs/design.md); a new module: a new group. Pure
 data: clients read it too.
@@ -347,10 +347,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         E(SHARD, "GET", "/shardcat/system-tables", "getSystemTables"),
         E(SHARD, "POST", "/shardcat/system-tables/refresh", "refreshSystemTables"),
     ),
+    *served_in("catalog.features.monitors",
+        E(SHARD, "GET", "/shardcat/monitors/alerts", "listMonitorAlerts", securable="TABLE"),
+        E(SHARD, "POST", "/shardcat/monitors/check", "checkMonitors"),
+    ),
     *served_in("catalog.features.maintenance",
         E(SHARD, "GET", "/shardcat/maintenance/policies", "getMaintenancePolicy", securable="TABLE"),
         E(SHARD, "PUT", "/shardcat/maintenance/policies", "setMaintenancePolicy"),
         E(SHARD, "POST", "/shardcat/maintenance/runs", "runMaintenance", securable="TABLE"),
+        E(SHARD, "GET", "/shardcat/maintenance/runs", "listMaintenanceRuns", securable="TABLE"),
     ),
     *served_in("catalog.features.lineage",
         E(SHARD, "POST", "/shardcat/lineage", "reportLineage"),
@@ -440,7 +445,7 @@ _BY_OPERATION = {e.action: e for e in ENDPOINTS}
 
 
 def operation(operation_id: str) -> Endpoint:
-    """The endpoint of an operationId (each names one: tests/unit/test_declared_once.py)."""
+    """The endpoint of an operationId (each names one: tests/unit/web/test_declared_once.py)."""
     return _BY_OPERATION[operation_id]
 
 

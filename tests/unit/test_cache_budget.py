@@ -103,3 +103,38 @@ def test_a_shard_bounds_all_its_metastores_caches_together():
         assert shard.budget.used == sum(c.bytes for c in caches[1:])
 
     asyncio.run(scenario())
+
+
+def test_metrics_show_the_hit_ratio_the_bound_and_each_metastores_bytes_and_idle_evictions():
+    from shardcat.serving.metrics import add_caches
+    from shardcat.web.metrics import Figures, exposition
+
+    async def scenario():
+        store = MemoryStore()
+        now = [0.0]
+        shard = Shard(store, "figures", cache=CacheConfig(max_bytes=1 << 20, idle_timeout=60), clock=lambda: now[0])
+        hot, idle = str(uuid.uuid4()), str(uuid.uuid4())
+        for n, ms in enumerate((hot, idle)):
+            await store.create_metastore(ms, f"m{n}", {"storage_root": f"file:///w/{n}", "owner": "admin"})
+            async with store.write(ms, 0) as tx:
+                await tx.put(Asset(id=str(uuid.uuid4()), metastore_id=ms, type="table", namespace="table",
+                                   parent_id=ms, name="t", full_name="c.s.t", storage_path=None, info={}), new=True)
+            for _ in range(3):
+                await shard.lookup(ms, "table", "c.s.t")        # a miss, then two hits
+            await shard.warmed(ms)
+        figures = Figures()
+        add_caches(figures, shard)
+        assert figures.gauges["cache_hit_ratio"] == 4 / 6 and figures.gauges["cache_bound_bytes"] == 1 << 20
+        assert figures.labelled["cache_metastore_bytes"] == {ms: shard.states[ms].cache.bytes for ms in (hot, idle)}
+        assert figures.gauges["metastores_warm"] == 2
+        now[0] += 100
+        assert shard.evict_idle(keep={hot}) == 1
+        figures = Figures()
+        add_caches(figures, shard)
+        figures.counters["idle_evictions"] = shard.stats["idle_evictions"]
+        assert set(figures.labelled["cache_metastore_bytes"]) == {hot} and figures.gauges["metastores_warm"] == 1
+        text = exposition([({}, figures)]).decode()
+        assert f'shardcat_cache_metastore_bytes{{metastore="{hot}"}}' in text and idle not in text
+        assert "shardcat_idle_evictions_total 1.0" in text and "shardcat_cache_hit_ratio" in text
+
+    asyncio.run(scenario())

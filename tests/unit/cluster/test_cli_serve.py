@@ -5,7 +5,7 @@ from pathlib import Path
 
 from shardcat.cluster.cli import build_parser, serve_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def config(*argv):

@@ -10,7 +10,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 
 from shardcat.cluster.ray_cluster import SHARD_RESOURCE
 
-CONFIG = Path(__file__).resolve().parents[2] / "ray-config" / "cluster.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "ray-config" / "cluster.yaml"
 
 
 def test_ray_up_accepts_the_cluster_config():

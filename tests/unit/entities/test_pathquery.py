@@ -15,7 +15,7 @@ from shardcat.entities.asset import Asset
 from shardcat.entities.pathquery import LIKE_WORK_PER_NODE, OverBudget, Unread, describe, parse, run, valid_cursor
 from shardcat.errors import CatalogError
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "queries.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
 MS = str(uuid.uuid4())
 
 
