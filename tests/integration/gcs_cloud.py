@@ -324,6 +324,12 @@ class GoogleServer:
                 {"bucket": r.bucket, "permissions": sorted(r.permissions), "terms": r.terms} for r in t.rules]
             return web.json_response({"account": t.account.email, "expires_at": t.expires_at, "rules": rules})
 
+        async def expire(request):
+            """Google's clock passing a token's expiry (so tests need not sleep through a token's life)."""
+            self.tokens[(await request.json())["token"]].expires_at = time.time() - 1
+            return web.json_response({})
+
+        app.router.add_post("/_admin/expire", expire)
         app.router.add_post("/_admin/accounts", add_account)
         app.router.add_post("/_admin/settings", settings)
         app.router.add_get("/_admin/record", record)
@@ -534,6 +540,10 @@ class Google:
     @property
     def refusals(self) -> list[str]:
         return self._admin("GET", "record")["refusals"]
+
+    def expire(self, value: str) -> None:
+        """Let a token's lifetime pass, as far as Google's side is concerned."""
+        self._admin("POST", "expire", {"token": value})
 
     def token(self, value: str) -> dict | None:
         """What Google knows of an access token: its account, expiry and boundary rules (None: a source token)."""
