@@ -20,18 +20,13 @@ _CACHE_COUNTS = ("hits", "misses", "evictions")
 def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figures:
     """The shard's figures now (plain data)."""
     figures = Figures(requests=observed.requests.snapshot())
-    counters, gauges = figures.counters, figures.gauges
+    counters = figures.counters
     # The caches of the metastores served now: a metastore dropped (moved away) takes its counts
     # with it, which Prometheus' rate() reads as a counter reset.
-    caches = [s.cache.stats() for s in shard.states.values() if s.cache is not None]
-    for key in _CACHE_COUNTS:
-        counters[f"cache_{key}"] = sum(c[key] for c in caches)
-    gauges["cache_entries"] = sum(c["entries"] for c in caches)
-    gauges["cache_bytes"] = sum(c["bytes"] for c in caches)
-    gauges["metastores_owned"] = len(shard.states)
+    add_caches(figures, shard)
     figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
     for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops", "grouped_writes",
-                "lone_writes", "group_replays"):
+                "lone_writes", "group_replays", "idle_evictions"):
         counters[key] = shard.stats.get(key, 0)
     counters["write_groups"] = shard.stats.get("groups", 0)
     add_audit(figures, audit_log)
@@ -44,6 +39,23 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
                                     ("gc_longest_pause_seconds", pauses.longest)):
             figures.labelled[name] = {str(generation): value for generation, value in by_generation.items()}
     return figures
+
+
+def add_caches(figures: Figures, shard: Shard) -> None:
+    """The caches of the metastores served now, together and per metastore, and how many are warm."""
+    counters, gauges = figures.counters, figures.gauges
+    caches = {ms: s.cache.stats() for ms, s in shard.states.items() if s.cache is not None}
+    for key in _CACHE_COUNTS:
+        counters[f"cache_{key}"] = sum(c[key] for c in caches.values())
+    gauges["cache_entries"] = sum(c["entries"] for c in caches.values())
+    gauges["cache_bytes"] = sum(c["bytes"] for c in caches.values())
+    looked_up = counters["cache_hits"] + counters["cache_misses"]
+    gauges["cache_hit_ratio"] = counters["cache_hits"] / looked_up if looked_up else 0.0
+    gauges["cache_bound_bytes"] = shard.budget.max_bytes
+    # Only the metastores holding something: an idle one, gone cold, has no series.
+    figures.labelled["cache_metastore_bytes"] = {ms: c["bytes"] for ms, c in caches.items() if c["bytes"]}
+    gauges["metastores_owned"] = len(shard.states)
+    gauges["metastores_warm"] = sum(1 for s in shard.states.values() if s.version >= 0)
 
 
 def probe_handlers(shard: Shard, audit_log: AuditLog) -> dict[str, Handler]:

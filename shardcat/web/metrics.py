@@ -35,6 +35,7 @@ COUNTERS = {
     "cache_hits": "Lookups answered from the in-memory cache.",
     "cache_misses": "Lookups the cache could not answer (read from PostgreSQL).",
     "cache_evictions": "Cached assets evicted under the memory bound.",
+    "idle_evictions": "Metastores gone cold after their idle timeout (state and cache freed; served again on use).",
     "writes": "Metastore writes committed (each bumps the metastore's version).",
     "write_conflicts": "Writes that found the metastore version moved and ran again.",
     "write_groups": "Transactions that committed several queued metastore writes together (group commit).",
@@ -58,6 +59,10 @@ COUNTERS = {
 GAUGES = {
     "cache_entries": "Assets in the in-memory caches.",
     "cache_bytes": "Estimated bytes held by the in-memory caches.",
+    "cache_hit_ratio": "Share of cache lookups answered from memory (the caches of the metastores served now).",
+    "cache_bound_bytes": "The caches' memory bound (--cache-mb): all the metastores of a shard together.",
+    "cache_metastore_bytes": "Estimated bytes each metastore's cache holds (those holding nothing left out).",
+    "metastores_warm": "Metastores served here whose state is in memory (the others went cold or were never used).",
     "metastores_owned": "Metastores this server serves now.",
     "metastore_version": "The version of each metastore served here, as this server knows it (it rises by one per write).",
     "db_pool_size": "Connections open in the PostgreSQL pool.",
@@ -112,6 +117,7 @@ class Observed:
 OBSERVED = web.AppKey("shardcat_observed", Observed)
 
 LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard",
+            "cache_metastore_bytes": "metastore",
             "metastore_version": "metastore", "shards": "count", "gc_collections": "generation",
             "gc_pause_seconds": "generation", "gc_longest_pause_seconds": "generation"}
 
