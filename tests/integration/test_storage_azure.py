@@ -336,3 +336,19 @@ async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, mon
                                  json={"table_id": table["table_id"], "operation": "READ"})
     assert status == 400 and "Entra ID refused" in body["message"] and "sas_token" not in json.dumps(body), body
     assert entra.issued == [app]
+
+
+@pytest.mark.parametrize("spelling", [
+    "abfs://lake@{a}.dfs.core.windows.net/data/inner",          # the non-TLS spelling of the same place
+    "ABFSS://LAKE@{A}.DFS.CORE.WINDOWS.NET/data",
+    "abfss://lake@{a}.dfs.core.windows.net/x/../data/t",
+])
+async def test_another_location_cannot_overlap_by_spelling(ws, server, az, spelling):
+    """A second credential's location over the first one's storage, spelled otherwise: refused, so no
+    second key reaches those files."""
+    await lake(ws, az)
+    await ok(ws, "POST", "/storage-credentials", json={"name": "az2", "azure_storage_key": credential(az)})
+    url = spelling.format(a=az.account, A=az.account.upper())
+    status, body = await ws.call("POST", "/external-locations", json={"name": "again", "url": url,
+                                                                     "credential_name": "az2"})
+    assert status == 400 and ("overlaps" in body["message"] or "inside the storage" in body["message"]), body
