@@ -10,17 +10,17 @@ schemas) under their shared names, and of those only what the share's owner may 
 else is "not found", the same for what does not exist and for what exists outside its shares.
 Errors are the protocol's JSON (`errorCode`, `message`).
 
-A table is read from its Delta log (tables.py) at the version asked; history (a version, a
+A table is read from its Delta log (delta/table_log.py) at the version asked; history (a version, a
 timestamp, a starting version) only where the share enables history sharing, from the object's
 `start_version`; the change data feed only where the share enables it and the table records it.
 The share's partition filters are enforced on every file; the recipient's predicate and limit
 hints skip files, best effort (predicates.py). Files come back as pre-signed URLs (files.py).
+The protocol's errors, request values and answer lines are wire.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ipaddress
 import json
 import uuid
@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ....auth import Caller, bearer, hash_token
-from ....delta.commits import FEATURE_PROPERTY
 from ....entities.asset import Asset
 from ....entities.urls import InvalidUrl
 from ....entities.values import now_ms
@@ -43,52 +42,16 @@ from ....governance.vending import catalog_read_credentials, file_signer
 from ....shards.shard import Shard
 from ....store.errors import MetastoreGone
 from ....web.kit import client_address, public_origin, ShardServing, Handler
-from ....web.paging import decode_token, encode_token
 from ....web.wire import SHARING_PREFIX
 from ...features.sharing import owner_decision
 from . import files
+from .wire import (VERSION_HEADER, bad, error, file_line, iso, json_body, limited, metadata_line, ndjson, not_found,
+                   page_of, protocol_errors, protocol_line, response_format, timestamp_param, version_param)
 from .predicates import FileFacts, may_match, parse_hint, parse_sql_hints, partition_filter
 from ....delta.table_log import TableLog, TableLogError, table_log
 
 MS = "/metastores/{metastore_id}"
-CAPABILITIES = "delta-sharing-capabilities"
-VERSION_HEADER = "Delta-Table-Version"
-NDJSON = "application/x-ndjson"
-MAX_PAGE = 1000
-# What a recipient's copy of the table leaves out: the catalog's own management of it.
-_CATALOG_FEATURES = {"catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"}
-_CATALOG_CONFIG = ("delta.enableInCommitTimestamps", "delta.inCommitTimestamp", FEATURE_PROPERTY,
-                   "io.unitycatalog.", "shardcat.")
-# Reader features the parquet response format cannot carry: such tables answer in delta format.
-_ADVANCED = {"deletionVectors", "columnMapping", "timestampNtz", "typeWidening", "v2Checkpoint"}
 
-
-def _error(code: str, message: str) -> CatalogError:
-    return CatalogError(code, message)
-
-
-def not_found(message: str) -> CatalogError:
-    return CatalogError("NOT_FOUND", message)
-
-
-def bad(message: str) -> CatalogError:
-    return CatalogError("INVALID_PARAMETER_VALUE", message)
-
-
-_PROTOCOL_CODES = {"NOT_FOUND": "RESOURCE_DOES_NOT_EXIST"}
-
-
-def protocol_errors(handler):
-    """The protocol's error JSON (`errorCode`, `message`) for a CatalogError out of a handler."""
-
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except CatalogError as e:
-            return web.json_response({"errorCode": _PROTOCOL_CODES.get(e.code, e.code), "message": e.message},
-                                     status=e.status)
-
-    return wrapped
 
 
 # ---- the recipient ---------------------------------------------------------------------
@@ -116,35 +79,6 @@ def _ip_allowed(recipient: Asset, remote: str | None) -> bool:
     except ValueError:
         return False
     return any(address in ipaddress.ip_network(net, strict=False) for net in allowed)
-
-
-def _timestamp_ms(text: str | None, name: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise bad(f"'{name}' must be a timestamp like 2022-01-01T00:00:00Z, got '{text:.40}'.") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def _version(value, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            raise bad(f"'{name}' must be a non-negative integer, got '{value:.40}'.") from None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise bad(f"'{name}' must be a non-negative integer, got {value!r:.40}.")
-    return value
-
-
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -175,8 +109,8 @@ class SharingServer:
         ms = request.match_info["metastore_id"]
         token = bearer(request.headers.get("Authorization"))
         if token is None:
-            raise _error("UNAUTHENTICATED", "Missing 'Authorization: Bearer <token>' header.")
-        unknown = _error("UNAUTHENTICATED", "The bearer token is not valid (unknown, revoked or expired).")
+            raise error("UNAUTHENTICATED", "Missing 'Authorization: Bearer <token>' header.")
+        unknown = error("UNAUTHENTICATED", "The bearer token is not valid (unknown, revoked or expired).")
         try:
             uuid.UUID(ms)
         except ValueError:
@@ -190,7 +124,7 @@ class SharingServer:
             raise unknown
         address = client_address(request, self.shard.store.secrets)
         if not _ip_allowed(asset, address):
-            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
+            raise error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
         # The audit row names the recipient (governance/audit.py reads the request's caller).
         request["caller"] = Caller(f"recipient:{asset.name}", 0, False, None, ms)
         return Recipient(asset, ms, entry)
@@ -290,7 +224,7 @@ class SharingServer:
                                                          t.table.info.get("storage_location") or "")
             return await table_log(self.shard.store, t.table, credentials)
         except (TableLogError, OSError, ValueError) as e:
-            raise _error("FAILED_PRECONDITION", f"Table '{t.schema}.{t.name}' cannot be read: {e}") from None
+            raise error("FAILED_PRECONDITION", f"Table '{t.schema}.{t.name}' cannot be read: {e}") from None
 
 
 def _is_delta(table: Asset) -> bool:
@@ -299,98 +233,7 @@ def _is_delta(table: Asset) -> bool:
         and table.info.get("table_type") not in ("VIEW", "MATERIALIZED_VIEW", "METRIC_VIEW")
 
 
-# ---- paging ------------------------------------------------------------------------------
-
-
-def _page(request: web.Request, items: list[dict], key) -> dict:
-    """A page of `items` (in `key` order) by the protocol's maxResults and pageToken."""
-    raw = request.query.get("maxResults")
-    size = MAX_PAGE if raw is None else min(_version(raw, "maxResults"), MAX_PAGE)
-    after = None
-    token = request.query.get("pageToken")
-    if token:
-        after = decode_token(token, "after", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
-        items = [i for i in items if list(key(i)) > after]
-    page = items[:size]
-    out = {"items": page}
-    if len(items) > size:
-        out["nextPageToken"] = encode_token(list(key(page[-1])) if page else (after or []))
-    return out
-
-
-# ---- table answers -----------------------------------------------------------------------
-
-
-def _capabilities(request: web.Request) -> dict[str, list[str]]:
-    caps = {}
-    for part in request.headers.get(CAPABILITIES, "").split(";"):
-        key, _, values = part.partition("=")
-        if key.strip():
-            caps[key.strip().lower()] = [v.strip().lower() for v in values.split(",") if v.strip()]
-    return caps
-
-
-def _format(request: web.Request, protocol: dict) -> str:
-    asked = _capabilities(request).get("responseformat") or ["parquet"]
-    known = [f for f in asked if f in ("parquet", "delta")]
-    if not known:
-        raise bad(f"Unknown responseformat {','.join(asked):.60}; expected parquet or delta.")
-    advanced = set(protocol.get("readerFeatures") or []) & _ADVANCED or protocol.get("minReaderVersion", 1) == 2
-    if advanced:
-        if "delta" not in known:
-            raise bad("This table needs responseformat=delta (it uses reader features the parquet format "
-                      "cannot carry).")
-        return "delta"
-    return "parquet" if "parquet" in known else "delta"
-
-
-def _shared_protocol(protocol: dict) -> dict:
-    """The table's Delta protocol as the recipient's copy needs it: without the catalog's own features."""
-    readers = [f for f in protocol.get("readerFeatures") or [] if f not in _CATALOG_FEATURES]
-    if readers:
-        return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": readers, "writerFeatures": readers}
-    if protocol.get("minReaderVersion") == 2:      # column mapping, before table features
-        return {"minReaderVersion": 2, "minWriterVersion": 5}
-    return {"minReaderVersion": 1, "minWriterVersion": 2}
-
-
-def _shared_metadata(md: dict) -> dict:
-    config = {k: v for k, v in (md.get("configuration") or {}).items() if not k.startswith(_CATALOG_CONFIG)}
-    out = {**md, "configuration": config}
-    out["format"] = {"provider": "parquet", "options": (md.get("format") or {}).get("options") or {}}
-    return out
-
-
-def _metadata_line(fmt: str, md: dict, t: SharedTable, version: int | None, files_: dict | None) -> dict:
-    md = _shared_metadata(md)
-    extra = {}
-    if version is not None:
-        extra["version"] = version
-    if files_ is not None:
-        extra["size"] = sum(int(a.get("size") or 0) for a in files_.values())
-        extra["numFiles"] = len(files_)
-    if fmt == "delta":
-        return {"metaData": {"deltaMetadata": md, **extra}}
-    out = {"id": md["id"], "name": t.name, "format": {"provider": "parquet"}, "schemaString": md["schemaString"],
-           "partitionColumns": md.get("partitionColumns") or [], "configuration": md["configuration"], **extra}
-    if md.get("description"):
-        out["description"] = md["description"]
-    return {"metaData": out}
-
-
-def _protocol_line(fmt: str, protocol: dict) -> dict:
-    if fmt == "delta":
-        return {"protocol": {"deltaProtocol": _shared_protocol(protocol)}}
-    return {"protocol": {"minReaderVersion": 1}}
-
-
-def _ndjson(lines: list[dict], version: int, fmt: str) -> web.Response:
-    body = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
-    return web.Response(body=body, content_type=NDJSON, charset="utf-8",
-                        headers={VERSION_HEADER: str(version), CAPABILITIES: f"responseformat={fmt}"})
-
-
-class _Urls:
+class FileUrls:
     """Pre-signed URLs for one answer's files: one expiry for all of them."""
 
     def __init__(self, request: web.Request, shard: Shard, r: Recipient, t: SharedTable, signer=None):
@@ -405,50 +248,17 @@ class _Urls:
         try:
             full = files.data_file_url(self.location, path)
         except (InvalidUrl, ValueError):
-            raise _error("FAILED_PRECONDITION", "The table's log names a file outside the table.") from None
+            raise error("FAILED_PRECONDITION", "The table's log names a file outside the table.") from None
         if full.startswith("s3://"):
             return files.presigned_s3(full, (self.expires - now_ms()) // 1000)
         if self.signer is not None:             # abfss:// (a blob SAS), gs:// (a V4 signed URL)
             return self.signer(full, max(1, (self.expires - now_ms()) // 1000))
         if not full.startswith("file://"):
-            raise _error("FAILED_PRECONDITION", "This server pre-signs only file://, s3://, abfss:// and gs:// storage.")
+            raise error("FAILED_PRECONDITION", "This server pre-signs only file://, s3://, abfss:// and gs:// storage.")
         grant = files.FileGrant(self.r.metastore_id, self.t.share.id, self.t.table.id, self.r.asset.id, path,
                                 self.expires, self.r.token["id"])
         return files.signed_url(self.origin, SHARING_PREFIX, self.box, grant)
 
-
-def _file_line(fmt: str, kind: str, action: dict, urls: _Urls, version: int | None = None,
-               timestamp: int | None = None) -> dict:
-    """One file of an answer: `kind` is file (a snapshot's), add, remove or cdf (a change's)."""
-    url = urls.url(action["path"])
-    extra = {}
-    if version is not None:
-        extra.update(version=version, timestamp=timestamp)
-    if fmt == "delta":
-        single = {"cdc" if kind == "cdf" else ("add" if kind == "file" else kind): {**action, "path": url}}
-        return {"file": {"id": files.file_id(action["path"]), "size": action.get("size"),
-                         "expirationTimestamp": urls.expires, "deltaSingleAction": single, **extra}}
-    out = {"url": url, "id": files.file_id(action["path"]), "partitionValues": action.get("partitionValues") or {},
-           "size": int(action.get("size") or 0), "expirationTimestamp": urls.expires, **extra}
-    if action.get("stats") and kind in ("file", "add"):
-        out["stats"] = action["stats"]
-    return {kind: out}
-
-
-def _limit(actions: list[dict], limit: int | None) -> list[dict]:
-    """The first files whose records reach `limit` (files without a record count: all kept)."""
-    if limit is None:
-        return actions
-    out, rows = [], 0
-    for a in actions:
-        if rows >= limit:
-            break
-        out.append(a)
-        try:
-            rows += int(json.loads(a.get("stats") or "{}").get("numRecords"))
-        except (TypeError, ValueError):
-            return actions
-    return out
 
 
 class _Reader:
@@ -461,7 +271,7 @@ class _Reader:
         try:
             return partition_filter(self.t.object.get("partitions"), self.r.properties, partition_columns)
         except ValueError as e:
-            raise _error("PERMISSION_DENIED", f"The share's partition filter cannot be applied: {e}.") from None
+            raise error("PERMISSION_DENIED", f"The share's partition filter cannot be applied: {e}.") from None
 
     def check_history(self, what: str, version: int) -> None:
         if not self.t.history:
@@ -474,18 +284,6 @@ class _Reader:
             raise bad(f"Version {version} does not exist: the table's latest version is {self.log.latest}.")
 
 
-def _json_body(raw: bytes) -> dict:
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise _error("MALFORMED_REQUEST", "The request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise _error("MALFORMED_REQUEST", "The request body must be a JSON object.")
-    return body
-
-
 def _in_thread(fn, *args):
     async def run():
         try:
@@ -493,7 +291,7 @@ def _in_thread(fn, *args):
         except TableLogError as e:
             raise bad(str(e)) from None
         except OSError as e:
-            raise _error("FAILED_PRECONDITION", f"The table's log cannot be read: {e.strerror or e}.") from None
+            raise error("FAILED_PRECONDITION", f"The table's log cannot be read: {e.strerror or e}.") from None
     return run()
 
 
@@ -505,7 +303,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
     async def list_shares(request):
         r = await server.recipient(request)
         items = [{"name": s.name, "id": s.id} for s in await server.shares(r)]
-        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+        return web.json_response(page_of(request, items, lambda i: (i["name"],)))
 
     async def get_share(request):
         r = await server.recipient(request)
@@ -520,7 +318,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         tables, schemas = await server.served(r, share)
         names = sorted({t.schema for t in tables} | schemas)
         items = [{"name": n, "share": share.name} for n in names]
-        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+        return web.json_response(page_of(request, items, lambda i: (i["name"],)))
 
     def _table_item(t: SharedTable) -> dict:
         return {"name": t.name, "schema": t.schema, "share": t.share.name, "shareId": t.share.id, "id": t.table.id}
@@ -534,13 +332,13 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         if not tables and schema not in schemas:
             raise not_found(f"Schema '{request.match_info['schema']:.255}' does not exist in share '{share.name}'.")
         items = [_table_item(t) for t in tables]
-        return web.json_response(_page(request, items, lambda i: (i["name"],)))
+        return web.json_response(page_of(request, items, lambda i: (i["name"],)))
 
     async def list_all_tables(request):
         r = await server.recipient(request)
         share = await server.share(r, request.match_info["share"])
         items = [_table_item(t) for t in await server.tables(r, share)]
-        return web.json_response(_page(request, items, lambda i: (i["schema"], i["name"])))
+        return web.json_response(page_of(request, items, lambda i: (i["schema"], i["name"])))
 
     async def _shared(request) -> tuple[Recipient, SharedTable]:
         r = await server.recipient(request)
@@ -551,7 +349,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         r, t = await _shared(request)
         log = await server.log(t)
         version = log.latest
-        starting = _timestamp_ms(request.query.get("startingTimestamp"), "startingTimestamp")
+        starting = timestamp_param(request.query.get("startingTimestamp"), "startingTimestamp")
         if starting is not None:
             reader = _Reader(server, r, t, log)
             version = max(await _in_thread(log.version_from, starting), t.start_version)
@@ -567,20 +365,20 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         r, t = await _shared(request)
         log = await server.log(t)
         state = await _in_thread(log.snapshot, log.latest)
-        fmt = _format(request, state.protocol or {})
-        return _ndjson([_protocol_line(fmt, state.protocol or {}),
-                        _metadata_line(fmt, state.metadata, t, None, state.files)], log.latest, fmt)
+        fmt = response_format(request, state.protocol or {})
+        return ndjson([protocol_line(fmt, state.protocol or {}),
+                        metadata_line(fmt, state.metadata, t.name, None, state.files)], log.latest, fmt)
 
     async def query(request):
         r, t = await _shared(request)
-        body = _json_body(await request.read())
-        version = _version(body.get("version"), "version")
+        body = json_body(await request.read())
+        version = version_param(body.get("version"), "version")
         timestamp = body.get("timestamp")
         if timestamp is not None and not isinstance(timestamp, str):
             raise bad("'timestamp' must be a string like 2022-01-01T00:00:00Z.")
-        timestamp = _timestamp_ms(timestamp, "timestamp")
-        starting = _version(body.get("startingVersion"), "startingVersion")
-        ending = _version(body.get("endingVersion"), "endingVersion")
+        timestamp = timestamp_param(timestamp, "timestamp")
+        starting = version_param(body.get("startingVersion"), "startingVersion")
+        ending = version_param(body.get("endingVersion"), "endingVersion")
         limit = body.get("limitHint")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise bad("'limitHint' must be a non-negative integer.")
@@ -595,13 +393,13 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
             try:
                 version = await asyncio.to_thread(log.version_at, timestamp)
             except TableLogError:
-                raise bad(f"The timestamp {_iso(timestamp)} is before the table's earliest version.") from None
+                raise bad(f"The timestamp {iso(timestamp)} is before the table's earliest version.") from None
             reader.check_history("as of a timestamp", version)
         elif version is not None:
             reader.check_history("at a version", version)
         at = log.latest if version is None else version
         state, added_in = await _in_thread(log.snapshot_with_versions, at)
-        fmt = _format(request, state.protocol or {})
+        fmt = response_format(request, state.protocol or {})
         partition_columns = list(state.metadata.get("partitionColumns") or [])
         test = reader.partition_test(partition_columns)
         columns = {f["name"]: f["type"] for f in json.loads(state.metadata["schemaString"])["fields"]}
@@ -617,17 +415,17 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
             if not may_match(tree, FileFacts(values, a.get("stats"), partition_columns)):
                 continue
             kept.append(a)
-        kept = _limit(kept, limit)
-        urls = _Urls(request, shard, r, t, await file_signer(shard, r.metastore_id, t.table.info["storage_location"]))
-        lines = [_protocol_line(fmt, state.protocol or {}),
-                 _metadata_line(fmt, state.metadata, t, version, None if version is not None else state.files)]
+        kept = limited(kept, limit)
+        urls = FileUrls(request, shard, r, t, await file_signer(shard, r.metastore_id, t.table.info["storage_location"]))
+        lines = [protocol_line(fmt, state.protocol or {}),
+                 metadata_line(fmt, state.metadata, t.name, version, None if version is not None else state.files)]
         if version is None:
-            lines += [_file_line(fmt, "file", a, urls) for a in kept]
+            lines += [file_line(fmt, "file", a, urls) for a in kept]
         else:       # a time-travel read: each file with the version that added it, and that version's time
             stamps = await _in_thread(lambda: {v: log.timestamp(v) for v in {added_in[a["path"]] for a in kept}})
-            lines += [_file_line(fmt, "file", a, urls, added_in[a["path"]], stamps[added_in[a["path"]]])
+            lines += [file_line(fmt, "file", a, urls, added_in[a["path"]], stamps[added_in[a["path"]]])
                       for a in kept]
-        return _ndjson(lines, at, fmt)
+        return ndjson(lines, at, fmt)
 
     async def _changes(request, reader: _Reader, start: int, end: int | None, *, cdf: bool,
                        historical_metadata: bool = False):
@@ -643,10 +441,10 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         if cdf and (state.metadata.get("configuration") or {}).get("delta.enableChangeDataFeed") != "true":
             raise bad(f"Table '{t.schema}.{t.name}' does not record its change data feed "
                       "(delta.enableChangeDataFeed is not true).")
-        fmt = _format(request, state.protocol or {})
+        fmt = response_format(request, state.protocol or {})
         partition_columns = list(state.metadata.get("partitionColumns") or [])
         test = reader.partition_test(partition_columns)
-        urls = _Urls(request, shard, reader.r, t,
+        urls = FileUrls(request, shard, reader.r, t,
                         await file_signer(shard, reader.r.metastore_id, t.table.info["storage_location"]))
 
         def collect():
@@ -659,7 +457,7 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
                     kind = next(iter(a))
                     body = a[kind]
                     if kind == "metaData" and historical_metadata and v > start:
-                        out.append(_metadata_line(fmt, body, t, v, None))
+                        out.append(metadata_line(fmt, body, t.name, v, None))
                     if kind not in ("add", "remove", "cdc"):
                         continue
                     if kind == "add":
@@ -675,20 +473,20 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
                         continue
                     if kind == "remove" and body.get("size") is None:
                         body = {**body, "size": sizes.get(body["path"]) or 0}
-                    out.append(_file_line(fmt, "cdf" if kind == "cdc" else kind, body, urls, v, ts))
+                    out.append(file_line(fmt, "cdf" if kind == "cdc" else kind, body, urls, v, ts))
             return out
 
-        lines = [_protocol_line(fmt, state.protocol or {}), _metadata_line(fmt, state.metadata, t, None, None)]
+        lines = [protocol_line(fmt, state.protocol or {}), metadata_line(fmt, state.metadata, t.name, None, None)]
         lines += await _in_thread(collect)
-        return _ndjson(lines, start, fmt)
+        return ndjson(lines, start, fmt)
 
     async def changes(request):
         r, t = await _shared(request)
         q = request.query
-        start = _version(q.get("startingVersion"), "startingVersion")
-        start_ts = _timestamp_ms(q.get("startingTimestamp"), "startingTimestamp")
-        end = _version(q.get("endingVersion"), "endingVersion")
-        end_ts = _timestamp_ms(q.get("endingTimestamp"), "endingTimestamp")
+        start = version_param(q.get("startingVersion"), "startingVersion")
+        start_ts = timestamp_param(q.get("startingTimestamp"), "startingTimestamp")
+        end = version_param(q.get("endingVersion"), "endingVersion")
+        end_ts = timestamp_param(q.get("endingTimestamp"), "endingTimestamp")
         if (start is None) == (start_ts is None):
             raise bad("Give exactly one of 'startingVersion' and 'startingTimestamp'.")
         if end is not None and end_ts is not None:
@@ -698,12 +496,12 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
             try:
                 start = await asyncio.to_thread(log.version_from, start_ts)
             except TableLogError:
-                raise bad(f"The startingTimestamp {_iso(start_ts)} is after the table's latest version.") from None
+                raise bad(f"The startingTimestamp {iso(start_ts)} is after the table's latest version.") from None
         if end_ts is not None:
             try:
                 end = await asyncio.to_thread(log.version_at, end_ts)
             except TableLogError:
-                raise bad(f"The endingTimestamp {_iso(end_ts)} is before the table's earliest version.") from None
+                raise bad(f"The endingTimestamp {iso(end_ts)} is before the table's earliest version.") from None
         historical = (q.get("includeHistoricalMetadata") or "").lower() == "true"
         return await _changes(request, _Reader(server, r, t, log), start, end, cdf=True,
                               historical_metadata=historical)
@@ -712,32 +510,32 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         grant = files.verify(shard.store.secrets, request.match_info["token"],
                              request.query.get(files.SIGNATURE_PARAM, ""))
         if grant is None or grant.expires_ms <= now_ms():
-            raise _error("PERMISSION_DENIED", "This file URL is not valid or has expired.")
+            raise error("PERMISSION_DENIED", "This file URL is not valid or has expired.")
         # The grant holds while the share still holds the table for the recipient.
         recipient = await shard.lookup_id(grant.metastore_id, grant.recipient_id)
         share = await shard.lookup_id(grant.metastore_id, grant.share_id)
         table = await shard.lookup_id(grant.metastore_id, grant.table_id)
         if recipient is None or share is None or table is None or \
                 "SELECT" not in (share.info.get("permissions", {}).get(recipient.id) or []):
-            raise _error("PERMISSION_DENIED", "This file is no longer shared.")
+            raise error("PERMISSION_DENIED", "This file is no longer shared.")
         # A URL never outlives the token it was handed out under: expired, or rotated past its grace.
         token = next((t for t in recipient.info.get("tokens", []) if t.get("id") == grant.token_id), None)
         if token is None or token["expiration_time"] <= now_ms():
-            raise _error("PERMISSION_DENIED", "The recipient token this file URL was handed out under has "
+            raise error("PERMISSION_DENIED", "The recipient token this file URL was handed out under has "
                                               "expired or was rotated.")
         r = Recipient(recipient, grant.metastore_id, {})
         address = client_address(request, shard.store.secrets)
         if not _ip_allowed(recipient, address):
-            raise _error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
+            raise error("PERMISSION_DENIED", f"Requests from {address} are not on this recipient's IP access list.")
         holds = [t for t in await server.tables(r, share) if t.table.id == table.id]
         if not holds:
-            raise _error("PERMISSION_DENIED", "This file is no longer shared.")
+            raise error("PERMISSION_DENIED", "This file is no longer shared.")
         request["caller"] = Caller(f"recipient:{recipient.name}", 0, False, None, grant.metastore_id)
         annotate("TABLE", table.full_name, table.id)
         try:
             path = files.local_file(table.info["storage_location"], grant.path)
         except (InvalidUrl, ValueError):
-            raise _error("PERMISSION_DENIED", "This file is not in the shared table.") from None
+            raise error("PERMISSION_DENIED", "This file is not in the shared table.") from None
         return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
     handlers = {
