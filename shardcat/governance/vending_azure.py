@@ -200,12 +200,31 @@ def _usable_until(key, value: dict, now: float) -> float:
     return value["expiration_time"] / 1000 - SAFETY_MARGIN_SECONDS
 
 
+def _key_usable_until(key, value: tuple, now: float) -> float:
+    return value[1].timestamp() - SAFETY_MARGIN_SECONDS
+
+
 class AzureVendor:
-    """SAS answers per (account, signer, URL, mode), reused until near expiry."""
+    """SAS answers per (account, signer, URL, mode), reused until near expiry; user delegation keys per
+    (identity, account), each valid for two SAS lifetimes, so a new path's SAS costs no round trip."""
 
     def __init__(self, maxsize: int = 10_000):
         self.cache: TLRUCache = TLRUCache(maxsize=maxsize, ttu=_usable_until, timer=time.time)
+        self.delegation_keys: TLRUCache = TLRUCache(maxsize=1_000, ttu=_key_usable_until, timer=time.time)
         self.stats = {"signed": 0, "delegation_keys": 0, "cache_hits": 0}
+
+    async def _delegation(self, kind: str, signer: str, fields: dict, account: str, expiry: datetime):
+        """A user delegation key valid at least until `expiry`: the cached one, or a new one."""
+        endpoint = fields.get("endpoint_url")
+        key = (kind, signer, account, endpoint)
+        found = self.delegation_keys.get(key)
+        if found is not None and found[1] >= expiry:
+            return found[0]
+        until = expiry + timedelta(seconds=lifetime_seconds())       # Azure allows up to 7 days
+        self.stats["delegation_keys"] += 1
+        delegation = await asyncio.to_thread(_delegation_key, kind, fields, account, endpoint, until)
+        self.delegation_keys[key] = (delegation, until)
+        return delegation
 
     async def vend(self, kind: str, fields: dict, url: str, *, write: bool, now: int | None = None) -> dict:
         account, container, _, directory = adls_parts(url)
@@ -223,8 +242,7 @@ class AzureVendor:
             token = sign_sas(account, container, directory, account_key=fields["account_key"],
                              directories=fields.get("hierarchical_namespace", True), **common)
         else:
-            self.stats["delegation_keys"] += 1
-            delegation = await asyncio.to_thread(_delegation_key, kind, fields, account, endpoint, expiry)
+            delegation = await self._delegation(kind, signer, fields, account, expiry)
             token = sign_sas(account, container, directory, delegation_key=delegation,
                              directories=fields.get("hierarchical_namespace", True), **common)
         self.stats["signed"] += 1

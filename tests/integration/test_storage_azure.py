@@ -329,9 +329,16 @@ async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, mon
     client = ContainerClient(emulator.endpoint, "lake", credential=sas_of(answer), connection_verify=str(emulator.cert))
     assert read(client, "data/t/part-0.parquet") == b"over TLS"
     assert refused(lambda: client.upload_blob("data/t/x", b"x")) == "AuthorizationPermissionMismatch"
+    # Another path's SAS is signed with the same user delegation key: no second sign-in.
+    inner = await ok(ws, "POST", "/temporary-path-credentials",
+                     json={"url": adls(emulator, "data/t/_delta_log"), "operation": "PATH_READ"})
+    assert sas_of(inner) != sas_of(answer) and entra.issued == [app]
+    assert read(ContainerClient(emulator.endpoint, "lake", credential=sas_of(inner), connection_verify=str(emulator.cert)),
+                "data/t/part-0.parquet") == b"over TLS"
     # A secret Entra ID does not know: no token, so no key and no SAS.
     await ok(ws, "PATCH", "/storage-credentials/sp", json={"azure_service_principal": {"client_secret": "wrong"}})
     vending_azure.AZURE.cache.clear()
+    vending_azure.AZURE.delegation_keys.clear()
     status, body = await ws.call("POST", "/temporary-table-credentials",
                                  json={"table_id": table["table_id"], "operation": "READ"})
     assert status == 400 and "Entra ID refused" in body["message"] and "sas_token" not in json.dumps(body), body
