@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ..catalog.features.maintenance import set_api_url as set_maintenance_api_url
 from ..governance.oidc import OidcConfig
 from ..serving.single import make_app
 from ..router.forward import make_router_app
@@ -98,9 +99,10 @@ async def start(config: ServeConfig) -> Running:
         front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc, cluster),
                                   config.host, config.port, config.http_limits)
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
-    front = await start_shard_front(make_app(store, Shard(store, cache=config.cache, group_commit=config.group_commit),
-                                             config.oidc, config.webhook_allow_hosts), config.host, config.port,
-                                    limits=config.http_limits)
+    shard = Shard(store, cache=config.cache, group_commit=config.group_commit)
+    front = await start_shard_front(make_app(store, shard, config.oidc, config.webhook_allow_hosts), config.host,
+                                    config.port, limits=config.http_limits)
+    set_maintenance_api_url(shard, f"http://{config.host}:{front.port}")     # where its maintenance tasks call back
     return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front)
 
 

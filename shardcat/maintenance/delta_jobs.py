@@ -22,6 +22,7 @@ import uuid
 
 import deltalake
 import pyarrow as pa
+import ray
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -53,15 +54,28 @@ def _bins(files: list[dict], target: int) -> list[list[dict]]:
     return [b for b in out if len(b) > 1]
 
 
-def _packed(storage: dlog.Storage, bin_: list[dict], data_columns: list[str], schema: pa.Schema) -> pa.Table:
+def _pack(location: str, bin_: list[dict], data_columns: list[str], schema: pa.Schema, partitioned: list) -> dict:
+    """One bin of small files read and written as one file (in its partition's directory); its add
+    action, dataChange false (the same rows)."""
+    storage = dlog.Storage(location)
     parts = []
     for f in bin_:
         with storage.fs.open_input_file(storage.path(f["path"])) as handle:
             parts.append(pq.read_table(handle, columns=data_columns))
-    return pa.concat_tables(parts).cast(pa.schema([schema.field(n) for n in data_columns]))
+    data = pa.concat_tables(parts).cast(pa.schema([schema.field(n) for n in data_columns]))
+    values = bin_[0].get("partitionValues") or {}
+    directory = partitions.directory(partitioned, values) + "/" if partitioned else ""
+    added = _write_file(storage, directory, data, values)
+    added["add"]["dataChange"] = False         # readers of changes skip it
+    return added
+
+
+_pack_remote = ray.remote(scheduling_strategy="SPREAD")(_pack)
 
 
 async def _compact_managed(api_url: str, token: str, full_name: str, small: int, target: int) -> dict:
+    """Bin-pack through the catalog: the new files first, then one commit (rebased or refused by the
+    client's rules); a refused commit's files are deleted (this run wrote them, no log names them)."""
     async with DeltaCatalogClient(api_url, token) as client:
         snap = await client.snapshot(full_name)
         before = len(snap.state.files)
@@ -72,14 +86,14 @@ async def _compact_managed(api_url: str, token: str, full_name: str, small: int,
         partitioned = snap.state.partition_columns
         data_columns = [n for n in snap.schema.names if n not in partitioned]
         now = dlog.now_ms()
-        adds, removes = [], []
+        if len(bins) > 1 and ray.is_initialized():
+            # many bins: each packed by a task of its own, spread over the nodes (this task waits, its CPU lent)
+            adds = ray.get([_pack_remote.remote(snap.table.location, b, data_columns, snap.schema, partitioned)
+                            for b in bins])
+        else:
+            adds = [_pack(snap.table.location, b, data_columns, snap.schema, partitioned) for b in bins]
+        removes = []
         for b in bins:
-            data = _packed(storage, b, data_columns, snap.schema)
-            values = b[0].get("partitionValues") or {}
-            directory = partitions.directory(partitioned, values) + "/" if partitioned else ""
-            added = _write_file(storage, directory, data, values)
-            added["add"]["dataChange"] = False         # the same rows: readers of changes skip it
-            adds.append(added)
             for f in b:
                 removed = dlog.remove(f, now)
                 removed["remove"]["dataChange"] = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..governance.audit import AuditLog
+from ..maintenance.runner import RUNS as maintenance_runs
 from ..shards.shard import Shard
 from ..web.kit import Handler, healthz
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
@@ -33,6 +34,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     add_pool(figures, shard.store.pool)
     counters["front_fast_answers"] = observed.front.get("fast", 0)
     counters["front_relayed"] = observed.front.get("through_app", 0)
+    figures.labelled["maintenance_runs"] = {f"{job}:{outcome}": n for (job, outcome), n in maintenance_runs.items()}
     if gc_policy.installed():       # a process serving a shard: its collections are timed
         pauses = gc_policy.PAUSES
         for name, by_generation in (("gc_collections", pauses.collections), ("gc_pause_seconds", pauses.seconds),

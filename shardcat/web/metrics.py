@@ -52,6 +52,7 @@ COUNTERS = {
     "front_fast_answers": "Requests the HTTP front answered itself (the fast path).",
     "front_relayed": "Requests the HTTP front relayed to the app behind it.",
     "supervisor_events": "Supervisor events by kind (shard_killed, shard_unresponsive, metastores_reassigned...).",
+    "maintenance_runs": "Table maintenance runs finished by this process, by job and outcome (job:succeeded|failed).",
     "gc_collections": "Garbage collections of a serving process, by generation (0 young, 2 full).",
     "gc_pause_seconds": "Seconds a serving process spent in garbage collections, by generation: every request it "
                         "was answering waited as long.",
@@ -119,7 +120,7 @@ OBSERVED = web.AppKey("shardcat_observed", Observed)
 LABELLED = {"supervisor_events": "event", "shard_up": "shard", "shard_metastores": "shard",
             "cache_metastore_bytes": "metastore",
             "metastore_version": "metastore", "shards": "count", "gc_collections": "generation",
-            "gc_pause_seconds": "generation", "gc_longest_pause_seconds": "generation"}
+            "gc_pause_seconds": "generation", "gc_longest_pause_seconds": "generation", "maintenance_runs": "run"}
 
 
 class _Snapshots:

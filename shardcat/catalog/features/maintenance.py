@@ -19,6 +19,7 @@ run is retried on failure (maintenance/runner.py), audited (`runMaintenance`), w
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import time
@@ -38,7 +39,8 @@ from ...maintenance import policy as rules
 from ...maintenance import runner
 from ...shards.shard import Shard
 from ...store import history
-from ...web.kit import Handler, ShardServing, json_body, ok
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ..tree.service import CatalogService
 from .system import SystemTables, keeper
 
@@ -46,18 +48,19 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = float(os.environ.get("SHARDCAT_MAINTENANCE_TICK_SECONDS", "30"))
 RUN_TOKEN_SECONDS = 1800
+RECENT_RUNS = 200
 MAINTENANCE_PRINCIPAL = "System maintenance"
 DELTA_ACTIONS = ("compact", "checkpoint", "vacuum")
 ICEBERG_ACTIONS = ("compact", "expire_snapshots", "remove_orphan_files")
 _TYPES = {"CATALOG": "catalog", "SCHEMA": "schema", "TABLE": "table"}
 
-_api_url: str | None = os.environ.get("SHARDCAT_API_URL")
+_API_URLS: dict[int, str] = {}        # id(shard) -> where the server serving it answers
 
 
-def set_api_url(url: str) -> None:
-    """Where the Ray tasks reach this catalog's API (the server says so once it listens)."""
-    global _api_url
-    _api_url = url.rstrip("/")
+def set_api_url(shard: Shard, url: str) -> None:
+    """Where the Ray tasks of `shard`'s maintenance reach the catalog's API (the server says so once it
+    listens). Elsewhere (a shard actor of --shards) SHARDCAT_API_URL says it."""
+    _API_URLS[id(shard)] = url.rstrip("/")
 
 
 def _format(table: Asset) -> str:
@@ -76,7 +79,13 @@ class Maintenance:
         self.last_run: dict[str, int] = {}             # table id -> when its last run ended (ms)
         self.loops: dict[str, asyncio.Task] = {}
         self.running: set[str] = set()                 # table ids with a run in flight
+        self.recent: dict[str, collections.deque] = {}  # metastore -> its last RECENT_RUNS runs' rows
+        self.tasks: set[asyncio.Task] = set()           # runs started by hand, still going
         shard.follow(self)
+
+    @property
+    def api_url(self) -> str | None:
+        return _API_URLS.get(id(self.shard)) or os.environ.get("SHARDCAT_API_URL")
 
     # -- follower: commits mark their tables; the first write starts the metastore's loop -----
     def applied(self, state, tx) -> None:
@@ -139,9 +148,17 @@ class Maintenance:
         name = query.get("table")
         if not name:
             raise invalid("Query parameter 'table' (a table's full name) is required.")
-        table = await self.catalogs.find(caller, "table", name)
-        audit.annotate("TABLE", table.full_name, table.id)
+        table = await self._visible_table(caller, name)
         return {"table": table.full_name, **(await self.policy_of(caller.metastore(), table)).json()}
+
+    async def _visible_table(self, caller: Caller, name: str) -> Asset:
+        """The table, if the caller may know it exists (any privilege on it will do: MODIFY alone too)."""
+        table = await self.shard.lookup(caller.metastore(), "table", full_name_key(name, 3, "table"),
+                                        caller.min_version)
+        if table is None or not (await authorizer(self.shard, caller)).sees("table", table):
+            raise not_found(f"Table '{name}' does not exist.")
+        audit.annotate("TABLE", table.full_name, table.id)
+        return table
 
     async def set_policy(self, caller: Caller, body: dict) -> dict:
         kind = _TYPES.get(str(body.get("securable_type", "")).upper())
@@ -183,20 +200,52 @@ class Maintenance:
         if table.id in self.running:
             raise CatalogError("RESOURCE_CONFLICT", f"A maintenance run of '{table.full_name}' is in progress.")
         effective = await self.policy_of(ms, table)
-        return {"runs": await self.run(ms, table, actions, trigger="manual", policy=effective.values)}
-
-    async def run(self, metastore_id: str, table: Asset, actions: list[str], *, trigger: str, policy: dict) -> list[dict]:
-        """Run `actions` on `table`, one Ray task each, in order; record every run."""
-        if _api_url is None:
+        if self.api_url is None:
             raise CatalogError("FAILED_PRECONDITION", "This server has not said where its API answers "
                                                       "(SHARDCAT_API_URL): maintenance tasks cannot reach it.")
+        # Answered at once: a run may take longer than a request may wait (Ray's start, big tables).
+        # Its rows say PENDING here and are followed by GET /shardcat/maintenance/runs.
+        rows = [self._row(table, action, "manual") for action in actions]
         self.running.add(table.id)
-        token, token_id = await self._mint(metastore_id)
+        self.tasks.add(task := asyncio.get_running_loop().create_task(
+            self.run(ms, table, actions, trigger="manual", policy=effective.values, rows=rows)))
+        task.add_done_callback(self.tasks.discard)
+        return {"runs": [_shown(r) for r in rows]}
+
+    async def list_runs(self, caller: Caller, query) -> dict:
+        """This shard's recent runs of a table (the caller may read it), newest last; older ones:
+        system.maintenance.runs."""
+        name = query.get("table")
+        if not name:
+            raise invalid("Query parameter 'table' (a table's full name) is required.")
+        table = await self._visible_table(caller, name)
+        return {"runs": [_shown(r) for r in self.recent.get(caller.metastore(), ()) if r["table_id"] == table.id]}
+
+    def _row(self, table: Asset, action: str, trigger: str) -> dict:
+        row = {"run_id": str(uuid.uuid4()), "table_name": table.full_name, "table_id": table.id,
+               "format": _format(table), "action": action, "trigger": trigger, "status": "PENDING"}
+        self.recent.setdefault(table.metastore_id, collections.deque(maxlen=RECENT_RUNS)).append(row)
+        return row
+
+    async def run(self, metastore_id: str, table: Asset, actions: list[str], *, trigger: str, policy: dict,
+                  rows: list[dict] | None = None) -> list[dict]:
+        """Run `actions` on `table`, one Ray task each, in order; record every run."""
+        rows = rows or [self._row(table, action, trigger) for action in actions]
+        self.running.add(table.id)
+        token_id = None
         try:
-            out = []
-            for action in actions:
-                out.append(await self._one(metastore_id, table, action, trigger, policy, token))
-            return out
+            if self.api_url is None:
+                raise CatalogError("FAILED_PRECONDITION", "This server has not said where its API answers "
+                                                          "(SHARDCAT_API_URL): maintenance tasks cannot reach it.")
+            token, token_id = await self._mint(metastore_id)
+            for row in rows:
+                await self._one(metastore_id, table, row, policy, token)
+            return [_shown(r) for r in rows]
+        except CatalogError as e:
+            for row in rows:
+                if row["status"] == "PENDING":
+                    row.update(status="FAILED", detail=e.message)
+            return [_shown(r) for r in rows]
         finally:
             self.running.discard(table.id)
             self.last_run[table.id] = now_ms()
@@ -219,7 +268,7 @@ class Maintenance:
         location = table.storage_path
         if _format(table) == "ICEBERG":
             catalog, schema, name = table.full_name.split(".")
-            common = {"api_url": _api_url + "/api/2.1/unity-catalog", "token": token, "warehouse": catalog,
+            common = {"api_url": self.api_url + "/api/2.1/unity-catalog", "token": token, "warehouse": catalog,
                       "identifier": f"{schema}.{name}"}
             if action == "expire_snapshots":
                 common["older_than_ms"] = now_ms() - int(policy["snapshot_retention_hours"] * 3600_000)
@@ -229,7 +278,7 @@ class Maintenance:
         if action == "vacuum":
             return "delta.vacuum", {"location": location, "keep": sorted(await self._kept_for_clones(metastore_id, table)),
                                     "older_than_ms": now_ms() - int(policy["vacuum_retention_hours"] * 3600_000)}
-        spec = {"api_url": _api_url + "/api/2.1/unity-catalog", "token": token, "full_name": table.full_name,
+        spec = {"api_url": self.api_url + "/api/2.1/unity-catalog", "token": token, "full_name": table.full_name,
                 "location": location, "catalog_managed": is_catalog_managed(table.info.get("properties"))}
         if action == "compact":
             spec["small_file_bytes"] = policy["small_file_bytes"]
@@ -245,11 +294,9 @@ class Maintenance:
                 keep |= await asyncio.to_thread(delta_clone.referenced, clone.storage_path)
         return keep
 
-    async def _one(self, metastore_id: str, table: Asset, action: str, trigger: str, policy: dict,
-                   token: str) -> dict:
-        run_id, started = str(uuid.uuid4()), now_ms()
-        row = {"run_id": run_id, "table_name": table.full_name, "table_id": table.id, "format": _format(table),
-               "action": action, "trigger": trigger, "started": _ts(started)}
+    async def _one(self, metastore_id: str, table: Asset, row: dict, policy: dict, token: str) -> dict:
+        action, trigger = row["action"], row["trigger"]
+        row.update(status="RUNNING", started=_ts(now_ms()))
         try:
             job, spec = await self._spec(metastore_id, table, action, policy, token)
             result = await runner.run(job, spec)
@@ -263,13 +310,17 @@ class Maintenance:
         row["finished"] = _ts(now_ms())
         runner.RUNS[(f"{row['format'].lower()}.{action}", row["status"].lower())] += 1
         audit.record_all(Caller(MAINTENANCE_PRINCIPAL, 0, True, 0, metastore_id), [audit.AccessDecision(
-            "runMaintenance", "TABLE", table.full_name, row["status"] == "SUCCEEDED", table.id,
+            "maintenanceRun", "TABLE", table.full_name, row["status"] == "SUCCEEDED", table.id,
             None if row["status"] == "SUCCEEDED" else "MAINTENANCE_FAILED", f"{action} ({trigger}): {row['detail']}")])
         try:
             await self.system.append_journal(metastore_id, "maintenance", "runs", [row])
         except Exception:       # noqa: BLE001 -- the audit row above has it
             log.exception("maintenance: the run of %s could not be added to system.maintenance.runs", table.full_name)
-        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+        return row
+
+
+def _shown(row: dict) -> dict:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
 
 
 def _signals(table: Asset, small_bytes: int) -> tuple[int, int]:
@@ -335,4 +386,8 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
     async def run(request):
         return ok(await maintenance.run_now(request["caller"], await json_body(request)))
 
-    return {"getMaintenancePolicy": get_policy, "setMaintenancePolicy": set_policy, "runMaintenance": run}
+    async def runs(request):
+        return ok(await maintenance.list_runs(request["caller"], request.query))
+
+    return {"getMaintenancePolicy": get_policy, "setMaintenancePolicy": set_policy, "runMaintenance": run,
+            "listMaintenanceRuns": runs}
