@@ -11,6 +11,9 @@ its cloud modules), after authorization, as the temporary-credentials endpoints 
   HMAC work, once as a directory SAS (ADLS Gen2) and once as a container SAS (flat namespace). A user
   delegation SAS adds one Entra ID token and one user delegation key round trip per new key; not
   measured here (no stand-in for Entra ID).
+- gs://: `vending_gcs.GcpVendor.vend` with a gcp_service_account_key (benchmarks/vending_gcs.py): an STS
+  token exchange with a Credential Access Boundary per new prefix, the account's source token reused,
+  against the loopback stand-in of tests/integration/gcs_cloud.py (Google's STS adds a network round trip).
 
 Uncached: every call names another table's path (a new cache key), so each one signs or calls STS.
 Cached: one path asked again and again (the TLRU cache answers). Writes its section of
@@ -30,6 +33,7 @@ import time
 import uuid
 
 from . import harness as h
+from . import vending_gcs
 
 HEADING = "## Credential vending: credentials per second per cloud, uncached and cached"
 
@@ -101,7 +105,7 @@ async def azure(calls: int) -> list[tuple[str, dict]]:
     return out
 
 
-CLOUDS = {"s3": s3, "abfss": azure}
+CLOUDS = {"s3": s3, "abfss": azure, "gs": lambda calls: vending_gcs.gcs(calls, measure)}
 
 
 def report(run: dict) -> str:
@@ -115,7 +119,9 @@ def report(run: dict) -> str:
              f"signature); *cached*: {run['calls']} calls for one path (the TLRU cache's answer). "
              "S3's STS is moto's on loopback, so its uncached rate is moto's speed, not AWS's (a real STS call "
              "adds a network round trip). An Azure user delegation SAS (service principal, managed identity) "
-             "adds an Entra ID token and a user delegation key round trip per new key: not measured (no stand-in).",
+             "adds an Entra ID token and a user delegation key round trip per new key: not measured (no stand-in). "
+             "GCS's STS is the loopback stand-in of tests/integration/gcs_cloud.py (one token exchange per "
+             "uncached call, the service account's source token reused; Google's STS adds a network round trip).",
              "",
              "| cloud and credential | uncached per s | uncached p50 ms | uncached p90 ms | cached per s | cached p50 ms |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
