@@ -389,10 +389,12 @@ class Shard:
         if state.cache is not None:
             listed = state.cache.children(parent_id, namespace, state.version)
             if listed is MISS:
-                # Too long to cache whole: page it from the database without loading it all first.
-                listed = None
-                if await self.store.count_children(metastore_id, parent_id, namespace, MAX_CACHED_LISTING + 1) \
-                        <= MAX_CACHED_LISTING:
+                # Too long to cache whole: page it from the database without loading it all first. A
+                # listing once found too long is not counted again (a keyset page then costs the same
+                # wherever it starts); were it to shrink, paging it from the database stays right.
+                listed, key = None, (parent_id, namespace)
+                if key not in state.long_listings and await self.store.count_children(
+                        metastore_id, parent_id, namespace, MAX_CACHED_LISTING + 1) <= MAX_CACHED_LISTING:
                     version, listed = await self.store.list_children(metastore_id, parent_id, namespace,
                                                                      limit=MAX_CACHED_LISTING + 1)
                     await self.observed(metastore_id, version)
@@ -400,6 +402,8 @@ class Shard:
                         listed = None
                     else:
                         state.cache.fill_children(parent_id, namespace, listed, version)
+                if listed is None:
+                    state.long_listings.add(key)
             if listed is not None:
                 return page_after(listed, after, limit)
         return await self.read(metastore_id, self.store.list_children(

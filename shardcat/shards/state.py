@@ -60,6 +60,7 @@ class MetastoreState:
     paths_ready: asyncio.Event = field(default_factory=asyncio.Event)
     warming: asyncio.Task | None = None             # the task building the path index aside
     last_used: float = 0.0                          # the shard's clock at its last request (idle eviction)
+    long_listings: set = field(default_factory=set)  # (parent id, namespace) too long to cache whole
 
     def forget(self, asset_id: str) -> None:
         url = self.path_of.pop(asset_id, None)
