@@ -852,8 +852,10 @@ async def _orphans(server, ws) -> list[str]:
 
 
 @pytest.mark.parametrize("path, gone, kept", [
-    pytest.param("/catalogs/main", "main", {"rooted", "empty"}, id="catalog"),
-    pytest.param("/schemas/main.s", "main.s", {"main", "main.empty_schema", "rooted", "empty"}, id="schema"),
+    # Each catalog has its default schema (docs/api.md, conventions).
+    pytest.param("/catalogs/main", "main", {"rooted", "rooted.default", "empty", "empty.default"}, id="catalog"),
+    pytest.param("/schemas/main.s", "main.s", {"main", "main.default", "main.empty_schema", "rooted", "rooted.default",
+                                               "empty", "empty.default"}, id="schema"),
 ])
 async def test_force_delete_cascades(ws, server, world, path, gone, kept):
     rows = await _rows(server, ws)
@@ -896,7 +898,7 @@ async def test_force_delete_of_another_metastore(ws, server, world):
     assert await ok(ws, "DELETE", f"/metastores/{other}", params={"force": "true"}) == {}
     assert (await ws.call("GET", f"/metastores/{other}"))[0] == 404
     # The workspace's own metastore was untouched.
-    assert len(await _rows(server, ws)) == 10
+    assert len(await _rows(server, ws)) == 13        # with its three catalogs' default schemas
 
 
 # ---- numbers in headers and query parameters ----------------------------------------------------

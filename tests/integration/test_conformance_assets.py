@@ -51,8 +51,7 @@ ADMIN = "admin"
 
 @pytest.fixture
 async def client(ws):
-    await ws.call("POST", "/catalogs", json={"name": "main"})
-    status, _ = await ws.call("POST", "/schemas", json={"name": "default", "catalog_name": "main"})
+    status, _ = await ws.call("POST", "/catalogs", json={"name": "main"})      # with its schema `default`
     assert status == 200
     async with ApiClient(Configuration(host=ws.api), header_name="Authorization",
                          header_value=f"Bearer {ws.token}") as c:

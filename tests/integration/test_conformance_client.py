@@ -281,7 +281,7 @@ async def test_catalog_update_and_rename(uc):
     # The old name is free again, for a new and empty catalog.
     reborn = await make_catalog(uc, "c")
     assert reborn.id != created.id
-    assert (await uc.schemas.list_schemas("c")).schemas == []
+    assert [s.name for s in (await uc.schemas.list_schemas("c")).schemas] == ["default"]    # its own, new
     with pytest.raises(NotFoundException):
         await uc.schemas.get_schema("c.s")
     await uc.catalogs.delete_catalog("c")
@@ -349,7 +349,7 @@ async def test_catalog_delete_with_and_without_force(uc):
             await get(name)
     again = await make_catalog(uc, "full")                      # the name is free, and the new one is empty
     assert again.id != full.id
-    assert (await uc.schemas.list_schemas("full")).schemas == []
+    assert [s.name for s in (await uc.schemas.list_schemas("full")).schemas] == ["default"]
 
 
 # ---- schemas ---------------------------------------------------------------------------
@@ -377,13 +377,13 @@ async def test_schema_create_get_list_round_trip(uc, tmp_path):
     assert plain.storage_root is None and plain.storage_location is None
     listed = await uc.schemas.list_schemas("c")
     assert listed.next_page_token is None
-    assert {s.full_name: s for s in listed.schemas} == {"c.bronze": created, "c.silver": plain}
+    assert {s.full_name: s for s in listed.schemas if s.name != "default"} == {"c.bronze": created, "c.silver": plain}
 
     # A schema in another catalog is not listed under this one.
     await make_catalog(uc, "d")
     await make_schema(uc, "d", "bronze")
-    assert [s.full_name for s in (await uc.schemas.list_schemas("c")).schemas] == ["c.bronze", "c.silver"]
-    assert [s.full_name for s in (await uc.schemas.list_schemas("d")).schemas] == ["d.bronze"]
+    assert [s.full_name for s in (await uc.schemas.list_schemas("c")).schemas] == ["c.bronze", "c.default", "c.silver"]
+    assert [s.full_name for s in (await uc.schemas.list_schemas("d")).schemas] == ["d.bronze", "d.default"]
 
 
 async def test_schema_needs_its_catalog(uc):
@@ -432,9 +432,9 @@ async def test_schema_list_paging(uc, count, page):
     names = [f"s{i}" for i in range(count)]
     created = {n: await make_schema(uc, "c", n) for n in reversed(names)}
     items, sizes = await drain(uc.schemas.list_schemas, "schemas", page, catalog_name="c")
-    assert [s.name for s in items] == sorted(names)
-    assert {s.name: s for s in items} == created
-    assert len(sizes) == math.ceil(count / page)
+    assert [s.name for s in items] == sorted(["default", *names])          # with the catalog's own default
+    assert {s.name: s for s in items if s.name != "default"} == created
+    assert len(sizes) == math.ceil((count + 1) / page)
 
 
 async def test_schema_delete_with_and_without_force(uc):
