@@ -353,6 +353,11 @@ async function showAsset(kind, fullName) {
     showLineage(lineage, kind, name);
   }
   if (kind === "table" && (asset.columns || []).length) detail.append(columnLineageCard(name, asset.columns));
+  if (kind === "table") {
+    const alerts = card("Monitor alerts");
+    detail.append(alerts);
+    showAlerts(alerts, name);
+  }
   const grants = card("Grants");
   detail.append(grants);
   showGrants(grants, kind, asset);
@@ -589,6 +594,25 @@ async function decideRequest(r, decision) {
 }
 
 // ---- lineage as a picture ------------------------------------------------------------------------
+
+// ---- freshness and volume alerts (catalog/features/monitors.py) ------------------------------------
+
+async function showAlerts(cardNode, fullName) {
+  let answer;
+  try {
+    answer = await api(`/shardcat/monitors/alerts?${query({ table: fullName })}`);
+  } catch (e) {
+    cardNode.append(errorNote(e));
+    return;
+  }
+  const alerts = answer.alerts || [];
+  if (!alerts.length) {
+    cardNode.append(el("p", { class: "muted" }, "No alerts: on time, usual volumes (or no monitor)."));
+    return;
+  }
+  cardNode.append(grid(["Raised", "Kind", "Expected", "Observed"],
+    alerts.slice().reverse().map((a) => [a.raised, a.kind, a.expected, a.observed]), "grid alerts"));
+}
 
 async function showLineage(cardNode, kind, fullName) {
   let answer;
