@@ -279,3 +279,67 @@ async def test_moving_needs_the_tables_rename_and_a_create_in_the_destination(se
     await grant(ice, "schema", "ice.s2", eve.name, "USE_SCHEMA", "SELECT")
     status, body = await eve.call("GET", f"{P}/namespaces/s2/tables/t")
     assert status == 200, body
+
+
+async def test_the_unity_catalog_sdk_reads_an_iceberg_tables_format(ice):
+    """`data_source_format: ICEBERG` (outside open-source UC's enum, inside Databricks' and the SDK's: docs/api.md)."""
+    from unitycatalog.client import ApiClient, Configuration, TablesApi
+    from unitycatalog.client.models import DataSourceFormat
+
+    await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    config = Configuration(host=ice.api)
+    async with ApiClient(config, header_name="Authorization", header_value=f"Bearer {ice.token}") as client:
+        tables = await TablesApi(client).list_tables(catalog_name="ice", schema_name="s")
+        assert [(t.name, t.data_source_format) for t in tables.tables] == [("t", DataSourceFormat.ICEBERG)]
+        table = await TablesApi(client).get_table("ice.s.t")
+        assert table.data_source_format == DataSourceFormat.ICEBERG and table.columns[0].name == "id"
+
+
+async def test_register_from_a_dropped_tables_managed_storage(server, ice):
+    """register after drop (no purge), as pyiceberg's and Iceberg's Java suites do: the dropped table's owner
+    re-adopts it (MANAGED, its own location); anyone else meets the overlap refusal an unowned path gets."""
+    status, made = await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "t", "schema": SCHEMA})
+    location = made["metadata-location"]
+    status, body = await ice.call("DELETE", f"{P}/namespaces/s/tables/t")
+    assert status == 204, body
+    status, body = await ice.call("POST", f"{P}/namespaces/s/register", json={"name": "back",
+                                                                              "metadata-location": location})
+    assert status == 200 and body["metadata-location"] == location, body
+    status, table = await ice.call("GET", "/tables/ice.s.back")
+    assert table["table_type"] == "MANAGED" and table["storage_location"] == made["metadata"]["location"], table
+    status, body = await ice.call("POST", f"{P}/namespaces/s/register", json={"name": "twice",
+                                                                              "metadata-location": location})
+    assert "overlaps" in error_model(status, body, "BadRequestException")["message"]     # a live table's now
+
+
+async def test_another_users_dropped_or_live_table_metadata_stays_unreachable(server, ice):
+    mallory = await user(server, ice)
+    await grant(ice, "catalog", "ice", mallory.name, "USE_CATALOG")
+    await grant(ice, "schema", "ice.s", mallory.name, "USE_SCHEMA", "CREATE_TABLE")
+    status, dropped = await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "secret", "schema": SCHEMA})
+    await ice.call("DELETE", f"{P}/namespaces/s/tables/secret")
+    status, live = await ice.call("POST", f"{P}/namespaces/s/tables", json={"name": "live", "schema": SCHEMA})
+    root = dropped["metadata"]["location"].rsplit("/", 1)[0]          # the schema's managed tables' folder
+    nothing = f"{root}/00000000-0000-4000-8000-000000000000/metadata/00000-x.metadata.json"
+    answers = []
+    for location in (dropped["metadata-location"], live["metadata-location"], nothing):
+        file_path = location.removeprefix("file://")
+        for spelled in (location, f"file:{file_path}", location.replace("/metadata/", "/metadata/./"),
+                        location.replace("/metadata/", "/x/../metadata/")):
+            status, body = await mallory.call("POST", f"{P}/namespaces/s/register",
+                                              json={"name": "mine", "metadata-location": spelled})
+            error = error_model(status, body)
+            answers.append((status, error["type"], error["message"].replace(spelled, "<url>")
+                            .replace(location, "<url>")))
+    # Every refusal alike: nothing tells a dropped table's metadata from a live one's or from no file at all.
+    assert len({(s, t) for s, t, _ in answers}) == 1 and answers[0][0] == 400, answers
+    assert answers[:4] == answers[8:], answers          # a dropped table's file answers as no file at all
+    status, body = await mallory.call("GET", f"{P}/namespaces/s/tables/mine")
+    error_model(status, body, "NoSuchTableException")
+    # Her own dropped table she may take back.
+    status, own = await mallory.call("POST", f"{P}/namespaces/s/tables", json={"name": "own", "schema": SCHEMA})
+    assert status == 200, own
+    await mallory.call("DELETE", f"{P}/namespaces/s/tables/own")
+    status, body = await mallory.call("POST", f"{P}/namespaces/s/register", json={
+        "name": "own_again", "metadata-location": own["metadata-location"]})
+    assert status == 200, body

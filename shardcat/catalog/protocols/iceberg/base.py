@@ -102,6 +102,11 @@ class IcebergBase:
         if len(levels) > 2:
             raise missing("Namespace", name, " (namespaces have at most two levels, catalog and schema)")
         try:
+            for level in levels:
+                check_name(level, "namespace")
+        except CatalogError:            # no catalog or schema can have that name: it does not exist (404, not 400)
+            raise missing("Namespace", name) from None
+        try:
             return await self.catalogs.find(caller, "catalog" if len(levels) == 1 else "schema", name)
         except CatalogError as e:
             if e.code == "NOT_FOUND":

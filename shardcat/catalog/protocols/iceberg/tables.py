@@ -29,6 +29,7 @@ from .base import IcebergBase
 from .base import Lookups, local_file_path
 from .errors import IcebergError, kind_of, taken_by, missing, require, require_data
 from .names import Name, schema_of
+from .readopt import dropped_table_at
 
 
 def etag(metadata_location: str, snapshots: str, signed: bool) -> str:
@@ -186,6 +187,9 @@ class Tables(IcebergBase):
         authz = await authorizer(self.shard, caller)
         authz.require("table", "create", None, parent=schema)
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
+        adopted = await dropped_table_at(self.shard, caller, metadata_location) if existing is None else None
+        if adopted is not None:     # a dropped table's own managed storage, registered by who may undrop it
+            return await self._readopt(caller, schema, full, metadata_location, adopted)
         if existing is None:        # nothing is read where no new external table could be
             await self._check_external(caller, metadata_location, "metadata-location")
         elif not request.overwrite:
@@ -206,6 +210,21 @@ class Tables(IcebergBase):
         else:
             info = self._table_info(metadata, metadata_location, location, managed=False)
             await self._insert(caller, full, str(uuid.uuid4()), info, location)
+        return await self.load_table(caller, full)
+
+    async def _readopt(self, caller: Caller, schema: Asset, full, metadata_location: str, dropped: Asset) -> dict:
+        """register from a dropped table's managed storage (readopt.py): the table made again MANAGED under its
+        own id, so at its own location, which must be where this schema's managed tables go."""
+        if await self._managed_location(caller, schema, dropped.id) != dropped.storage_path:
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies in the "
+                                                           "managed storage of another schema's tables.")
+        io = {} if dropped.storage_path.startswith("file:") else await self._io(caller, dropped.storage_path, write=False)
+        metadata = await asyncio.to_thread(md.read_metadata, metadata_location, io)
+        if self._url(metadata.location) != dropped.storage_path:
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
+                                                           f"the location of its table, '{metadata.location}'.")
+        info = self._table_info(metadata, metadata_location, None, managed=True)
+        await self._insert(caller, full, dropped.id, info, dropped.storage_path)
         return await self.load_table(caller, full)
 
     async def drop(self, caller: Caller, full_name: str, purge: bool, view: bool = False) -> None:

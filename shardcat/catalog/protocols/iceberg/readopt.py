@@ -1,0 +1,43 @@
+"""Registering a table from a metadata file in the catalog's own managed storage (register with a
+metadata-location there): allowed only where that storage was a dropped table's, and only to who may undrop it.
+
+Managed storage is reached through its tables alone (catalog/tree/path_access.py), so a path in it that no live
+asset holds is no caller's to read by path, and registering from there is refused as an overlap (base.py
+`_check_external`). The one exception the Iceberg spec's clients rely on (pyiceberg's and Iceberg's Java
+`registerTable` after `dropTable` without purge): the file lies in the storage of a dropped table still in the
+catalog's history, and the caller is that table's owner or a metastore admin, who could undrop it
+(catalog/features/versions.py). The table is then re-adopted under its own id, MANAGED at its own location, so
+that location stays one asset's; its old grants are not restored (undrop does that). To anyone else the
+refusal is the overlap's, word for word, whether a dropped table was there or not.
+"""
+
+from __future__ import annotations
+
+from ....auth import Caller
+from ....entities.asset import Asset
+from ....entities.urls import is_within
+from ....governance.authorize import is_metastore_admin
+from ....store import history
+
+
+async def dropped_table_at(shard, caller: Caller, url: str) -> Asset | None:
+    """The dropped table whose storage holds `url`, when `url` lies in managed storage that no live asset holds
+    and the caller may undrop that table; else None (then the caller's register is refused as before)."""
+    ms = caller.metastore()
+    state = await shard.state(ms, caller.min_version)
+    owner = state.trie.owner(url)
+    if owner is None or not owner[1].is_root:
+        return None                 # not managed storage, or a live table's or volume's
+    for dropped in await history.dropped(shard.store, ms, ["table"], since=0):
+        table = dropped["asset"]
+        if table.storage_path and table.info.get("table_type") == "MANAGED" and is_within(url, table.storage_path):
+            return table if await _may_undrop(shard, caller, table) else None
+    return None
+
+
+async def _may_undrop(shard, caller: Caller, table: Asset) -> bool:
+    """The rule of undrop: the dropped table's owner, or a metastore (account) admin."""
+    if table.info.get("owner") in caller.principals or caller.is_account_admin:
+        return True
+    metastore = await shard.store.get_metastore(caller.metastore())
+    return metastore is not None and is_metastore_admin(caller, metastore)
