@@ -12,7 +12,7 @@ from ..entities.values import bigint_text
 from ..errors import CatalogError, invalid
 from ..store.audit import query
 from ..web import registry
-from ..web.kit import Handler
+from ..web.routes import Handler
 from ..web.paging import decode_token, encode_token, page_size
 from . import authorize
 from .audit import AuditLog, is_uuid

@@ -31,7 +31,8 @@ from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
 from .index import privilege_index
-from ..web.kit import json_body, ok, ShardServing, Handler
+from ..web.kit import json_body, ok
+from ..web.routes import Handler, ShardServing
 
 MAX_AUTHORIZE_ITEMS = 1000
 

@@ -18,7 +18,8 @@ import functools
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from ..web.kit import Handler, json_body, ok
+from ..web.kit import json_body, ok
+from ..web.routes import Handler
 from .principals import ERROR_SCHEMA, RESOURCES, SCIM_PREFIX, IdentityService
 
 SCIM_TYPE = "application/scim+json"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ..governance.principals import IdentityService
 from ..governance.principals_api import PrincipalsApi
-from ..web.kit import Handler, json_body, ok
+from ..web.kit import json_body, ok
+from ..web.routes import Handler
 from ..catalog.tree.metastores import AccountService
 from ..governance.authentication import Authenticator
 

@@ -20,7 +20,9 @@ from ..openapi import openapi_handlers
 from ..web.wire import (CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER, MAX_BODY_BYTES,
                         MIN_VERSION_HEADER, PREFIX, RELAYED_HEADERS, SHARING_PREFIX, VERSION_HEADER)
 from ..web import registry
-from ..web.kit import forwarded_for, healthz, ok, routes
+from ..web.kit import healthz, ok
+from ..web.routes import routes
+from ..web.client_address import forwarded_for
 from ..catalog.tree.metastores import AccountService
 from ..catalog.protocols.delta_sharing.routing import metastore_of as sharing_metastore
 from ..governance.oidc import OidcConfig, OidcVerifier
@@ -38,9 +40,12 @@ from ..web.shard_client import Answer, ConnectionLost, ShardClient, ShardUnreach
 
 RETRY_BUDGET_SECONDS = 5.0
 # What a request goes on to its shard with: who asks, the body's type; for Delta Sharing the
-# response format asked for, a file's byte range, and the client's address and Host as the front saw them.
+# response format asked for, a file's byte range, and the client's address and Host as the front saw them;
+# for the Iceberg REST catalog its idempotency key, ETag and access delegation.
 _HOP_HEADERS = ("Authorization", "Content-Type", "delta-sharing-capabilities", "Range", CLIENT_ADDRESS_HEADER,
-                CLIENT_HOST_HEADER)
+                CLIENT_HOST_HEADER,
+                # the Iceberg REST catalog's: a retried mutation's key, a load's ETag, how the client reads files
+                "Idempotency-Key", "If-None-Match", "X-Iceberg-Access-Delegation")
 _VERSION = VERSION_HEADER.lower()
 
 

@@ -13,7 +13,8 @@ from aiohttp import web
 
 from ..governance.audit import AuditLog
 from ..store.db import Store
-from ..web.kit import Handler, healthz
+from ..web.kit import healthz
+from ..web.routes import Handler
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
                            exposition, probe_answer)
 from .routing import RoutingTable

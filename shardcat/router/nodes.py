@@ -12,7 +12,8 @@ from aiohttp import web
 
 from ..catalog.tree.metastores import require_account_admin
 from ..errors import CatalogError
-from ..web.kit import Handler, ok
+from ..web.kit import ok
+from ..web.routes import Handler
 
 
 def node_handlers(control: Any | None) -> dict[str, Handler]:

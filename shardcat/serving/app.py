@@ -38,7 +38,8 @@ from ..shards.session import Session
 from ..shards.session import current as current_session
 from ..shards.shard import MetastoreState, Shard
 from ..web import registry
-from ..web.kit import Handler, flag, healthz, json_body, json_object, ok, ok_json, required_query, routes
+from ..web.kit import flag, healthz, json_body, json_object, ok, ok_json, required_query
+from ..web.routes import Handler, routes
 from ..web.metrics import OBSERVED, Observed
 from .metrics import probe_handlers
 from ..web.explorer import explorer_handlers

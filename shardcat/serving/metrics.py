@@ -10,7 +10,8 @@ from aiohttp import web
 from ..governance.audit import AuditLog
 from ..maintenance.runner import RUNS as maintenance_runs
 from ..shards.shard import Shard
-from ..web.kit import Handler, healthz
+from ..web.kit import healthz
+from ..web.routes import Handler
 from ..web.metrics import (CONTENT_TYPE, OBSERVED, Figures, Observed, add_audit, add_pool, database_answers,
                            exposition, probe_answer)
 from . import gc_policy

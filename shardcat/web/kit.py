@@ -1,20 +1,15 @@
-"""The API's HTTP conventions, for every app and front: its path prefix and headers, JSON request
-bodies read with clear 400s, JSON answers, query flags, and each app's routes from the endpoint registry
-(the prefix and headers: wire.py)."""
+"""The API's HTTP conventions for request bodies and answers: JSON bodies read with clear 400s, JSON
+answers, query flags (the prefix and headers: wire.py; an app's routes: routes.py; the client's
+address: client_address.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 import orjson
 from aiohttp import web
 
 from ..errors import CatalogError, invalid
-from . import registry
-from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, FORWARDED_FOR_HEADER, HEAD_HEADER
 
 
 
@@ -106,89 +101,3 @@ def encode_json(value) -> bytes:
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _head_or_get(head: Handler, get: Handler) -> Handler:
-    """A GET route's handler that answers as its HEAD endpoint when a front relayed a HEAD (web/http1.py)."""
-    async def either(request: web.Request):
-        return await (head if HEAD_HEADER in request.headers else get)(request)
-    return either
-
-
-def routes(app: str, handlers: Mapping[str | None, Mapping[str, Handler]], *,
-           extra: str | None = None) -> list[web.RouteDef]:
-    """An app's aiohttp routes, derived from the endpoint registry (web/registry.py) at start-up: its
-    endpoints in registry order, each with its handler from `handlers`, each module's table of
-    handlers by name (the endpoint's `handler`, else its operationId; under None the app's own).
-    `extra`: another app's endpoints served here too (the one-process app serves the account's).
-    A handler no endpoint names, or an endpoint without one, is an error."""
-    unused = {(module, name) for module, table in handlers.items() for name in table}
-    declared = registry.served_by(app) + (registry.served_by(extra) if extra else [])
-    heads = {e.full_path: handlers.get(e.module, {}).get(e.handler or e.action) for e in declared if e.method == "HEAD"}
-    out, seen = [], set()
-    for e in declared:
-        if (e.method, e.full_path) in seen:
-            continue
-        seen.add((e.method, e.full_path))
-        name = e.handler or e.action
-        handler = handlers.get(e.module, {}).get(name)
-        if handler is None:
-            raise ValueError(f"{e.method} {e.full_path} is in the endpoint registry but no module handles it "
-                             f"({e.module or 'the app'} has no handler {name})")
-        unused.discard((e.module, name))
-        # aiohttp's GET answers HEAD too unless told not to, or a HEAD endpoint of its own answers it (the
-        # Iceberg exists operations: 204, not the GET's 200), also when a front sent the HEAD on as a GET
-        own_head = heads.get(e.full_path) if e.method == "GET" else None
-        if own_head is not None:
-            handler = _head_or_get(own_head, handler)
-        options = {"allow_head": e.head and own_head is None} if e.method == "GET" else {}
-        out.append(web.route(e.method, e.full_path, handler, **options))
-    if unused:
-        module, name = sorted(unused, key=str)[0]
-        raise ValueError(f"{module or 'the app'} has a handler {name} that is not in the endpoint registry "
-                         "(web/registry.py)")
-    return out
-
-
-class ShardServing(Protocol):
-    """What the shard app gives the `shard_handlers(serving)` of each module the endpoint registry
-    names (serving/app.py's `Serving`): the shard and the app's audit log, among others."""
-    shard: Any          # shards/shard.py Shard
-    catalogs: Any       # catalog/tree/service.py CatalogService
-    audit_log: Any      # governance/audit.py AuditLog
-    webhook_allow_hosts: frozenset[str]     # reached although not public (web/destinations.py)
-
-
-_FORWARDED_CONTEXT = b"shardcat forwarded client address v1"
-
-
-def _address_mac(key: bytes, address: str) -> str:
-    return hmac.new(hmac.new(key, _FORWARDED_CONTEXT, hashlib.sha256).digest(), address.encode(),
-                    hashlib.sha256).hexdigest()
-
-
-def forwarded_for(box, address: str) -> str | None:
-    """The header value a router sends a shard to vouch for the client's address (HMAC under the
-    server's first secret key: every process of a catalog holds the same keys); None without keys."""
-    keys = list(box.keys) if box is not None else []
-    return f"{address};{_address_mac(keys[0], address)}" if keys and address else None
-
-
-def client_address(request: web.Request, box=None) -> str | None:
-    """The client's IP address: the one a router vouched for (behind a router, the front before a
-    shard sees the router), else the one the HTTP/1.1 front saw, else the connection's."""
-    vouched = request.headers.get(FORWARDED_FOR_HEADER)
-    if vouched and box is not None:
-        address, _, mac = vouched.rpartition(";")
-        if any(hmac.compare_digest(_address_mac(k, address), mac) for k in box.keys):
-            return address
-    return request.headers.get(CLIENT_ADDRESS_HEADER) or request.remote
-
-
-def public_origin(request: web.Request) -> str:
-    """scheme://host[:port] as the client addressed this server (through the front: its Host header)."""
-    host = request.headers.get(CLIENT_HOST_HEADER) or request.host
-    return f"{request.scheme}://{host}"

@@ -6,7 +6,7 @@ handler's name), the module whose handler answers it (a shard's endpoints are gr
 with `served_in`), the securable type the audit row names (when the path says it), whether a
 POST only reads (safe to send again, like a GET), whether the shard's fast front answers it
 itself, whether it is served without a token, and whether a request to it is an audit event.
-From it are derived, at start-up: each app's aiohttp routes and their order (web/kit.py
+From it are derived, at start-up: each app's aiohttp routes and their order (web/routes.py
 `routes`, each endpoint's handler from its module's `shard_handlers` table by operationId: a
 handler no endpoint names, or an endpoint without a handler, stops the app), which
 modules the shard app asks for handlers (`modules`: serving/app.py names none itself), the

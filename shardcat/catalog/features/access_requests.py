@@ -30,7 +30,8 @@ from ...governance import privileges as P
 from ...governance.authorize import Authz, authorizer, denied, label
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
-from ...web.kit import Handler, ShardServing, json_body, ok
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 
 MAX_PENDING = 1000          # pending requests per metastore
 MAX_PENDING_PER_USER = 50

@@ -19,7 +19,8 @@ from ...governance.authorize import authorizer
 from ...entities.values import bigint_text
 from ...web.paging import page_size
 from ...shards.shard import Shard
-from ...web.kit import ok, ShardServing, Handler
+from ...web.kit import ok
+from ...web.routes import Handler, ShardServing
 
 _INTERNAL = ("staging_table",)      # a step of creating a table, not a securable of its own
 _SECURABLE_TYPES = {name: t.securable_type for name, t in TYPES.items()} | {

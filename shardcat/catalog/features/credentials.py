@@ -24,7 +24,8 @@ from ...shards.locations import require_external_location
 from ...shards.shard import Shard
 from ..tree.path_access import authorize_path, authorize_subtree, owner_label, refuse_managed_root
 from ..tree.storage import storage_url
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 
 TABLE_OPERATIONS = ("READ", "READ_WRITE")
 VOLUME_OPERATIONS = ("READ_VOLUME", "WRITE_VOLUME")

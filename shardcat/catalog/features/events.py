@@ -58,7 +58,8 @@ from ...shards.shard import MetastoreState, Shard
 from ...store.errors import MetastoreGone
 from ...store.writes import WriteTx
 from ...web.destinations import Refused, post, vetted_addresses
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from .changes import touched
 
 log = logging.getLogger(__name__)

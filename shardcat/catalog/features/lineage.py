@@ -28,7 +28,8 @@ from ...governance.authorize import authorizer
 from ...entities.types import VIEW_TYPES
 from ..tree.service import CatalogService
 from ...shards.shard import Shard
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 
 MAX_SOURCES = 1000
 MAX_DEPTH = 10

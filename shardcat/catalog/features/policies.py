@@ -25,7 +25,8 @@ from ...governance import abac
 from ...governance.authorize import authorizer
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from ..tree.assets import missing
 

@@ -45,7 +45,8 @@ from ...governance.authorize import Authz, authorizer
 from ...governance.index import privilege_index
 from ...shards.shard import RECONCILE_GAP, Shard
 from ...store import history
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.paging import decode_token, encode_token, page_size
 from .versions import version_asked
 

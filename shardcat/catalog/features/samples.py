@@ -34,7 +34,8 @@ from ...entities.types import TYPES
 from ...errors import invalid, not_found
 from ...governance.authorize import authorizer, data_decision, has_policies
 from ...shards.shard import Shard
-from ...web.kit import Handler, ShardServing, ok
+from ...web.kit import ok
+from ...web.routes import Handler, ShardServing
 from ...delta.table_log import TableLogError, table_log
 
 DEFAULT_ROWS = 20

@@ -28,7 +28,8 @@ from ...store import history
 from ...shards.session import past_read
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from ...shards.shard import Shard
-from ...web.kit import ok, ShardServing, Handler
+from ...web.kit import ok
+from ...web.routes import Handler, ShardServing
 from ...governance.tag_policies import check_key, check_value
 
 SEARCHABLE = ("catalog", "schema", "table", "volume", "function", "registered_model")

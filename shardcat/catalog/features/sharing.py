@@ -35,7 +35,8 @@ from ...entities.values import now_ms
 from ..tree.assets import render
 from ...shards.shard import Shard
 from ..tree.crud import MetastoreLevel, crud_handlers
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 
 AUTH_TYPES = ("TOKEN", "DATABRICKS")
 OBJECT_TYPES = ("TABLE", "SCHEMA", "VIEW", "MATERIALIZED_VIEW", "STREAMING_TABLE", "VOLUME", "MODEL", "FUNCTION",

@@ -32,7 +32,8 @@ from ...shards.shard import MetastoreState, Shard
 from ...store import history
 from ...store.writes import WriteTx
 from ...store.history import PastRead
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from ..tree.column_governance import keep_column_governance
 from .versions import AS_OF_TIMESTAMP, AS_OF_VERSION, version_asked

@@ -34,7 +34,8 @@ from ...governance.index import privilege_index
 from ...governance.system_catalog import SYSTEM_CATALOG, SYSTEM_PRINCIPAL, system_caller
 from ...shards.shard import Shard
 from ...store.system_rows import rows_after
-from ...web.kit import ShardServing, Handler, json_body, ok
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ..tree.service import CatalogService
 from .system_tables import (APPENDED, FILTER_FUNCTION, INFORMATION_SCHEMA, JOURNAL, SNAPSHOT, TABLES,
                             filter_function, uc_columns)

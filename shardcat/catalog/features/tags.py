@@ -26,7 +26,8 @@ from ...errors import already_exists, invalid, not_found
 from ...governance.authorize import authorizer, denied, is_metastore_admin
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from ...entities.values import now_ms
 from ..tree.assets import missing

@@ -33,7 +33,8 @@ from ...shards.shard import MetastoreState, Shard
 from ...store import history
 from ...store.writes import WriteTx
 from ...store.history import PastRead
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.wire import AS_OF_VERSION_HEADER, PREFIX
 from ..tree.assets import render
 

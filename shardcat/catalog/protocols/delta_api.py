@@ -38,7 +38,8 @@ from ...entities.values import now_ms
 from ...governance.vending import vend
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
-from ...web.kit import encode_json, json_body, ShardServing, Handler
+from ...web.kit import encode_json, json_body
+from ...web.routes import Handler, ShardServing
 from ...web.wire import HEAD_HEADER
 from ..tree.column_governance import keep_column_governance
 from ..features.credentials import TemporaryCredentials

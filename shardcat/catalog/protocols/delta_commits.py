@@ -21,7 +21,8 @@ from ...governance.authorize import authorizer, require_data_access
 from ...store.writes import WriteTx
 from ...entities.values import now_ms
 from ...shards.shard import MetastoreState, Shard
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from ..tree.column_governance import keep_column_governance
 
 # The server-wide limit on ratified but unpublished commits per table (a table may set a lower one).

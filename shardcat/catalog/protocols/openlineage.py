@@ -33,7 +33,9 @@ from ...errors import CatalogError, invalid
 from ...governance import audit
 from ...governance.authorize import authorizer
 from ...shards.shard import Shard
-from ...web.kit import json_body, ok, public_origin, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
+from ...web.client_address import public_origin
 from ...entities.types import VIEW_TYPES
 from ..features.lineage import MAX_JOB_CHARS, MAX_SOURCES
 from ..tree.service import CatalogService

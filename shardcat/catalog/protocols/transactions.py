@@ -36,7 +36,8 @@ from ...shards.group_commit import PendingWrite, speculate, undo_speculation
 from ...shards.shard import MetastoreState, Shard
 from ...store.conflicts import MAX_READ_AGE, changed_after, first_change_after
 from ...store.writes import WriteTx
-from ...web.kit import json_body, ok, ShardServing, Handler
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from .delta_commits import DeltaCommitService
 from .iceberg import IcebergCatalog, IcebergError
 from ..tree.service import CatalogService

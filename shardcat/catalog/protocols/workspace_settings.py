@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 
 from ...auth import Caller
-from ...web.kit import ok, ShardServing, Handler
+from ...web.kit import ok
+from ...web.routes import Handler, ShardServing
 
 SETTING_NAME = "default"
 

@@ -19,7 +19,7 @@ from ...entities.asset import Asset
 from ...entities.types import CONNECTION, CONNECTION_TYPES
 from ...errors import CatalogError, invalid
 from ...store.sealing import SecretKeyError, seal_info, secret_options
-from ...web.kit import Handler, ShardServing
+from ...web.routes import Handler, ShardServing
 from .foreign_systems import connection_address, pinned
 from .assets import render
 from .crud import MetastoreLevel, crud_handlers

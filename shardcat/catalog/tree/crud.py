@@ -34,7 +34,8 @@ from ...errors import CatalogError, already_exists, not_found
 from ...governance.authorize import authorizer
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import UNKNOWN, WriteTx
-from ...web.kit import flag, json_body, ok, Handler
+from ...web.kit import flag, json_body, ok
+from ...web.routes import Handler
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from .assets import PARENT_FIELDS, missing, render, type_label
 

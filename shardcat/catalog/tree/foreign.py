@@ -41,7 +41,8 @@ from ...errors import CatalogError, invalid
 from ...governance.authorize import authorizer, denied
 from ...shards.shard import Shard
 from ...store.sealing import secret_options
-from ...web.kit import Handler, ShardServing, json_body, ok
+from ...web.kit import json_body, ok
+from ...web.routes import Handler, ShardServing
 from .foreign_systems import SYSTEMS, Unreachable
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,8 @@ from ...store.writes import WriteTx
 from ...entities.types import FUNCTION
 from .crud import TypeService
 from ...shards.shard import MetastoreState, Shard
-from ...web.kit import json_body, ok, required_query, ShardServing, Handler
+from ...web.kit import json_body, ok, required_query
+from ...web.routes import Handler, ShardServing
 
 ROUTINE_BODIES = ("SQL", "EXTERNAL")
 PARAMETER_STYLES = ("S",)

@@ -29,7 +29,8 @@ from ...store.writes import WriteTx
 from ...entities.values import now_ms
 from .assets import _check_free, _managed_root, render
 from .crud import TypeService
-from ...web.kit import Handler, ShardServing, flag, json_body, ok
+from ...web.kit import flag, json_body, ok
+from ...web.routes import Handler, ShardServing
 from ...web.paging import decode_page_token, encode_page_token, page_size
 from ...shards.shard import MetastoreState, Shard
 from ...governance import audit

@@ -45,7 +45,8 @@ from ...web.paging import decode_token, encode_token, page_size
 from .assets import render
 from .path_access import authorize_path
 from .crud import MetastoreLevel, crud_handlers
-from ...web.kit import ok, ShardServing, Handler
+from ...web.kit import ok
+from ...web.routes import Handler, ShardServing
 
 PURPOSES = ("STORAGE", "SERVICE")
 # The identity shardcat would assume AWS roles as; real vending comes with governance.

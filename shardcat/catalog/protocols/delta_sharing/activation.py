@@ -20,7 +20,9 @@ from ....errors import CatalogError, not_found
 from ....shards.shard import Shard
 from ....store.errors import MetastoreGone
 from ....store.sealing import SecretKeyError
-from ....web.kit import ok, public_origin, ShardServing, Handler
+from ....web.kit import ok
+from ....web.routes import Handler, ShardServing
+from ....web.client_address import public_origin
 from ....web.wire import SHARING_PREFIX
 
 PROFILE_VERSION = 1

@@ -41,7 +41,8 @@ from ....governance.index import privilege_index
 from ....governance.vending import catalog_read_credentials, file_signer
 from ....shards.shard import Shard
 from ....store.errors import MetastoreGone
-from ....web.kit import client_address, public_origin, ShardServing, Handler
+from ....web.routes import Handler, ShardServing
+from ....web.client_address import client_address, public_origin
 from ....web.wire import SHARING_PREFIX
 from ...features.sharing import owner_decision
 from . import files

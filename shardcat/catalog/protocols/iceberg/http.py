@@ -7,7 +7,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from ....errors import CatalogError
-from ....web.kit import json_body, ok, public_origin, ShardServing, Handler
+from ....web.kit import json_body, ok
+from ....web.routes import Handler, ShardServing
+from ....web.client_address import public_origin
 from ....web.iceberg_errors import iceberg_response
 from . import idempotency
 from .catalog import IcebergCatalog
