@@ -343,3 +343,37 @@ async def test_another_users_dropped_or_live_table_metadata_stays_unreachable(se
     status, body = await mallory.call("POST", f"{P}/namespaces/s/register", json={
         "name": "own_again", "metadata-location": own["metadata-location"]})
     assert status == 200, body
+
+
+def pyiceberg_round(api: str, token: str) -> dict:
+    """What pyiceberg's own integration suite (tools/pyiceberg_suite.py) asks of a REST catalog, in pyiceberg's own
+    calls: a name no namespace can have, namespace properties, format version 3, register after drop, a move."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    catalog = load_catalog("t", type="rest", uri=api + "/iceberg", token=token, warehouse="ice")
+    seen = {"TEST NS": catalog.namespace_exists("TEST NS")}
+    catalog.create_namespace("ns1", {"comment": "one", "team": "a"})
+    catalog.update_namespace_properties("ns1", removals={"team"}, updates={"comment": "two"})
+    seen["properties"] = catalog.load_namespace_properties("ns1")
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    v3 = catalog.create_table("ns1.v3", schema, properties={"format-version": "3"})
+    seen["v3"] = catalog.load_table("ns1.v3").metadata.format_version
+    catalog.drop_table("ns1.v3")
+    catalog.register_table("ns1.again", v3.metadata_location)
+    seen["registered"] = catalog.load_table("ns1.again").metadata_location == v3.metadata_location
+    catalog.create_namespace("ns2")
+    catalog.rename_table("ns1.again", "ns2.moved")
+    seen["moved"] = [catalog.table_exists("ns2.moved"), catalog.table_exists("ns1.again")]
+    try:
+        catalog.load_table("ns1.again")
+    except NoSuchTableError:
+        seen["gone"] = True
+    return seen
+
+
+async def test_pyicebergs_suite_behaviours_through_pyiceberg(ice):
+    seen = await asyncio.to_thread(pyiceberg_round, ice.api, ice.token)
+    assert seen == {"TEST NS": False, "properties": {"comment": "two"}, "v3": 3, "registered": True,
+                    "moved": [True, False], "gone": True}, seen
