@@ -13,7 +13,8 @@ AS_OF_VERSION_HEADER = "X-Shardcat-As-Of-Version"   # the past version a read wa
 # A shard answer's own headers that a router passes on to its client, besides the content type and date.
 RELAYED_HEADERS = (VERSION_HEADER, REQUEST_ID_HEADER, AS_OF_VERSION_HEADER,
                    # Delta Sharing's: a table's version, the response format, a file's byte range
-                   "Delta-Table-Version", "delta-sharing-capabilities", "Content-Range", "Accept-Ranges")
+                   "Delta-Table-Version", "delta-sharing-capabilities", "Content-Range", "Accept-Ranges",
+                   "ETag")                     # the Iceberg REST catalog's loadTable (its 304s too)
 CLIENT_ADDRESS_HEADER = "X-Shardcat-Client-Address"   # set by the HTTP/1.1 front: the client's IP address
 CLIENT_HOST_HEADER = "X-Shardcat-Client-Host"         # set by the HTTP/1.1 front: the Host the client asked for
 FORWARDED_FOR_HEADER = "X-Shardcat-Forwarded-For"     # set by a router: "<client address>;<HMAC of it>"

@@ -63,3 +63,39 @@ async def test_a_stale_owner_cannot_lose_a_commit(cluster, http, tmp_path):
         assert (r.status, await r.json()) == (200, {"identifiers": [{"namespace": ["ice", "s"], "name": "t"}]})
     assert sorted((await asyncio.to_thread(lambda: fresh.scan().to_arrow()))["n"].to_pylist()) == [0, 1]
     assert len(fresh.snapshots()) == 2
+
+
+async def test_a_commit_retried_after_a_shard_failover_is_applied_once(cluster, http, tmp_path):
+    """Idempotency-Key across shards: a commit lands on the metastore's owner, the metastore moves to the
+    other shard, and the client's retry with the same key (through the router) answers the first outcome:
+    the commit is not applied again (its answer came from PostgreSQL, not from the first shard's memory)."""
+    import uuid
+    ws = await new_workspace(cluster, http, tmp_path)
+    assert (await ws.call("POST", "/catalogs", json={"name": "ice"}))[0] == 200
+    assert (await ws.call("POST", "/schemas", json={"name": "s", "catalog_name": "ice"}))[0] == 200
+    path = "/iceberg/v1/catalogs/ice/namespaces/s/tables"
+    status, _ = await ws.call("POST", path, json={"name": "t", "schema": {"type": "struct", "schema-id": 0, "fields": [
+        {"id": 1, "name": "n", "type": "long", "required": False}]}})
+    assert status == 200
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    status, first = await ws.call("POST", f"{path}/t", json=commit, headers=key)
+    assert status == 200, first
+
+    routing = cluster.cluster.routing
+    old = routing.shards[routing.owner[ws.metastore_id]]
+    new = next(h for h in routing.live() if h is not old)
+    await cluster.store.assign_shard(ws.metastore_id, new.name)
+    routing.owner[ws.metastore_id] = new.name
+    await new.actor.own.remote([ws.metastore_id])
+
+    status, again = await ws.call("POST", f"{path}/t", json=commit, headers=key)
+    assert (status, again) == (200, first)
+    status, loaded = await ws.call("GET", f"{path}/t")
+    assert loaded["metadata-location"] == first["metadata-location"]
+    assert len(loaded["metadata"]["metadata-log"]) == 1           # the create's file, then one commit
+    # The router passes a load's ETag on, and If-None-Match back: a 304 through it.
+    async with http.get(f"{ws.api}{path}/t", headers=ws.headers) as r:
+        tag = r.headers["ETag"]
+    async with http.get(f"{ws.api}{path}/t", headers={**ws.headers, "If-None-Match": tag}) as r:
+        assert r.status == 304 and r.headers["ETag"] == tag
