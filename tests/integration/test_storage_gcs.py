@@ -364,3 +364,21 @@ async def test_bucket_spellings_that_are_refused(ws, gcs_env, spelling):
     assert status == 400 and no_token(body), body
     status, body = await ws.call("POST", "/external-locations", json={"name": "x", "url": spelling, "credential_name": "gcp"})
     assert status == 400, body
+
+
+async def test_batched_resolve_hands_out_the_same_scoped_tokens(ws, server, gcs_env):
+    """POST /resolve attaches the same vending's answers: a reader's READ token for t works, its WRITE item
+    is refused, and by path the owning table's token is handed out."""
+    await lake(ws, gcs_env)
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "main", reader.name, "USE CATALOG", "USE SCHEMA")
+    await grant(ws, "table", "main.s.t", reader.name, "SELECT")
+    out = await ok(reader, "POST", "/resolve", json={"items": [
+        {"name": "main.s.t"}, {"name": "main.s.t", "operation": "WRITE"}, {"path": "gs://lake/data/t/part-0.parquet"}]})
+    read, write, by_path = out["items"]
+    credentials = read["temporary_credentials"]
+    assert credentials["url"] == "gs://lake/data/t" and store(credentials).cat("lake/data/t/part-0.parquet")
+    assert refused(lambda: store(credentials).cat("lake/data/u/part-0.parquet"))
+    assert refused(lambda: store(credentials).pipe("lake/data/t/x", b"x"))
+    assert write["authorization"]["allowed"] is False and "temporary_credentials" not in write, write
+    assert by_path["temporary_credentials"]["url"] == "gs://lake/data/t"
