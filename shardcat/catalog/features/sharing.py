@@ -409,6 +409,21 @@ class Recipients(MetastoreLevel):
         return {"permissions_out": out}
 
 
+async def find_recipient_token(shard, metastore_id: str, matches) -> tuple[Asset, dict] | None:
+    """The first recipient of a metastore, and its token, for which `matches(recipient, token)`
+    holds (a bearer token's hash, an activation link); None when none does."""
+    after = ""
+    while True:
+        batch = await shard.children(metastore_id, metastore_id, "recipient", after=after, limit=1000)
+        for r in batch:
+            for t in r.info.get("tokens", []):
+                if matches(r, t):
+                    return r, t
+        if len(batch) < 1000:
+            return None
+        after = batch[-1].name
+
+
 def _show_tokens(out: dict, shown: dict) -> dict:
     """The plain bearer token, once, on the token entry it belongs to (the activation link gives it once more)."""
     for t in out.get("tokens", []):

@@ -24,6 +24,7 @@ from ....web.kit import ok
 from ....web.routes import Handler, ShardServing
 from ....web.client_address import public_origin
 from ....web.wire import SHARING_PREFIX
+from ...features.sharing import find_recipient_token
 
 PROFILE_VERSION = 1
 
@@ -49,19 +50,13 @@ class Activation:
         ms = _metastore_of(code)
         if ms is None:
             raise missing
-        after = ""
         try:
-            while True:
-                batch = await self.shard.children(ms, ms, "recipient", after=after, limit=1000)
-                for r in batch:
-                    for t in r.info.get("tokens", []):
-                        if t.get("activation_url") == code:
-                            return ms, r, t
-                if len(batch) < 1000:
-                    raise missing
-                after = batch[-1].name
+            found = await find_recipient_token(self.shard, ms, lambda r, t: t.get("activation_url") == code)
         except MetastoreGone:
             raise missing from None
+        if found is None:
+            raise missing
+        return ms, *found
 
     async def info(self, code: str) -> dict:
         _, recipient, token = await self._find(code)

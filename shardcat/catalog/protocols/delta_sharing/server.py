@@ -44,7 +44,7 @@ from ....store.errors import MetastoreGone
 from ....web.routes import Handler, ShardServing
 from ....web.client_address import client_address, public_origin
 from ....web.wire import SHARING_PREFIX
-from ...features.sharing import owner_decision
+from ...features.sharing import find_recipient_token, owner_decision
 from . import files
 from .wire import (VERSION_HEADER, bad, error, file_line, iso, json_body, limited, metadata_line, ndjson, not_found,
                    page_of, protocol_errors, protocol_line, response_format, timestamp_param, version_param)
@@ -131,17 +131,9 @@ class SharingServer:
         return Recipient(asset, ms, entry)
 
     async def _recipient_with(self, ms: str, digest: str) -> tuple[Asset, dict] | None:
-        after = ""
         try:
-            while True:
-                batch = await self.shard.children(ms, ms, "recipient", after=after, limit=1000)
-                for r in batch:
-                    for t in r.info.get("tokens", []):
-                        if t.get("token_hash") == digest and r.info.get("authentication_type") == "TOKEN":
-                            return r, t
-                if len(batch) < 1000:
-                    return None
-                after = batch[-1].name
+            return await find_recipient_token(
+                self.shard, ms, lambda r, t: t.get("token_hash") == digest and r.info.get("authentication_type") == "TOKEN")
         except (CatalogError, MetastoreGone):
             return None     # no such metastore: the same answer as a wrong token
 
