@@ -219,3 +219,15 @@ async def test_snapshots_refs_answers_only_the_snapshots_refs_name(ice):
     status, refs = await ice.call("GET", f"{P}/namespaces/s/tables/snaps", params={"snapshots": "refs"})
     assert status == 200
     assert {s["snapshot-id"] for s in refs["metadata"]["snapshots"]} == {first, current}     # main and tag v1
+
+
+async def test_create_and_commit_answer_the_etag_a_load_has(ice):
+    status, headers, _ = await raw(ice, "POST", f"{P}/namespaces/s/tables", json={"name": "e", "schema": SCHEMA})
+    assert status == 200
+    status, again, _ = await raw(ice, "GET", f"{P}/namespaces/s/tables/e", headers={"If-None-Match": headers["ETag"]})
+    assert status == 304
+    status, committed, _ = await raw(ice, "POST", f"{P}/namespaces/s/tables/e",
+                                     json={"requirements": [], "updates": [set_property("k", "v")]})
+    assert status == 200 and committed["ETag"] != headers["ETag"]
+    status, _, _ = await raw(ice, "GET", f"{P}/namespaces/s/tables/e", headers={"If-None-Match": committed["ETag"]})
+    assert status == 304

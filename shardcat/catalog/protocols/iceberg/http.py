@@ -13,6 +13,7 @@ from ....web.client_address import public_origin
 from ....web.iceberg_errors import iceberg_response
 from . import idempotency
 from .catalog import IcebergCatalog
+from .tables import etag
 from .errors import IcebergError, iceberg_error, missing
 
 
@@ -97,12 +98,12 @@ def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
         "dropNamespace": lambda r, c, w: ice.drop_namespace(c, w, ns(r)),
         "updateProperties": lambda r, c, w: _with_body(r, lambda b: ice.update_properties(c, w, ns(r), b)),
         "listTables": lambda r, c, w: ice.list_tables(c, w, ns(r), *page(r)),
-        "createTable": lambda r, c, w: _with_body(r, lambda b: ice.create_table(c, w, ns(r), b)),
-        "registerTable": lambda r, c, w: _with_body(r, lambda b: ice.register_table(c, w, ns(r), b)),
+        "createTable": lambda r, c, w: _tagged(_with_body(r, lambda b: ice.create_table(c, w, ns(r), b))),
+        "registerTable": lambda r, c, w: _tagged(_with_body(r, lambda b: ice.register_table(c, w, ns(r), b))),
         "registerView": lambda r, c, w: _with_body(r, lambda b: ice.register_view(c, w, ns(r), b)),
         "loadTable": load_table,
         "tableExists": lambda r, c, w: ice.exists(c, table(r, w)),
-        "updateTable": lambda r, c, w: _with_body(r, lambda b: ice.commit(c, table(r, w), b)),
+        "updateTable": lambda r, c, w: _tagged(_with_body(r, lambda b: ice.commit(c, table(r, w), b))),
         "dropTable": lambda r, c, w: _then(purge(r), lambda p: ice.drop(c, table(r, w), p)),
         "loadCredentials": lambda r, c, w: ice.load_credentials(c, table(r, w)),
         "reportMetrics": lambda r, c, w: ice.report_metrics(c, table(r, w)),
@@ -136,6 +137,15 @@ def _call(call):
     async def run(request, caller, warehouse):
         return await call(request, caller, warehouse)
     return run
+
+
+async def _tagged(answer) -> web.Response:
+    """A table's create, register or commit answer with the ETag its load of all snapshots would have, as the
+    spec's CreateTableResponse and CommitTableResponse carry it (a later If-None-Match may send it)."""
+    result = await answer
+    response = ok(result)
+    response.headers["ETag"] = etag(result["metadata-location"], "all", False)
+    return response
 
 
 async def _none(awaitable) -> None:
