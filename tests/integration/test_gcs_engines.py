@@ -159,6 +159,14 @@ async def test_pyiceberg_writes_and_reads_through_the_iceberg_catalog(ws, server
     assert appended != "appended", appended
     status, body = await ws.call("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/ice")
     assert status == 200 and json.dumps(body).count("gcs.oauth2.token") >= 1
+    (credential,) = body["storage-credentials"]
+    assert credential["prefix"] == "gs://lake/data/ice" and credential["config"]["gcs.oauth2.token"]
+    # Without a grant: no table, no token, whichever Iceberg route asks.
+    nobody = await user(server, ws)
+    for method, path in (("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/ice"),
+                         ("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/ice/credentials")):
+        status, body = await nobody.call(method, path)
+        assert status in (403, 404) and "gcs.oauth2.token" not in json.dumps(body), (path, status, body)
 
 
 async def test_delta_sharing_answers_v4_signed_urls(ws, server, gcs_env, tmp_path):
