@@ -368,7 +368,84 @@ def _format_of(sd: dict, parameters: dict) -> str | None:
     return None
 
 
-SYSTEMS = {"UNITY_CATALOG": UnityCatalogSystem, "ICEBERG_REST": IcebergRestSystem, "GLUE": GlueSystem}
+# ---- a Hive metastore (Thrift) ---------------------------------------------------------------------
+
+
+class HiveMetastoreSystem:
+    """Options: `host`, `port` (9083). Spoken through hmsclient's Thrift client (PyPI), to the vetted
+    address; nothing signs in (a metastore behind Kerberos is not reached)."""
+
+    kind = "HIVE_METASTORE"
+
+    def __init__(self, options: dict, catalog_options: dict, allowed):
+        self.address = connection_address(self.kind, options)
+        self.allowed = allowed
+
+    async def close(self) -> None:
+        pass
+
+    async def _call(self, fn):
+        target, _ = await pinned(self.address, self.allowed)
+
+        def run():
+            from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore
+            from hmsclient.genthrift.hive_metastore.ttypes import NoSuchObjectException
+            from thrift.protocol import TBinaryProtocol
+            from thrift.transport import TSocket, TTransport
+            socket = TSocket.TSocket(target.raw_host, target.port)
+            socket.setTimeout(TIMEOUT_SECONDS * 1000)
+            transport = TTransport.TBufferedTransport(socket)
+            transport.open()
+            try:
+                return fn(ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport)))
+            except NoSuchObjectException:
+                return None
+            finally:
+                transport.close()
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(run), TIMEOUT_SECONDS * 3)
+        except (CatalogError, Unreachable):
+            raise
+        except Exception as e:      # Thrift's and the socket's errors
+            raise Unreachable(type(e).__name__) from None
+
+    async def schemas(self) -> list[dict]:
+        found = await self._call(lambda c: [c.get_database(n) for n in c.get_all_databases()])
+        return [_schema(d.name, d.description, d.parameters) for d in found or []]
+
+    # Hive 4 answers tables only to the request forms (get_table_req, get_table_objects_by_name_req).
+    async def tables(self, schema: str) -> list[dict]:
+        def run(c):
+            from hmsclient.genthrift.hive_metastore.ttypes import GetTablesRequest
+            names = c.get_all_tables(schema)
+            return c.get_table_objects_by_name_req(GetTablesRequest(dbName=schema, tblNames=names)).tables if names else []
+        found = await self._call(run)
+        return [_hive_table(t) for t in found or [] if t is not None]
+
+    async def table(self, schema: str, name: str) -> dict | None:
+        def run(c):
+            from hmsclient.genthrift.hive_metastore.ttypes import GetTableRequest
+            return c.get_table_req(GetTableRequest(dbName=schema, tblName=name)).table
+        found = await self._call(run)
+        return _hive_table(found) if found is not None else None
+
+
+def _hive_table(t) -> dict:
+    """A metastore's Thrift Table as the Glue shape's fields (the same Hive model), then as a table."""
+    sd = t.sd
+    cols = [{"Name": c.name, "Type": c.type, "Comment": c.comment} for c in (sd.cols if sd else None) or []]
+    keys = [{"Name": c.name, "Type": c.type, "Comment": c.comment} for c in t.partitionKeys or []]
+    return _glue_table({
+        "Name": t.tableName, "Parameters": t.parameters or {}, "PartitionKeys": keys,
+        "TableType": t.tableType, "ViewOriginalText": t.viewOriginalText, "Description": (t.parameters or {}).get("comment"),
+        "StorageDescriptor": {"Columns": cols, "Location": sd.location if sd else None,
+                              "InputFormat": sd.inputFormat if sd else None,
+                              "SerdeInfo": {"SerializationLibrary": sd.serdeInfo.serializationLib
+                                            if sd and sd.serdeInfo else None}}})
+
+
+SYSTEMS = {"UNITY_CATALOG": UnityCatalogSystem, "ICEBERG_REST": IcebergRestSystem, "GLUE": GlueSystem,
+           "HIVE_METASTORE": HiveMetastoreSystem}
 
 
 # ---- a connection's own options ----------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""Federation (issue 50) with a Hive metastore: the Hive standalone metastore from Maven Central
+(org.apache.hive:hive-standalone-metastore-server 4.0.1, jvm/hive-metastore), on Derby, started on
+loopback for this module; tables made in it with the Thrift client shardcat reads it with
+(hmsclient, PyPI). Mount, browse, read, refresh, and the metastore stopped: stale, then 503.
+Marker `hive` (-m 'not hive' leaves it out)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from governance_users import unique
+from shardcat.entities.urls import local_path
+from tests.conftest import new_workspace
+from tests.jvm import classpath, java
+from test_federation import federating, ok      # noqa: F401  (the module's federating server)
+
+pytestmark = pytest.mark.hive
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Metastore:
+    """The standalone metastore on Derby in `home`, on a free port of 127.0.0.1."""
+
+    def __init__(self, home):
+        self.home = home
+        self.port = _free_port()
+        self.cp = classpath("hive-metastore")
+        self.conf = [f"-Dmetastore.thrift.port={self.port}",
+                     f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={home}/db;create=true",
+                     # Derby's tables made by DataNucleus on first start: the schema tool's scripts ship
+                     # in the binary tarball, not in the jars Maven Central serves
+                     "-Dmetastore.schema.verification=false", "-Ddatanucleus.schema.autoCreateAll=true",
+                     f"-Dmetastore.warehouse.dir=file://{home}/warehouse", "-Dmetastore.thrift.bind.host=127.0.0.1"]
+        self.child = None
+
+    def start(self) -> None:
+        log = open(self.home / "metastore.log", "ab")
+        self.child = subprocess.Popen([java(), *self.conf, "-cp", self.cp, "org.apache.hadoop.hive.metastore.HiveMetaStore",
+                                       "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300       # ~50 s on a busy 2-core machine
+        while time.monotonic() < deadline:
+            if self.child.poll() is not None:
+                raise RuntimeError(f"the metastore exited: {(self.home / 'metastore.log').read_text()[-2000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError("the metastore did not listen within 300 s")
+
+    def stop(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            self.child.wait(30)
+
+    def client(self):
+        from hmsclient import hmsclient
+        return hmsclient.HMSClient(host="127.0.0.1", port=self.port)
+
+
+@pytest.fixture(scope="module")
+def metastore(tmp_path_factory):
+    hms = Metastore(tmp_path_factory.mktemp("hms"))
+    hms.start()
+    yield hms
+    hms.stop()
+
+
+def _make(hms: Metastore, data) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import (Database, FieldSchema, SerDeInfo, StorageDescriptor,
+                                                           Table)
+    with hms.client() as c:
+        c.create_database(Database(name="sales", description="sales data", locationUri=f"file://{hms.home}/sales",
+                                   parameters={}))
+        for name in ("orders",):
+            sd = StorageDescriptor(
+                cols=[FieldSchema("id", "bigint", None), FieldSchema("amount", "decimal(10,2)", "the total")],
+                location=f"file://{data}",
+                inputFormat="org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                outputFormat="org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+                serdeInfo=SerDeInfo(serializationLib="org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+                                    parameters={}))
+            c.create_table(Table(tableName=name, dbName="sales", owner="hive", sd=sd, partitionKeys=[],
+                                 tableType="EXTERNAL_TABLE", parameters={"EXTERNAL": "TRUE"}))
+
+
+def _drop(hms: Metastore, table: str) -> None:
+    with hms.client() as c:
+        c.drop_table("sales", table, False)
+
+
+async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federating, http, metastore, tmp_path):
+    ws = await new_workspace(federating, http, tmp_path)
+    data = tmp_path / "orders"
+    data.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), data / "part-0.parquet")
+    await asyncio.to_thread(_make, metastore, data)
+    connection = unique("hms")
+    await ok(ws, "POST", "/connections", json={"name": connection, "connection_type": "HIVE_METASTORE",
+                                               "options": {"host": "127.0.0.1", "port": str(metastore.port)}})
+    await ok(ws, "POST", "/catalogs", json={"name": "hive", "connection_name": connection,
+                                            "options": {"cache_ttl_seconds": "4"}})
+    schemas = [s["name"] for s in (await ok(ws, "GET", "/schemas", params={"catalog_name": "hive"}))["schemas"]]
+    assert "sales" in schemas
+    table = await ok(ws, "GET", "/tables/hive.sales.orders")
+    assert table["data_source_format"] == "PARQUET" and table["storage_location"] == f"file://{data}"
+    assert [(c["name"], c["type_name"]) for c in table["columns"]] == [("id", "LONG"), ("amount", "DECIMAL")]
+    creds = await ok(ws, "POST", "/temporary-table-credentials", json={"table_id": table["table_id"], "operation": "READ"})
+    assert pq.read_table(local_path(creds["url"])).column("id").to_pylist() == [1, 2]
+    # Dropped in the metastore: gone after refresh.
+    await asyncio.to_thread(_drop, metastore, "orders")
+    await ok(ws, "POST", "/shardcat/foreign-catalogs/hive/refresh")
+    assert (await ws.call("GET", "/tables/hive.sales.orders"))[0] == 404
+    await ok(ws, "POST", "/shardcat/foreign-catalogs/hive/refresh")     # the TTL starts now
+    # Stopped (killed: at once): the schemas are served within the TTL, then 503.
+    metastore.child.kill()
+    metastore.child.wait(30)
+    assert "sales" in [s["name"] for s in (await ok(ws, "GET", "/schemas", params={"catalog_name": "hive"}))["schemas"]]
+    await asyncio.sleep(4.2)
+    status, body = await ws.call("GET", "/schemas", params={"catalog_name": "hive"})
+    assert status == 503 and connection in body["message"]
