@@ -280,3 +280,91 @@ async def test_duckdb_iceberg_extension_plans_on_the_client(ws, events, monkeypa
 
     assert await run(query) == [(30, 100)]
     assert planned_here == []
+
+
+async def test_a_plan_on_s3_answers_credentials_for_exactly_its_files(ws, server, sts, monkeypatch, tmp_path):
+    """End to end on moto (STS session policies enforced): a table registered on S3 whose manifest lists
+    three data files (written here with pyiceberg's own manifest writers, then put with boto3: pyarrow's S3
+    writes fail on moto), a filter its column bounds narrow to one file: the plan answers that file and a
+    credential whose prefix is that file, which reads it and nothing else of the table."""
+    import json as jsonlib
+    import time
+
+    from pyiceberg.conversions import to_bytes
+    from pyiceberg.manifest import (DataFile, DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus,
+                                    write_manifest, write_manifest_list)
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.typedef import Record
+
+    monkeypatch.setenv("SHARDCAT_S3_ENDPOINT", sts["url"])
+    b = sts["bucket"]
+    await lake(ws, sts)                                  # catalog main, schema s, location s3://<b>/data (a role)
+    role = boto3.client("sts", endpoint_url=sts["url"], region_name="us-east-1",
+                        aws_access_key_id=sts["key"]["AccessKeyId"],
+                        aws_secret_access_key=sts["key"]["SecretAccessKey"]).assume_role(
+        RoleArn=sts["role"], RoleSessionName="setup")["Credentials"]
+    s3 = boto3.client("s3", endpoint_url=sts["url"], region_name="us-east-1", aws_access_key_id=role["AccessKeyId"],
+                      aws_secret_access_key=role["SecretAccessKey"], aws_session_token=role["SessionToken"])
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    location = f"s3://{b}/data/planned"
+
+    class Staged:
+        """An output file named by its S3 URL, written locally first (put to moto below)."""
+
+        def __init__(self, key: str):
+            self.key, self.location, self.path = key, f"s3://{b}/{key}", tmp_path / key.replace("/", "_")
+
+        def create(self, overwrite: bool = False):
+            return open(self.path, "wb")
+
+        def __len__(self) -> int:
+            return self.path.stat().st_size
+
+        def put(self):
+            s3.put_object(Bucket=b, Key=self.key, Body=self.path.read_bytes())
+
+    files = []
+    for n in range(3):
+        key = f"data/planned/data/{n}.parquet"
+        s3.put_object(Bucket=b, Key=key, Body=f"file {n}".encode())
+        bound = to_bytes(LongType(), n * 10)
+        files.append(DataFile.from_args(content=DataFileContent.DATA, file_path=f"s3://{b}/{key}",
+                                        file_format=FileFormat.PARQUET, partition=Record(), record_count=10,
+                                        file_size_in_bytes=6, lower_bounds={1: bound},
+                                        upper_bounds={1: to_bytes(LongType(), n * 10 + 9)}, spec_id=0))
+    manifest_out = Staged("data/planned/metadata/m0.avro")
+    with write_manifest(2, UNPARTITIONED_PARTITION_SPEC, schema, manifest_out, 1, "null") as writer:
+        for f in files:
+            writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=1, data_file=f))
+    manifest = writer.to_manifest_file()
+    manifest_out.put()
+    list_out = Staged("data/planned/metadata/snap-1.avro")
+    with write_manifest_list(2, list_out, 1, None, 1, "null") as writer:
+        writer.add_manifests([manifest])
+    list_out.put()
+    metadata = jsonlib.loads(new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
+                                                location).model_dump_json(by_alias=True))
+    metadata.update({"current-snapshot-id": 1, "last-sequence-number": 1, "refs": {"main": {"snapshot-id": 1,
+                                                                                         "type": "branch"}},
+                     "snapshots": [{"snapshot-id": 1, "sequence-number": 1, "timestamp-ms": int(time.time() * 1000),
+                                    "manifest-list": list_out.location, "summary": {"operation": "append"},
+                                    "schema-id": 0}]})
+    s3.put_object(Bucket=b, Key="data/planned/metadata/00001-a.metadata.json", Body=jsonlib.dumps(metadata).encode())
+    status, body = await ws.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/register", json={
+        "name": "planned", "metadata-location": f"{location}/metadata/00001-a.metadata.json"})
+    assert status == 200, body
+
+    status, answer = await ws.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/tables/planned/plan",
+                                   json={"filter": {"type": "eq", "term": "id", "value": 15}})
+    assert status == 200 and answer["status"] == "completed", answer
+    assert planned(answer) == {f"s3://{b}/data/planned/data/1.parquet"}
+    (credential,) = answer["storage-credentials"]
+    assert credential["prefix"] == f"s3://{b}/data/planned/data/1.parquet"
+    c = credential["config"]
+    theirs = boto3.client("s3", endpoint_url=sts["url"], region_name="us-east-1", aws_access_key_id=c["s3.access-key-id"],
+                          aws_secret_access_key=c["s3.secret-access-key"], aws_session_token=c["s3.session-token"])
+    assert theirs.get_object(Bucket=b, Key="data/planned/data/1.parquet")["Body"].read() == b"file 1"
+    assert denied(lambda: theirs.get_object(Bucket=b, Key="data/planned/data/0.parquet"))
+    assert denied(lambda: theirs.get_object(Bucket=b, Key="data/planned/metadata/m0.avro"))
