@@ -23,10 +23,9 @@ from ....shards.session import current
 from ....shards.shard import MetastoreState
 from ....store import history
 from ....store.writes import WriteTx
-from ...tree import assets
 from ...features.uniform import is_uniform, served
 from .base import IcebergBase
-from .base import Lookups, local_file_path
+from .base import local_file_path
 from .errors import IcebergError, kind_of, taken_by, missing, require, require_data
 from .names import Name, schema_of
 from .readopt import dropped_table_at
@@ -273,13 +272,12 @@ class Tables(IcebergBase):
         authz = await authorizer(self.shard, caller)
         require(authz, "update", asset)
         authz.require("table", "create", None, parent=target)
-        if asset.info.get("table_type") == "MANAGED":
-            state = await self.shard.state(caller.metastore(), caller.min_version)
-            root = await assets._managed_root(Lookups(self.shard, caller), state, target)
-            if not is_within(asset.storage_path, root):
-                raise IcebergError(406, "UnsupportedOperationException",
-                                   f"Cannot rename {src.spelled} to {dst.spelled}: the table's files lie in managed "
-                                   f"storage that the tables of {schema_of(dst).spelled} do not use.")
+        # a managed table stays where the destination's managed tables go: its own id's place there
+        if asset.info.get("table_type") == "MANAGED" and \
+                await self._managed_location(caller, target, asset.id) != asset.storage_path:
+            raise IcebergError(406, "UnsupportedOperationException",
+                               f"Cannot rename {src.spelled} to {dst.spelled}: the table's files lie in managed "
+                               f"storage that the tables of {schema_of(dst).spelled} do not use.")
         now, name = now_ms(), dst.rsplit(".", 1)[1]
 
         async def write(tx: WriteTx, state: MetastoreState):
