@@ -156,3 +156,34 @@ async def test_signals_and_schedule_start_runs_on_enabled_tables_only(ws, server
     assert {r["table_name"] for r in runs} == {"main.s.many", "main.s.few"}
     assert {r["action"] for r in runs if r["table_name"] == "main.s.few"} == {"compact", "checkpoint", "vacuum"}
     assert all(r["status"] == "SUCCEEDED" and r["trigger"] == "schedule" for r in runs)
+
+
+async def test_an_iceberg_table_is_compacted_through_the_api(ws, server):
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    assert (await ws.call("POST", "/catalogs", json={"name": "ice"}))[0] == 200
+
+    def make():
+        catalog = load_catalog("t", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice", token=ws.token)
+        catalog.create_namespace("s")
+        table = catalog.create_table("s.events", Schema(NestedField(1, "id", LongType(), required=False)))
+        for i in range(4):
+            table.append(pa.table({"id": pa.array([i], pa.int64())}))
+        return catalog
+
+    catalog = await asyncio.to_thread(make)
+    status, body = await ws.call("POST", "/shardcat/maintenance/runs", json={"table": "ice.s.events",
+                                                                            "actions": ["compact"]})
+    assert status == 200, body
+    for _ in range(300):
+        status, body = await ws.call("GET", "/shardcat/maintenance/runs", params={"table": "ice.s.events"})
+        if body["runs"][-1]["status"] in ("SUCCEEDED", "FAILED"):
+            break
+        await asyncio.sleep(0.5)
+    [run] = body["runs"]
+    assert run["status"] == "SUCCEEDED" and run["format"] == "ICEBERG", run
+    assert (run["files_before"], run["files_after"]) == (4, 1)
+    ids = await asyncio.to_thread(lambda: sorted(catalog.load_table("s.events").scan().to_arrow()["id"].to_pylist()))
+    assert ids == [0, 1, 2, 3]

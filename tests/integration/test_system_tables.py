@@ -51,6 +51,13 @@ async def setup_world(ws):
     status, body = await ws.call("POST", "/shardcat/lineage", json={"target": "main.s.a",
                                                                    "sources": [{"name": "main.s.b"}], "job": "j1"})
     assert status == 200, body
+    event = {"eventType": "COMPLETE", "eventTime": "2026-11-28T22:00:00Z", "producer": "tests",
+             "run": {"runId": "0193b1d0-0000-7000-8000-000000000051"}, "job": {"namespace": "etl", "name": "j2"},
+             "inputs": [{"namespace": "shardcat", "name": "main.s.b"}],
+             "outputs": [{"namespace": "shardcat", "name": "main.s.a", "facets": {"columnLineage": {"fields": {
+                 "id": {"inputFields": [{"namespace": "shardcat", "name": "main.s.b", "field": "id"}]}}}}}]}
+    status, body = await ws.call("POST", "/openlineage/api/v1/lineage", json=event)
+    assert status == 200 and body["column_edges"] == 1, body
 
 
 async def refreshed_until(ws, check, tries: int = 20):
@@ -93,12 +100,16 @@ async def test_duckdb_reads_audit_and_lineage_by_name(ws):
         return rows == [("reportLineage", "main.s.a")]
 
     await refreshed_until(ws, audit_has_it)
-    lineage = await asyncio.to_thread(query, ws, "SELECT source_name, target_name, job FROM sys.access.table_lineage")
-    assert lineage == [("main.s.b", "main.s.a", "j1")]
+    lineage = await asyncio.to_thread(query, ws, "SELECT source_name, target_name, job FROM sys.access.table_lineage "
+                                                 "ORDER BY job")
+    assert lineage[0] == ("main.s.b", "main.s.a", "j1")
+    columns = await asyncio.to_thread(query, ws, "SELECT source_name, source_column, target_name, target_column "
+                                                 "FROM sys.access.column_lineage")
+    assert columns == [("main.s.b", "id", "main.s.a", "id")]
     # appended from a cursor kept in the table's log: a second refresh adds no copy
     await ws.call("POST", "/shardcat/system-tables/refresh")
     again = await asyncio.to_thread(query, ws, "SELECT count(*) FROM sys.access.table_lineage")
-    assert again == [(1,)]
+    assert again == [(len(lineage),)]
     ids = await asyncio.to_thread(query, ws, "SELECT count(*), count(DISTINCT id) FROM sys.access.audit")
     assert ids[0][0] == ids[0][1] > 0
 
