@@ -382,3 +382,22 @@ async def test_batched_resolve_hands_out_the_same_scoped_tokens(ws, server, gcs_
     assert refused(lambda: store(credentials).pipe("lake/data/t/x", b"x"))
     assert write["authorization"]["allowed"] is False and "temporary_credentials" not in write, write
     assert by_path["temporary_credentials"]["url"] == "gs://lake/data/t"
+
+
+async def test_a_managed_table_under_a_catalogs_gs_root(ws, gcs_env):
+    """Managed storage on gs://: a catalog whose storage root lies in the external location; its managed
+    table's token reaches the table's own directory under the root, not the root or a sibling."""
+    await lake(ws, gcs_env)
+    await ok(ws, "POST", "/catalogs", json={"name": "m", "storage_root": "gs://lake/data/mroot"})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "m"})
+    table = await ok(ws, "POST", "/tables", json={"name": "t", "catalog_name": "m", "schema_name": "s",
+                                                  "table_type": "MANAGED", "data_source_format": "DELTA", "columns": COLS})
+    location = table["storage_location"]
+    assert location.startswith("gs://lake/data/mroot/") and location != "gs://lake/data/mroot"
+    answer = await ok(ws, "POST", "/temporary-table-credentials",
+                      json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    assert answer["url"] == location
+    fs = store(answer)
+    fs.pipe(f"{location[len('gs://'):]}/_delta_log/0.json", b"{}")
+    assert refused(lambda: fs.pipe("lake/data/mroot/other.json", b"x"))
+    assert refused(lambda: fs.cat("lake/data/t/part-0.parquet"))
