@@ -12,6 +12,7 @@ untrusted engine, malformed and incremental requests."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import boto3
 import pyarrow as pa
@@ -356,9 +357,18 @@ async def test_a_plan_on_s3_answers_credentials_for_exactly_its_files(ws, server
         "name": "planned", "metadata-location": f"{location}/metadata/00001-a.metadata.json"})
     assert status == 200, body
 
+    key = {"Idempotency-Key": str(uuid.uuid4())}
     status, answer = await ws.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/tables/planned/plan",
-                                   json={"filter": {"type": "eq", "term": "id", "value": 15}})
+                                   json={"filter": {"type": "eq", "term": "id", "value": 15}}, headers=key)
     assert status == 200 and answer["status"] == "completed", answer
+    # Its replay (the key kept in PostgreSQL) keeps no vended key: none in the database, none answered.
+    kept = await server.store.pool.fetchval(
+        "SELECT body::text FROM iceberg_idempotency WHERE metastore_id = $1 AND key = $2",
+        uuid.UUID(ws.metastore_id), uuid.UUID(key["Idempotency-Key"]))
+    assert '"plan-id"' in kept and "session-token" not in kept and "secret-access-key" not in kept
+    status, again = await ws.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/tables/planned/plan",
+                                  json={"filter": {"type": "eq", "term": "id", "value": 15}}, headers=key)
+    assert status == 200 and again["plan-id"] == answer["plan-id"] and again["storage-credentials"] == []
     assert planned(answer) == {f"s3://{b}/data/planned/data/1.parquet"}
     (credential,) = answer["storage-credentials"]
     assert credential["prefix"] == f"s3://{b}/data/planned/data/1.parquet"

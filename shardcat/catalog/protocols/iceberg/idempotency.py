@@ -8,7 +8,9 @@ its metastore and caller: another caller's request with the same key is that cal
 never hears the first one's answer. A key names the request it was first sent with (method and path): sent
 with another, it is refused (400). While the first request runs, a second one with its key answers 503
 (retry later); a 5xx frees the key, so a retry runs the operation again. Keys live in the directory's
-database, so a retry that reaches another shard (a failover) or a restarted server finds them.
+database, so a retry that reaches another shard (a failover) or a restarted server finds them. What is
+kept of an answer leaves out its storage credentials (`config`, `storage-credentials`): no vended key is
+written to the database, and a replayed answer carries none (the client asks loadCredentials, or loads).
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ MUTATIONS = frozenset({
     "replaceView", "dropView", "renameView", "planTableScan", "cancelPlanning", "fetchScanTasks",
 })
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+SECRET_FIELDS = ("config", "storage-credentials")
+
+
+def stored(body):
+    """An answer as it is kept for replay: without the storage credentials it may carry."""
+    if not isinstance(body, dict):
+        return body
+    return {k: ({} if k == "config" else []) if k in SECRET_FIELDS else v for k, v in body.items()}
 
 
 def _replay(status: int, body) -> web.Response:
@@ -76,7 +88,7 @@ async def once(store, request: web.Request, caller: Caller, operation: str, run)
         await keys.release(store, metastore, caller.principal_id, key)
     else:
         body = json.loads(response.body) if response.body else None
-        await keys.finish(store, metastore, caller.principal_id, key, response.status, body)
+        await keys.finish(store, metastore, caller.principal_id, key, response.status, stored(body))
     if random.random() < PURGE_CHANCE:
         await keys.purge(store, now - LIFETIME_MS)
     return response
