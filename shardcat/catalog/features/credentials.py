@@ -5,8 +5,8 @@
 (`expiration_time`, `url`, and the cloud credential when there is one); table credentials
 also serve a staging table's id (its reserved location, for whoever may create the table). For file://
 storage there is no secret to hand out, so the answer carries none; s3:// gets STS
-credentials down-scoped to the path (governance/vending.py); gs:// and abfss:// get a
-clear FAILED_PRECONDITION. The caller's privilege on the asset (a path: the asset that
+credentials down-scoped to the path, abfss:// a SAS on its directory, gs:// an access token
+down-scoped to its prefix (governance/vending.py and its cloud modules, docs/storage.md). The caller's privilege on the asset (a path: the asset that
 owns it, else its external location) decides first (governance/authorize.py).
 """
 
