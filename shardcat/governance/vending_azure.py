@@ -29,7 +29,6 @@ per (account, key or identity, URL, mode) until a safety margin before they expi
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import time
@@ -213,7 +212,7 @@ class AzureVendor:
         self.delegation_keys: TLRUCache = TLRUCache(maxsize=1_000, ttu=_key_usable_until, timer=time.time)
         self.stats = {"signed": 0, "delegation_keys": 0, "cache_hits": 0}
 
-    async def _delegation(self, kind: str, signer: str, fields: dict, account: str, expiry: datetime):
+    async def _delegation(self, kind: str, signer: tuple, fields: dict, account: str, expiry: datetime):
         """A user delegation key valid at least until `expiry`: the cached one, or a new one."""
         endpoint = fields.get("endpoint_url")
         key = (kind, signer, account, endpoint)
@@ -227,14 +226,14 @@ class AzureVendor:
         return delegation
 
     async def vend(self, kind: str, fields: dict, url: str, *, write: bool, now: int | None = None) -> dict:
-        account, container, _, directory = adls_parts(url)
-        _same_account(fields, account, url)
-        signer = hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()
+        signer = tuple(sorted(fields.items()))      # the credential's fields, secret included: another key, other answers
         key = (kind, signer, url, "READ_WRITE" if write else "READ")
         hit = self.cache.get(key)
         if hit is not None:
             self.stats["cache_hits"] += 1
             return hit
+        account, container, _, directory = adls_parts(url)
+        _same_account(fields, account, url)
         endpoint = fields.get("endpoint_url")
         expiry = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=lifetime_seconds())
         common = {"write": write, "expiry": expiry, "https_only": not (endpoint or "").startswith("http:")}
