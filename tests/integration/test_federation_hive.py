@@ -19,7 +19,8 @@ from governance_users import unique
 from shardcat.entities.urls import local_path
 from tests.conftest import new_workspace
 from tests.jvm import classpath, java
-from test_federation import federating, ok      # noqa: F401  (the module's federating server)
+from test_federation import expire, ok
+from test_federation import federating      # noqa: F401  (this module's own federating server)
 
 pytestmark = pytest.mark.hive
 
@@ -100,7 +101,8 @@ def _drop(hms: Metastore, table: str) -> None:
         c.drop_table("sales", table, False)
 
 
-async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federating, http, metastore, tmp_path):
+async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federating, http, metastore,  # noqa: F811
+                                                                         tmp_path):
     ws = await new_workspace(federating, http, tmp_path)
     data = tmp_path / "orders"
     data.mkdir()
@@ -110,7 +112,7 @@ async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federat
     await ok(ws, "POST", "/connections", json={"name": connection, "connection_type": "HIVE_METASTORE",
                                                "options": {"host": "127.0.0.1", "port": str(metastore.port)}})
     await ok(ws, "POST", "/catalogs", json={"name": "hive", "connection_name": connection,
-                                            "options": {"cache_ttl_seconds": "4"}})
+                                            "options": {"cache_ttl_seconds": "600"}})
     schemas = [s["name"] for s in (await ok(ws, "GET", "/schemas", params={"catalog_name": "hive"}))["schemas"]]
     assert "sales" in schemas
     table = await ok(ws, "GET", "/tables/hive.sales.orders")
@@ -122,11 +124,10 @@ async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federat
     await asyncio.to_thread(_drop, metastore, "orders")
     await ok(ws, "POST", "/shardcat/foreign-catalogs/hive/refresh")
     assert (await ws.call("GET", "/tables/hive.sales.orders"))[0] == 404
-    await ok(ws, "POST", "/shardcat/foreign-catalogs/hive/refresh")     # the TTL starts now
     # Stopped (killed: at once): the schemas are served within the TTL, then 503.
     metastore.child.kill()
     metastore.child.wait(30)
     assert "sales" in [s["name"] for s in (await ok(ws, "GET", "/schemas", params={"catalog_name": "hive"}))["schemas"]]
-    await asyncio.sleep(4.2)
+    await expire(ws, "hive", {})
     status, body = await ws.call("GET", "/schemas", params={"catalog_name": "hive"})
     assert status == 503 and connection in body["message"]

@@ -24,7 +24,6 @@ its storage path unless another asset owns that path (then it has none, and says
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid

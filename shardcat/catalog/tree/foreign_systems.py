@@ -73,6 +73,17 @@ async def pinned(url: URL, allowed) -> tuple[URL, str]:
     return url.with_host(address), host if url.is_default_port() else f"{host}:{url.port}"
 
 
+async def threaded(fn, *args):
+    """A blocking client's call (pyiceberg's, boto3's, Thrift's) in a worker thread, bounded in time;
+    whatever it raises but our own refusals is `Unreachable` (its kind only: no message, no secret)."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), TIMEOUT_SECONDS * 3)
+    except (CatalogError, Unreachable):
+        raise
+    except Exception as e:
+        raise Unreachable(type(e).__name__) from None
+
+
 # ---- another Unity Catalog ----------------------------------------------------------------
 
 
@@ -188,12 +199,7 @@ class IcebergRestSystem:
         return await self._run(_rest_catalog, properties)
 
     async def _run(self, fn, *args):
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args), TIMEOUT_SECONDS * 3)
-        except (CatalogError, Unreachable):
-            raise
-        except Exception as e:      # requests' and pyiceberg's errors, whatever their kind
-            raise Unreachable(type(e).__name__) from None
+        return await threaded(fn, *args)
 
     async def schemas(self) -> list[dict]:
         catalog = await self._catalog()
@@ -300,12 +306,7 @@ class GlueSystem:
                             config=Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=10))
 
     async def _run(self, fn, *args):
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args), TIMEOUT_SECONDS * 3)
-        except (CatalogError, Unreachable):
-            raise
-        except Exception as e:
-            raise Unreachable(type(e).__name__) from None
+        return await threaded(fn, *args)
 
     def _ids(self) -> dict:
         return {"CatalogId": self.catalog_id} if self.catalog_id else {}
@@ -402,12 +403,7 @@ class HiveMetastoreSystem:
                 return None
             finally:
                 transport.close()
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(run), TIMEOUT_SECONDS * 3)
-        except (CatalogError, Unreachable):
-            raise
-        except Exception as e:      # Thrift's and the socket's errors
-            raise Unreachable(type(e).__name__) from None
+        return await threaded(run)
 
     async def schemas(self) -> list[dict]:
         found = await self._call(lambda c: [c.get_database(n) for n in c.get_all_databases()])
