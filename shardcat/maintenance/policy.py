@@ -44,9 +44,11 @@ def parse(key: str, value) -> object:
         return text == "true"
     kind = int if isinstance(DEFAULTS[key], int) and not isinstance(DEFAULTS[key], bool) else float
     try:
-        number = kind(value) if not isinstance(value, bool) else None
+        number = None if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
         number = None
+    if number is not None and kind is int:
+        number = int(number) if number.is_integer() else None      # 2.5 small files is no count
     low, high = _LIMITS[key]
     if number is None or not low <= number <= high:
         raise PolicyError(f"Policy '{key}' must be {'an integer' if kind is int else 'a number'} from {low} to {high}.")

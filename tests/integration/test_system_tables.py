@@ -159,6 +159,7 @@ async def test_information_schema_rows_per_principal_and_refused_to_untrusted_re
     mine = {r for r in rows if r[0] in (reader.name, engine.name)}
     assert mine == {(reader.name, "a"), (engine.name, "b")}
     assert ("admin", "a") in rows and ("admin", "b") in rows
+    info_location = (await ws.call("GET", "/tables/system.information_schema.tables"))[1]["storage_location"]
     # a reader that is not a trusted engine is refused the table, even with SELECT granted
     for who in (reader,):
         await grant(ws, "catalog", "system", who.name, "USE CATALOG")
@@ -168,6 +169,15 @@ async def test_information_schema_rows_per_principal_and_refused_to_untrusted_re
         status, body = await who.call("GET", "/tables", params={"catalog_name": "system",
                                                                 "schema_name": "information_schema"})
         assert status == 200 and body.get("tables", []) == [], body
+        status, body = await who.call("POST", "/resolve", json={"items": [
+            {"name": "system.information_schema.tables"}, {"name": "SYSTEM.INFORMATION_SCHEMA.COLUMNS"},
+            {"path": info_location}]})
+        assert status == 200 and all("error" in item or not item["authorization"]["allowed"]
+                                     for item in body["items"]), body
+        assert not any("table" in item for item in body["items"]), body       # no storage details
+        status, body = await who.call("POST", "/temporary-path-credentials",
+                                      json={"url": info_location, "operation": "PATH_READ"})
+        assert status in (403, 404), body
         status, body = await who.call("POST", "/table-summaries", json={"catalog_name": "system"})
         assert status == 200 and not any("information_schema" in t["full_name"] for t in body.get("tables", [])), body
         status, body = await who.call("POST", "/temporary-table-credentials", json={
