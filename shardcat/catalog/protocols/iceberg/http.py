@@ -144,7 +144,8 @@ async def _tagged(answer) -> web.Response:
     spec's CreateTableResponse and CommitTableResponse carry it (a later If-None-Match may send it)."""
     result = await answer
     response = ok(result)
-    response.headers["ETag"] = etag(result["metadata-location"], "all", False)
+    if "metadata-location" in result:           # a stage-create's answer has none: the table is not made yet
+        response.headers["ETag"] = etag(result["metadata-location"], "all", False)
     return response
 
 
