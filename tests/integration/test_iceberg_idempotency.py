@@ -231,3 +231,9 @@ async def test_create_and_commit_answer_the_etag_a_load_has(ice):
     assert status == 200 and committed["ETag"] != headers["ETag"]
     status, _, _ = await raw(ice, "GET", f"{P}/namespaces/s/tables/e", headers={"If-None-Match": committed["ETag"]})
     assert status == 304
+
+
+async def test_a_staged_create_answers_without_an_etag(ice):
+    status, headers, body = await raw(ice, "POST", f"{P}/namespaces/s/tables",
+                                      json={"name": "staged", "schema": SCHEMA, "stage-create": True})
+    assert status == 200 and "ETag" not in headers, body
