@@ -80,6 +80,14 @@ async def test_only_admins_enable_and_the_tables_are_there(ws, server):
     for name in ("system", "System", "SYSTEM"):       # the name is the system tables' alone, admins included
         status, body = await ws.call("POST", "/catalogs", json={"name": name})
         assert status == 400 and "reserved" in body["message"], body
+    status, _ = await ws.call("POST", "/catalogs", json={"name": "to_rename"})
+    assert status == 200
+    for name in ("system", "SYSTEM"):           # nor may a catalog take it by a rename, by either field
+        for field in ("new_name", "name"):
+            status, body = await ws.call("PATCH", "/catalogs/to_rename", json={field: name})
+            assert status == 400 and "reserved" in body["message"], body
+    status, body = await ws.call("GET", "/catalogs/to_rename")
+    assert status == 200 and body["name"] == "to_rename", body
     await enabled(ws)
     await enabled(ws)          # idempotent
     for schema, tables in SYSTEM_TABLES.items():

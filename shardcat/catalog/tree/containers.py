@@ -79,6 +79,11 @@ class Containers(TypeService):
         info.update(catalog_type=FOREIGN_CATALOG, connection_name=connection.name, options=options)
         return dataclasses.replace(asset, info=info)
 
+    async def on_rename(self, tx, state, old, new):
+        if new.type == "catalog" and is_reserved_catalog_name(new.name):
+            raise invalid(f"Catalog name '{new.name}' is reserved for the system tables (docs/system-tables.md).")
+        await super().on_rename(tx, state, old, new)
+
     async def on_update(self, tx, state, old, new, fields, flags):
         if "options" in fields:
             if not is_foreign_catalog(old):
