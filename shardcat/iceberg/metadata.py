@@ -40,6 +40,7 @@ from ..entities.urls import InvalidUrl, is_within
 from ..entities.vended import iceberg_properties as cloud_properties
 from ..errors import CatalogError, invalid
 from .checks import check_defaults, check_view_update
+from .defaults import keep_defaults
 
 METADATA_LOCATION = "metadata_location"                    # the table's row keeps its current metadata file here
 PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
@@ -165,6 +166,9 @@ def new_metadata(request: CreateTableRequest, location: str) -> TableMetadata:
             properties=dict(request.properties))
     except (ValueError, TypeError) as e:
         raise invalid(f"Cannot create the table's metadata: {e}") from None
+    fresh = keep_defaults(metadata.schema(), request.table_schema)       # pyiceberg's renumbering drops them
+    if fresh is not metadata.schema():
+        metadata = metadata.model_copy(update={"schemas": [fresh]})
     return _writable(metadata)
 
 

@@ -146,3 +146,16 @@ def test_view_removals_of_an_unset_property_and_good_updates_apply():
     after = md.updated_view(view(), [], [{"action": "set-properties", "updates": {"a": "1"}},
                                          {"action": "remove-properties", "removals": ["nope", "a"]}])
     assert after.properties == {}
+
+
+def test_a_new_tables_column_defaults_are_kept():
+    """pyiceberg's renumbering of a new table's schema drops defaults; shardcat puts them back (defaults.py)."""
+    request = md.create_request({"name": "t", "properties": {"format-version": "3"}, "schema": {
+        "type": "struct", "schema-id": 0, "fields": [
+            {"id": 5, "name": "a", "type": "int", "required": True, "initial-default": 42, "write-default": 7},
+            {"id": 7, "name": "s", "type": {"type": "struct", "fields": [
+                {"id": 9, "name": "x", "type": "string", "required": False, "write-default": "w"}]},
+             "required": False}]}})
+    fields = md.metadata_json(md.new_metadata(request, "file:///t"))["schemas"][0]["fields"]
+    assert (fields[0]["id"], fields[0]["initial-default"], fields[0]["write-default"]) == (1, 42, 7)
+    assert fields[1]["type"]["fields"][0]["write-default"] == "w" and "initial-default" not in fields[1]
