@@ -77,6 +77,13 @@ def pytest_collection_modifyitems(config, items):
 # A failure's reason, by what its message says: (pattern, reason), first match wins.
 REASONS = [
     (r"15002|spark|SparkConnect|pyspark", "Spark Connect at localhost:15002 (the suite's Spark-made fixtures)"),
+    (r"Table does not exist: default\.", "a table the suite's provisioning makes with Spark before it runs"),
+    (r"(schema|table) name '[^']*' contains? an invalid character",
+     "a name with a space or a dot (a Unity Catalog name has neither)"),
+    (r"pyiceberg_core needs to be installed", "the optional pyiceberg-core package"),
+    (r"Failed to download extension", "a DuckDB extension download (no network but package registries)"),
+    (r"write\.parquet\.compression-codec", "the Java reference catalog's default table properties"),
+    (r"Timeout \(>", "the per-test timeout on a loaded machine"),
     (r"9083|thrift|[Hh]ive", "a Hive metastore at localhost:9083"),
     (r"8181", "the rest_catalog fixture hard-coded to localhost:8181 (the same bodies run as rest_test_catalog)"),
     (r"9000|s3://|S3|minio|boto|AWS", "S3 (MinIO at localhost:9000)"),
