@@ -28,7 +28,6 @@ values are what readers put in those columns.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -276,7 +275,7 @@ class DeltaCatalogClient:
         storage = Storage(snap.table.location, snap.table.credentials)
         partitioned = snap.state.partition_columns
         if not partitioned:
-            return [_write_file(storage, "", data, {})]
+            return [dlog.write_data_file(storage, "", data, {})]
         # One pass groups the row numbers by partition (a null is a partition of its own).
         row = "#" + "".join(partitioned)          # longer than any partition column's name
         numbered = data.select(partitioned).append_column(row, pa.array(np.arange(data.num_rows)))
@@ -284,7 +283,7 @@ class DeltaCatalogClient:
         adds = []
         for key, members in zip(groups.select(partitioned).to_pylist(), groups[row + "_list"]):
             values = {name: partitions.serialize(key[name]) for name in partitioned}
-            adds.append(_write_file(storage, partitions.directory(partitioned, values) + "/",
+            adds.append(dlog.write_data_file(storage, partitions.directory(partitioned, values) + "/",
                                     data.take(members.values).drop_columns(partitioned), values))
         return adds
 
@@ -437,16 +436,6 @@ def _ict(actions: list[dict]) -> int:
         if "commitInfo" in a:
             return a["commitInfo"].get("inCommitTimestamp", 0)
     return 0
-
-
-def _write_file(storage: Storage, directory: str, data: pa.Table, partition_values: dict) -> dict:
-    path = f"{directory}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    if directory:
-        storage.fs.create_dir(storage.path(directory.rstrip("/")), recursive=True)
-    with storage.fs.open_output_stream(storage.path(path)) as f:
-        pq.write_table(data, f, compression="snappy")
-    size = storage.fs.get_file_info(storage.path(path)).size
-    return dlog.add(path, size, data.num_rows, storage.mtime_ms(path), partition_values)
 
 
 def _catalog_metadata(md: dict) -> dict:

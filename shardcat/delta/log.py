@@ -213,6 +213,17 @@ def add(path: str, size: int, rows: int, modified: int, partition_values: dict |
                     "dataChange": True, "stats": json.dumps({"numRecords": rows})}}
 
 
+def write_data_file(storage: Storage, directory: str, data: pa.Table, partition_values: dict) -> dict:
+    """One new Parquet data file under the table's root (in `directory`, "" or ending in "/"); its add action."""
+    path = f"{directory}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    if directory:
+        storage.fs.create_dir(storage.path(directory.rstrip("/")), recursive=True)
+    with storage.fs.open_output_stream(storage.path(path)) as f:
+        pq.write_table(data, f, compression="snappy")
+    size = storage.fs.get_file_info(storage.path(path)).size
+    return add(path, size, data.num_rows, storage.mtime_ms(path), partition_values)
+
+
 def remove(added: dict, when: int) -> dict:
     """The remove action of a live file (its add action's fields)."""
     return {"remove": {"path": added["path"], "deletionTimestamp": when, "dataChange": True,

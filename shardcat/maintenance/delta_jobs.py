@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import uuid
 
 import deltalake
 import pyarrow as pa
@@ -65,7 +64,7 @@ def _pack(location: str, bin_: list[dict], data_columns: list[str], schema: pa.S
     data = pa.concat_tables(parts).cast(pa.schema([schema.field(n) for n in data_columns]))
     values = bin_[0].get("partitionValues") or {}
     directory = partitions.directory(partitioned, values) + "/" if partitioned else ""
-    added = _write_file(storage, directory, data, values)
+    added = dlog.write_data_file(storage, directory, data, values)
     added["add"]["dataChange"] = False         # readers of changes skip it
     return added
 
@@ -163,17 +162,6 @@ def data_files_on_disk(location: str) -> int:
     infos = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True, allow_not_found=True))
     return sum(1 for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
                and "/_delta_log/" not in i.path + "/")
-
-
-def _write_file(storage: dlog.Storage, directory: str, data: pa.Table, partition_values: dict) -> dict:
-    """One packed data file under the table's root; its add action."""
-    path = f"{directory}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    if directory:
-        storage.fs.create_dir(storage.path(directory.rstrip("/")), recursive=True)
-    with storage.fs.open_output_stream(storage.path(path)) as f:
-        pq.write_table(data, f, compression="snappy")
-    size = storage.fs.get_file_info(storage.path(path)).size
-    return dlog.add(path, size, data.num_rows, storage.mtime_ms(path), partition_values)
 
 
 def live_files(location: str) -> int:

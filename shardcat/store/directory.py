@@ -81,6 +81,10 @@ class Directory:
             self._homes[metastore_id] = name
         return name
 
+    def remember_home(self, metastore_id: str, name: str) -> None:
+        """A home this process has just switched the metastore to (store/homes.py)."""
+        self._homes[metastore_id] = name
+
     async def _directory_home(self, metastore_id: str) -> str | None:
         if self.single:
             return self.directory_name

@@ -235,7 +235,7 @@ async def _move(store: Store, src, dst, ms: uuid.UUID, source: str, target: str,
         if not status.endswith(" 1"):
             raise MoveError("The directory no longer names the source as the metastore's home; the move was given up.")
         switched = True
-        store._homes[str(ms)] = target
+        store.remember_home(str(ms), target)
         marks["switched"] = time.monotonic()
     except BaseException:
         if not switched:

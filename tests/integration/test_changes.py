@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from governance_users import grant, user
 
-from shardcat.catalog.features.changes import _touched
+from shardcat.catalog.features.changes import touched
 
 COLS = [{"name": "id", "type_name": "LONG"}]
 
@@ -44,7 +44,8 @@ async def test_each_write_says_what_it_did(ws, server):
     assert versions == list(range(start + 1, out["metastore_version"] + 1))     # every version, in order
     metastore_name = (await ok(ws, "GET", f"/metastores/{ws.metastore_id}"))["name"]
     assert flat(out) == [
-        ("CREATE", "CATALOG", "c"), ("CREATE", "SCHEMA", "c.s"), ("CREATE", "TABLE", "c.s.t"),
+        ("CREATE", "CATALOG", "c"), ("CREATE", "SCHEMA", "c.default"),     # one write: the catalog and its default
+        ("CREATE", "SCHEMA", "c.s"), ("CREATE", "TABLE", "c.s.t"),
         ("UPDATE", "TABLE", "c.s.t"), ("PERMISSIONS", "TABLE", "c.s.t"), ("UPDATE", "METASTORE", metastore_name),
         ("DELETE", "TABLE", "c.s.t")]
     created = out["changes"][2]
@@ -84,13 +85,13 @@ async def test_admins_only_and_bad_input(ws, server):
 def test_rows_from_before_details_name_ids_by_their_current_state():
     row = {"version": 3, "at": 1, "changed": ["a", "gone", "ms"], "details": None}
     current = {"a": ("table", "c.s.t"), "ms": ("metastore", "lake")}
-    assert _touched(row, current) == [
+    assert touched(row, current) == [
         {"id": "a", "securable_type": "TABLE", "full_name": "c.s.t", "change": None},
         {"id": "gone", "securable_type": None, "full_name": None, "change": None},
         {"id": "ms", "securable_type": "METASTORE", "full_name": "lake", "change": None}]
     staging = {"version": 4, "at": 1, "changed": ["x"],
                "details": [{"id": "x", "change": "CREATE", "type": "staging_table", "full_name": "c.s.x"}]}
-    assert _touched(staging, {}) == []
+    assert touched(staging, {}) == []
 
 
 async def test_delta_commits_and_tables_made_from_staging(ws):

@@ -16,7 +16,6 @@ state: reporting it does not move the metastore version.
 
 from __future__ import annotations
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.urls import InvalidUrl, normalize_url

@@ -22,7 +22,6 @@ import asyncio
 import collections
 import logging
 import os
-import time
 import uuid
 
 from ...auth import Caller, hash_token, new_token
@@ -42,7 +41,7 @@ from ...store import history
 from ...web.kit import json_body, ok
 from ...web.routes import Handler, ShardServing
 from ..tree.service import CatalogService
-from .system import SystemTables, keeper
+from .system import SystemTables, keeper, one_per_shard
 
 log = logging.getLogger(__name__)
 
@@ -367,10 +366,7 @@ _SERVICES: dict[int, Maintenance] = {}
 
 
 def service(shard: Shard, catalogs: CatalogService) -> Maintenance:
-    found = _SERVICES.get(id(shard))
-    if found is None or found.shard is not shard:
-        found = _SERVICES[id(shard)] = Maintenance(shard, catalogs, keeper(shard, catalogs))
-    return found
+    return one_per_shard(_SERVICES, shard, lambda: Maintenance(shard, catalogs, keeper(shard, catalogs)))
 
 
 def shard_handlers(serving: ShardServing) -> dict[str, Handler]:

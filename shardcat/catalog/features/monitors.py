@@ -42,7 +42,7 @@ from ...shards.shard import Shard
 from ...web.kit import ok
 from ...web.routes import Handler, ShardServing
 from ..tree.service import CatalogService
-from .system import SystemTables, keeper
+from .system import SystemTables, keeper, one_per_shard
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +231,7 @@ _SERVICES: dict[int, Monitors] = {}
 
 
 def service(shard: Shard, catalogs: CatalogService) -> Monitors:
-    found = _SERVICES.get(id(shard))
-    if found is None or found.shard is not shard:
-        found = _SERVICES[id(shard)] = Monitors(shard, catalogs, keeper(shard, catalogs))
-    return found
+    return one_per_shard(_SERVICES, shard, lambda: Monitors(shard, catalogs, keeper(shard, catalogs)))
 
 
 def shard_handlers(serving: ShardServing) -> dict[str, Handler]:

@@ -362,7 +362,7 @@ class SnapshotService:
 
 
 def _managed_root(schema: Asset, made: dict[str, Asset], catalog: Asset | None, state: MetastoreState) -> str:
-    """Where a cloned schema's managed tables and volumes go, as assets.py `_managed_root` decides
+    """Where a cloned schema's managed tables and volumes go, as assets.py `managed_root` decides
     it for a create, from the clone's own new assets (not written yet)."""
     holder = made.get(schema.parent_id) or catalog
     for container in (schema, holder):

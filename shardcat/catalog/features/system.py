@@ -37,7 +37,7 @@ from ...store.system_rows import rows_after
 from ...web.kit import json_body, ok
 from ...web.routes import Handler, ShardServing
 from ..tree.service import CatalogService
-from .system_tables import (APPENDED, FILTER_FUNCTION, INFORMATION_SCHEMA, JOURNAL, SNAPSHOT, TABLES,
+from .system_tables import (APPENDED, FILTER_FUNCTION, INFORMATION_SCHEMA, JOURNAL, TABLES,
                             filter_function, uc_columns)
 
 log = logging.getLogger(__name__)
@@ -289,15 +289,21 @@ class SystemTables:
         return await self.refresh(ms)
 
 
+def one_per_shard(services: dict, shard: Shard, make):
+    """The shard's one service of a kind (kept in `services`, made by `make()` the first time): the
+    system tables' keeper, maintenance and monitors each run once per shard, whichever app asks."""
+    found = services.get(id(shard))
+    if found is None or found.shard is not shard:
+        found = services[id(shard)] = make()
+    return found
+
+
 _KEEPERS: dict[int, SystemTables] = {}
 
 
 def keeper(shard: Shard, catalogs: CatalogService) -> SystemTables:
     """The shard's one keeper (maintenance and monitors append to it too)."""
-    found = _KEEPERS.get(id(shard))
-    if found is None or found.shard is not shard:
-        found = _KEEPERS[id(shard)] = SystemTables(shard, catalogs)
-    return found
+    return one_per_shard(_KEEPERS, shard, lambda: SystemTables(shard, catalogs))
 
 
 def shard_handlers(serving: ShardServing) -> dict[str, Handler]:

@@ -25,11 +25,10 @@ walks the graph to a depth. Assets the caller may not read are `{"hidden": true}
 
 from __future__ import annotations
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.types import TYPES
-from ...errors import CatalogError, invalid
+from ...errors import invalid
 from ...governance import audit
 from ...governance.authorize import authorizer
 from ...shards.shard import Shard

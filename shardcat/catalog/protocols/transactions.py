@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from aiohttp import web
 
 from ...auth import Caller
 from ...entities.names import split_full_name

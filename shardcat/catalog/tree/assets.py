@@ -70,7 +70,7 @@ def presented_page(assets: list[Asset], caller: Caller, authz=None) -> list[byte
     return [a.memo.get(trusted or a.type != "table") or presented_json(a, caller) for a in assets]
 
 
-def _storage_url(value: str, field_name: str) -> str:
+def checked_storage_url(value: str, field_name: str) -> str:
     try:
         return normalize_url(value)
     except InvalidUrl as e:
@@ -90,7 +90,7 @@ def missing(t: AssetType, full_name: str) -> CatalogError:
 # ---- storage: what the types' create and update rules share ----------------------------
 
 
-def _check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bool) -> None:
+def check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bool) -> None:
     """One asset per path: refuse a url that overlaps another asset's (managed roots count unless inside_managed)."""
     hit = state.trie.first_overlap(url, ignore=(lambda o: o.is_root) if inside_managed else None)
     if hit is not None:
@@ -98,7 +98,7 @@ def _check_free(state: MetastoreState, url: str, what: str, *, inside_managed: b
         raise invalid(f"The {what} '{url}' overlaps the storage of {owner.type} '{owner.full_name}' at '{hit_url}'.")
 
 
-async def _managed_root(tx: WriteTx, state: MetastoreState, schema: Asset) -> str:
+async def managed_root(tx: WriteTx, state: MetastoreState, schema: Asset) -> str:
     if schema.info.get("storage_location"):
         return schema.info["storage_location"]
     catalog = await tx.get("catalog", schema.full_name.split(".")[0])

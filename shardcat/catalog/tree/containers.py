@@ -3,7 +3,7 @@
 A catalog or schema may name a `storage_root`; its managed storage is then
 `<root>/__unitystorage/<catalogs|schemas>/<id>`, which must not overlap any other asset's
 storage (one asset per path), and the tables, volumes and models created inside it get their
-storage under it (assets.py `_managed_root`). A container is deleted with what it holds only
+storage under it (assets.py `managed_root`). A container is deleted with what it holds only
 with force=true (crud.py).
 
 Every new catalog comes with a schema `default`, as in Databricks (and as DuckDB's Unity Catalog
@@ -23,7 +23,7 @@ from ...entities.asset import Asset
 from ...entities.types import CATALOG, SCHEMA
 from ...entities.urls import join_url
 from ...shards.shard import Shard
-from .assets import _check_free, _storage_url
+from .assets import check_free, checked_storage_url
 from .crud import TypeService
 from .foreign import check_catalog_options
 from ...entities.foreign import FOREIGN_CATALOG, is_foreign_catalog
@@ -54,9 +54,9 @@ class Containers(TypeService):
         root = asset.info.get("storage_root")
         if root is None:
             return asset
-        root = _storage_url(root, "storage_root")
+        root = checked_storage_url(root, "storage_root")
         location = join_url(root, "__unitystorage", f"{asset.type}s", asset.id)
-        _check_free(state, location, "storage_root", inside_managed=True)
+        check_free(state, location, "storage_root", inside_managed=True)
         info = {**asset.info, "storage_root": root, "storage_location": location}
         return dataclasses.replace(asset, info=info, storage_path=location)
 

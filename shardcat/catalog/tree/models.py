@@ -27,7 +27,7 @@ from ...errors import CatalogError, invalid, not_found
 from ...governance.authorize import authorizer, require_data_access
 from ...store.writes import WriteTx
 from ...entities.values import now_ms
-from .assets import _check_free, _managed_root, render
+from .assets import check_free, managed_root, render
 from .crud import TypeService
 from ...web.kit import flag, json_body, ok
 from ...web.routes import Handler, ShardServing
@@ -92,8 +92,8 @@ class RegisteredModels(TypeService):
 
 
 async def create_model(tx: WriteTx, state: MetastoreState, asset: Asset, schema: Asset) -> Asset:
-    location = join_url(await _managed_root(tx, state, schema), "models", asset.id)
-    _check_free(state, location, "storage_location", inside_managed=True)
+    location = join_url(await managed_root(tx, state, schema), "models", asset.id)
+    check_free(state, location, "storage_location", inside_managed=True)
     info = {**asset.info, "storage_location": location, "aliases": [], _MAX_VERSION: 0}
     return dataclasses.replace(asset, info=info, storage_path=location)
 

@@ -33,7 +33,7 @@ from ...shards.locations import require_external_location
 from ...shards.shard import MetastoreState, Shard
 from ...store.writes import WriteTx
 from ...web.paging import decode_page_token, encode_page_token, page_size
-from .assets import _check_free, _managed_root, _storage_url, missing, render
+from .assets import check_free, checked_storage_url, managed_root, missing, render
 from .column_governance import keep_column_governance
 from .crud import TypeService
 from .views import check_view_dependencies
@@ -107,8 +107,8 @@ class StagingTables(TypeService):
     async def on_create(self, tx, state, asset, schema, flags):
         if await tx.get("table", asset.full_name):
             raise already_exists(f"Table '{asset.full_name}' already exists.")
-        location = join_url(await _managed_root(tx, state, schema), "tables", asset.id)
-        _check_free(state, location, "staging location", inside_managed=True)
+        location = join_url(await managed_root(tx, state, schema), "tables", asset.id)
+        check_free(state, location, "staging location", inside_managed=True)
         return dataclasses.replace(asset, storage_path=location, info={"storage_location": location})
 
     async def create_staging_table(self, caller: Caller, body: dict) -> dict:
@@ -148,12 +148,12 @@ async def storage_and_columns(tx: WriteTx, state: MetastoreState, asset: Asset, 
     if table_type == "EXTERNAL":
         if not location:
             raise invalid("Missing required field 'storage_location' to create an EXTERNAL table.")
-        location = _storage_url(location, "storage_location")
-        _check_free(state, location, "storage_location", inside_managed=False)
+        location = checked_storage_url(location, "storage_location")
+        check_free(state, location, "storage_location", inside_managed=False)
         require_external_location(state, location, "storage_location")
     elif location:
         # A MANAGED table may name a location only if it is the one its staging table reserved.
-        location = _storage_url(location, "storage_location")
+        location = checked_storage_url(location, "storage_location")
         staging = await tx.get("staging_table", asset.full_name)
         if staging is None or staging.storage_path != location:
             raise invalid(f"storage_location '{location}' of a MANAGED table must be the staging location "
@@ -161,8 +161,8 @@ async def storage_and_columns(tx: WriteTx, state: MetastoreState, asset: Asset, 
         await tx.delete([staging])
         table_id = staging.id
     else:
-        location = join_url(await _managed_root(tx, state, schema), "tables", table_id)
-        _check_free(state, location, "storage_location", inside_managed=True)
+        location = join_url(await managed_root(tx, state, schema), "tables", table_id)
+        check_free(state, location, "storage_location", inside_managed=True)
     info["storage_location"] = location
     return dataclasses.replace(asset, id=table_id, info=info, storage_path=location)
 
@@ -183,13 +183,13 @@ async def updated_storage_and_columns(tx: WriteTx, state: MetastoreState, asset:
     location = fields.get("storage_location")
     path = asset.storage_path
     if location is not None:
-        location = _storage_url(location, "storage_location")
+        location = checked_storage_url(location, "storage_location")
         if location != asset.storage_path:
             if info["table_type"] != "EXTERNAL":
                 raise invalid(f"The storage_location of a {info['table_type']} table cannot change.")
             state.forget(asset.id)
             try:
-                _check_free(state, location, "storage_location", inside_managed=False)
+                check_free(state, location, "storage_location", inside_managed=False)
             finally:
                 state.remember(asset)
             require_external_location(state, location, "storage_location")

@@ -15,7 +15,7 @@ from ...entities.asset import Asset
 from ...errors import invalid
 from ...store.writes import WriteTx
 from ...shards.locations import require_external_location
-from .assets import _check_free, _managed_root, _storage_url
+from .assets import check_free, checked_storage_url, managed_root
 from .crud import TypeService
 from ...entities.types import VOLUME
 from ...shards.shard import MetastoreState, Shard
@@ -40,13 +40,13 @@ async def create_volume(tx: WriteTx, state: MetastoreState, asset: Asset, schema
     if volume_type == "MANAGED":
         if location is not None:
             raise invalid("A MANAGED volume's storage is allocated by the catalog: leave storage_location out.")
-        location = join_url(await _managed_root(tx, state, schema), "volumes", asset.id)
-        _check_free(state, location, "storage_location", inside_managed=True)
+        location = join_url(await managed_root(tx, state, schema), "volumes", asset.id)
+        check_free(state, location, "storage_location", inside_managed=True)
     else:
         if not location:
             raise invalid("Missing required field 'storage_location' to create an EXTERNAL volume.")
-        location = _storage_url(location, "storage_location")
-        _check_free(state, location, "storage_location", inside_managed=False)
+        location = checked_storage_url(location, "storage_location")
+        check_free(state, location, "storage_location", inside_managed=False)
         # Inside an external location, once the metastore has any (shards/locations.py).
         require_external_location(state, location, "storage_location of the volume")
     info["storage_location"] = location

@@ -167,7 +167,7 @@ class IcebergBase:
 
     async def _managed_location(self, caller: Caller, schema: Asset, table_id: str, kind: str = "tables") -> str:
         state = await self.shard.state(caller.metastore(), caller.min_version)
-        root = await assets._managed_root(Lookups(self.shard, caller), state, schema)
+        root = await assets.managed_root(Lookups(self.shard, caller), state, schema)
         return join_url(root, kind, table_id)
 
     def _row(self, caller: Caller, schema: Asset, name: str, table_id: str, info: dict, now: int,
