@@ -75,8 +75,5 @@ async def cold(runs: int = 10) -> dict:
         google.stop()
 
 
-if __name__ == "__main__":
-    from .bench_vending import measure
-    for label, r in asyncio.run(gcs(300, measure)):
-        print(label, json.dumps(r))
+if __name__ == "__main__":        # the uncached and cached rows are bench_vending.py's
     print("cold", json.dumps(asyncio.run(cold())))
