@@ -88,7 +88,6 @@ def check_fields(kind: str, value: dict, out: dict) -> dict:
             raise CatalogError("INVALID_PARAMETER_VALUE", f"Field '{kind}.hierarchical_namespace' must be "
                                                           "true or false.")
         out["hierarchical_namespace"] = flag
-    out.setdefault("hierarchical_namespace", True)
     return out
 
 

@@ -75,12 +75,14 @@ QUERY_CASES = [pytest.param(m, p, q, id=f"{m} {p} {q}") for m, p, q_list in QUER
 
 
 def _check_refused(status: int, body, what) -> None:
-    """A 400 naming the bad text: in Unity Catalog's error shape, or Iceberg's ErrorModel under an Iceberg base."""
+    """A 400 naming the bad text: in Unity Catalog's error shape, Iceberg's ErrorModel under an Iceberg
+    base, or the UC Delta API's error under /delta/v1 (each names the exception its own way)."""
     assert status == 400, (what, status, body)
     assert isinstance(body, dict), (what, body)
     if "error" in body:
         error = body["error"]
-        assert error.get("type") == "BadRequestException" and error.get("code") == 400, (what, body)
+        expected = "InvalidParameterValueException" if "/delta/v1/" in str(what) else "BadRequestException"
+        assert error.get("type") == expected and error.get("code") == 400, (what, body)
     else:
         error = body
         assert body.get("error_code") == "INVALID_PARAMETER_VALUE", (what, body)

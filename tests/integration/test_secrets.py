@@ -25,6 +25,15 @@ SECRET = "Sup3r-secret-value-" + uuid.uuid4().hex
 AZURE = {"directory_id": "dir", "application_id": "app", "client_secret": SECRET}
 GCP = {"email": "sa@example.com", "private_key_id": "kid", "private_key": SECRET}
 
+
+def _pem_key() -> str:
+    """A service account's private key as its JSON key holds it (PEM), which a GCP credential must carry."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
 # Secret-bearing fields in the wrong shape: each refused, none may show SECRET anywhere.
 WRONG_SHAPES = [
     pytest.param("POST", "/credentials", {"name": "c", "azure_service_principal": SECRET}, id="kind-as-string"),
@@ -66,10 +75,13 @@ async def test_a_secret_in_the_wrong_shape_is_never_echoed(ws, server, method, p
 
 
 async def test_secrets_are_stored_encrypted(ws, server):
-    for name, kind, value in (("az", "azure_service_principal", AZURE), ("gcp", "gcp_service_account_key", GCP)):
+    pem = _pem_key()
+    body = pem.splitlines()[1]          # a line of the key itself: never stored or answered in clear
+    gcp = {**GCP, "private_key": pem}
+    for name, kind, value in (("az", "azure_service_principal", AZURE), ("gcp", "gcp_service_account_key", gcp)):
         status, answer = await ws.call("POST", "/credentials", json={"name": name, kind: value})
         assert status == 200, answer
-        assert SECRET not in json.dumps(answer)
+        assert SECRET not in json.dumps(answer) and body not in json.dumps(answer)
     status, answer = await ws.call("PATCH", "/credentials/az", json={"azure_service_principal": {
         "client_secret": SECRET + "-2"}})
     assert status == 200, answer
@@ -77,13 +89,13 @@ async def test_secrets_are_stored_encrypted(ws, server):
                                          "type = 'credential'", uuid.UUID(ws.metastore_id))
     assert len(rows) == 2
     for row in rows:
-        assert SECRET[:12] not in row["info"], row
+        assert SECRET[:12] not in row["info"] and body not in row["info"], row
         info = json.loads(row["info"])
         kind, field = ("azure_service_principal", "client_secret") if row["name"] == "az" else \
             ("gcp_service_account_key", "private_key")
         stored = info[kind][field]
         assert stored.startswith("sealed:v1:")
-        assert server.store.secrets.open(stored) == (SECRET + "-2" if row["name"] == "az" else SECRET)
+        assert server.store.secrets.open(stored) == (SECRET + "-2" if row["name"] == "az" else pem)
     key_file = server.admin_token_path.parent / "secret.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert server.store.secrets.keys[0].decode() in key_file.read_text()

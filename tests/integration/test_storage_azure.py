@@ -332,7 +332,7 @@ async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, mon
     # Another path's SAS is signed with the same user delegation key: no second sign-in.
     inner = await ok(ws, "POST", "/temporary-path-credentials",
                      json={"url": adls(emulator, "data/t/_delta_log"), "operation": "PATH_READ"})
-    assert sas_of(inner) != sas_of(answer) and entra.issued == [app]
+    assert entra.issued == [app]        # (a container SAS: the same for both paths within one second)
     assert read(ContainerClient(emulator.endpoint, "lake", credential=sas_of(inner), connection_verify=str(emulator.cert)),
                 "data/t/part-0.parquet") == b"over TLS"
     # A secret Entra ID does not know: no token, so no key and no SAS.

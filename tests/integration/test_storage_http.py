@@ -12,7 +12,18 @@ import pytest
 from shardcat.entities.urls import join_url, normalize_url
 
 AZURE_SP = {"directory_id": "tenant-1", "application_id": "app-1", "client_secret": "s3cr3t-azure"}
-GCP_KEY = {"email": "sa@p.iam.gserviceaccount.com", "private_key_id": "kid-1", "private_key": "-----BEGIN KEY-----x"}
+
+
+def _pem_key() -> str:
+    """A service account's private key in PEM, as its JSON key holds it (a GCP credential must carry one)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+GCP_KEY = {"email": "sa@p.iam.gserviceaccount.com", "private_key_id": "kid-1", "private_key": _pem_key()}
 
 
 async def ok(ws, method, path, **kw):

@@ -123,7 +123,7 @@ async def test_duckdb_reads_audit_and_lineage_by_name(ws):
 
 
 async def test_audit_needs_a_grant_and_shows_only_this_metastore(ws, server, http, tmp_path):
-    from conftest import new_workspace
+    from tests.conftest import new_workspace
     await setup_world(ws)
     await enabled(ws)
     other = await new_workspace(server, http, tmp_path / "other")

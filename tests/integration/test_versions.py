@@ -318,7 +318,8 @@ async def test_clone_is_its_own_and_shares_the_sources_files(server, ws):
     await ok(ws, "PATCH", "/tables/main.s.a", json={"comment": "after the clone's version"})
     out = await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "main",
                                                           "name": "dev", "as_of_version": v1})
-    assert out["cloned"] == 5 and out["shallow_clones"] == 1 and out["source_version"] == v1, out
+    # the catalog, its default schema, s, a, b, v
+    assert out["cloned"] == 6 and out["shallow_clones"] == 1 and out["source_version"] == v1, out
     clone = await ok(ws, "GET", "/tables/dev.s.a")
     assert clone["comment"] == "first comment" and clone["table_id"] != src["table_id"]
     assert clone["storage_location"] != src["storage_location"] and clone["table_type"] == "MANAGED"
@@ -379,7 +380,7 @@ async def test_a_clones_managed_storage_is_its_own(server, ws, tmp_path):
                                            "volume_type": "MANAGED"})
     out = await ok(ws, "POST", "/shardcat/clones", json={"securable_type": "CATALOG", "source": "rooted",
                                                           "name": "rooted_dev"})
-    assert out["cloned"] == 4
+    assert out["cloned"] == 5        # the catalog, its default schema, s, t, v
     dev = await ok(ws, "GET", "/catalogs/rooted_dev")
     assert dev["storage_root"] == cat["storage_root"] and dev["storage_location"] != cat["storage_location"]
     for path in ("/tables/rooted_dev.s.t", "/volumes/rooted_dev.s.v"):
