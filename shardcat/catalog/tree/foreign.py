@@ -27,6 +27,7 @@ import asyncio
 import logging
 import time
 import uuid
+import weakref
 
 from ...auth import Caller
 from ...entities.asset import Asset
@@ -47,6 +48,7 @@ from .foreign_systems import SYSTEMS, Unreachable
 log = logging.getLogger(__name__)
 
 DEFAULT_TTL = 300.0
+_BY_SHARD: "weakref.WeakKeyDictionary[Shard, Federation]" = weakref.WeakKeyDictionary()
 MIN_TTL, MAX_TTL = 1.0, 86400.0
 # What the mirror writes itself; shardcat's own governance of an asset (owner, grants, tags, row
 # filter, masks) is never among them.
@@ -91,6 +93,16 @@ def _checked(name) -> str | None:
         return check_name(name, "foreign")
     except CatalogError:
         return None     # a name shardcat cannot hold (a period, a control character): not mirrored
+
+
+def federation_of(shard: Shard) -> "Federation":
+    """The shard's one Federation, whichever API reads (the UC API, the batched resolve, the Iceberg
+    REST catalog, the UC Delta API): one record of what was fetched when, one fetch under way per
+    scope, one set of allowed hosts. A service of its own per API would fetch again, without them."""
+    federation = _BY_SHARD.get(shard)
+    if federation is None:
+        federation = _BY_SHARD[shard] = Federation(shard)
+    return federation
 
 
 class Federation:

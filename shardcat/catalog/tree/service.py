@@ -20,7 +20,7 @@ from ...entities.types import CATALOG, SCHEMA
 from ...shards.shard import Shard
 from .containers import Containers
 from .crud import TypeService
-from .foreign import Federation
+from .foreign import federation_of
 from .functions import Functions
 from .models import RegisteredModels
 from .tables import StagingTables, Tables
@@ -45,7 +45,7 @@ class CatalogService:
             "registered_model": RegisteredModels(shard),
         }
         # Foreign catalogs' schemas and tables are made fresh before they are read (foreign.py).
-        self.federation = Federation(shard)
+        self.federation = federation_of(shard)     # one per shard, shared by every API
         self.types["schema"].foreign = self.tables.foreign = self.federation
 
     def find(self, caller: Caller, type_name: str, full_name: str) -> Awaitable[Asset]:

@@ -116,7 +116,9 @@ class IcebergBase:
     async def _table(self, caller: Caller, full_name: str, view: bool = False, read: bool = False) -> Asset:
         """The Iceberg table (view). One the caller may not see answers exactly as a missing one, and so
         does one in a missing namespace (as in Iceberg's reference catalog); only who may see a table
-        hears it is not an Iceberg one. A UniForm Delta table (features/uniform.py) is one to `read` only."""
+        hears it is not an Iceberg one. A UniForm Delta table (features/uniform.py) is one to `read` only.
+        A foreign catalog's table is fetched first if it is not fresh (tree/foreign.py), as for every API."""
+        await self.catalogs.federation.before_read(caller, "table", full_name, False)
         asset = await self.shard.lookup(caller.metastore(), "table", full_name, caller.min_version)
         if asset is not None and not (await authorizer(self.shard, caller)).sees(asset.type, asset):
             asset = None

@@ -37,6 +37,10 @@ def etag(metadata_location: str, snapshots: str, signed: bool) -> str:
     return f'"{digest}"'
 
 
+def _listed_foreign(asset: Asset) -> bool:
+    return bool((asset.info.get("foreign") or {}).get("partial"))
+
+
 class Tables(IcebergBase):
     """The table operations but commits."""
 
@@ -49,7 +53,9 @@ class Tables(IcebergBase):
             if e.code == "NOT_FOUND":
                 raise missing("Namespace", schema) from None
             raise
-        wanted = is_iceberg_view if views else (lambda a: is_iceberg_table(a) or is_uniform(a))
+        # A foreign Iceberg REST catalog's listing names its tables only (tree/foreign.py: `partial`
+        # until each is read): Iceberg tables all the same.
+        wanted = is_iceberg_view if views else (lambda a: is_iceberg_table(a) or is_uniform(a) or _listed_foreign(a))
         namespace = self.shown(warehouse, schema)
         out = {"identifiers": [{"namespace": namespace, "name": a.name} for a in page if wanted(a)]}
         if token:
