@@ -9,11 +9,15 @@ A follower keeps its data on the metastore's state (`MetastoreState.cache`, `.pr
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..cache.metastore_cache import MetastoreCache
 from ..entities.asset import Asset
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,46 @@ class CacheFollower:
         """The state's cache is given up (rebuilt, gone cold, moved away): its bytes leave the budget."""
         if state.cache is not None and self.budget is not None:
             self.budget.forget(state.cache)
+
+
+class Ticking:
+    """A follower that looks at each metastore now and then: the first write it sees starts the metastore's
+    loop, which calls `tick(metastore_id)` every `period()` seconds while this shard owns it. A failed tick
+    is logged and the next one looks again. Subclasses say what a write tells them in `noticed`."""
+
+    def __init__(self, shard, name: str):
+        self.shard = shard
+        self.name = name
+        self.loops: dict[str, asyncio.Task] = {}
+        shard.follow(self)
+
+    def period(self) -> float:
+        raise NotImplementedError
+
+    async def tick(self, metastore_id: str):
+        raise NotImplementedError
+
+    def noticed(self, state, tx) -> None:
+        """This shard's write `tx` to `state`, before the loop is (re)started: no I/O."""
+
+    def applied(self, state, tx) -> None:
+        self.noticed(state, tx)
+        task = self.loops.get(state.id)
+        if task is None or task.done():
+            self.loops[state.id] = asyncio.get_running_loop().create_task(self._loop(state.id))
+
+    async def reconciled(self, state, changes: Reconciled) -> None:
+        pass
+
+    def rebuilt(self, state, version: int) -> None:
+        pass
+
+    async def _loop(self, metastore_id: str) -> None:
+        while self.shard.owns(metastore_id):
+            await asyncio.sleep(self.period())
+            try:
+                await self.tick(metastore_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:       # noqa: BLE001 -- the next tick looks again
+                log.exception("%s of %s: a tick failed", self.name, metastore_id)

@@ -36,6 +36,7 @@ from ...governance import audit
 from ...governance.authorize import authorizer
 from ...maintenance import policy as rules
 from ...maintenance import runner
+from ...shards.followers import Ticking
 from ...shards.shard import Shard
 from ...store import history
 from ...web.kit import json_body, ok
@@ -69,47 +70,29 @@ def _format(table: Asset) -> str:
     return "DELTA"
 
 
-class Maintenance:
+class Maintenance(Ticking):
     def __init__(self, shard: Shard, catalogs: CatalogService, system: SystemTables):
-        self.shard = shard
+        super().__init__(shard, "maintenance")
         self.catalogs = catalogs
         self.system = system
         self.marked: dict[str, set[str]] = {}          # metastore -> table ids a commit touched
         self.last_run: dict[str, int] = {}             # table id -> when its last run ended (ms)
-        self.loops: dict[str, asyncio.Task] = {}
         self.running: set[str] = set()                 # table ids with a run in flight
         self.recent: dict[str, collections.deque] = {}  # metastore -> its last RECENT_RUNS runs' rows
         self.tasks: set[asyncio.Task] = set()           # runs started by hand, still going
-        shard.follow(self)
 
     @property
     def api_url(self) -> str | None:
         return _API_URLS.get(id(self.shard)) or os.environ.get("SHARDCAT_API_URL")
 
     # -- follower: commits mark their tables; the first write starts the metastore's loop -----
-    def applied(self, state, tx) -> None:
+    def period(self) -> float:
+        return TICK_SECONDS
+
+    def noticed(self, state, tx) -> None:
         for touched in tx.touched.values():
             if touched.get("type") == "table" and touched.get("change") in ("DELTA_COMMIT", "UPDATE"):
                 self.marked.setdefault(state.id, set()).add(touched["id"])
-        task = self.loops.get(state.id)
-        if task is None or task.done():
-            self.loops[state.id] = asyncio.get_running_loop().create_task(self._loop(state.id))
-
-    async def reconciled(self, state, changes) -> None:
-        pass
-
-    def rebuilt(self, state, version: int) -> None:
-        pass
-
-    async def _loop(self, metastore_id: str) -> None:
-        while self.shard.owns(metastore_id):
-            await asyncio.sleep(TICK_SECONDS)
-            try:
-                await self.tick(metastore_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:       # noqa: BLE001 -- the next tick looks again
-                log.exception("maintenance of %s: a tick failed", metastore_id)
 
     async def tick(self, metastore_id: str, *, now: int | None = None) -> list[dict]:
         """Look at the marked tables and the enabled ones: run what their signals or schedule ask for."""

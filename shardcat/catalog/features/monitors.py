@@ -38,6 +38,7 @@ from ...entities.values import now_ms
 from ...errors import invalid
 from ...governance import audit
 from ...governance.authorize import authorizer, denied
+from ...shards.followers import Ticking
 from ...shards.shard import Shard
 from ...web.kit import ok
 from ...web.routes import Handler, ShardServing
@@ -131,36 +132,19 @@ def off_volume(commits: list[tuple[int, int]], config: dict) -> dict | None:
             "observed": f"{rows} rows", "episode": f"commit-at-{when}"}
 
 
-class Monitors:
+class Monitors(Ticking):
     def __init__(self, shard: Shard, catalogs: CatalogService, system: SystemTables):
-        self.shard = shard
+        super().__init__(shard, "monitors")
         self.catalogs = catalogs
         self.system = system
         self.raised: set[tuple[str, str]] = set()        # (table id, episode) already alerted
         self.recent: dict[str, collections.deque] = {}   # metastore -> recent alerts
-        self.loops: dict[str, asyncio.Task] = {}
-        shard.follow(self)
 
-    def applied(self, state, tx) -> None:
-        task = self.loops.get(state.id)
-        if task is None or task.done():
-            self.loops[state.id] = asyncio.get_running_loop().create_task(self._loop(state.id))
+    def period(self) -> float:
+        return CHECK_SECONDS
 
-    async def reconciled(self, state, changes) -> None:
-        pass
-
-    def rebuilt(self, state, version: int) -> None:
-        pass
-
-    async def _loop(self, metastore_id: str) -> None:
-        while self.shard.owns(metastore_id):
-            await asyncio.sleep(CHECK_SECONDS)
-            try:
-                await self.check(metastore_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:       # noqa: BLE001 -- the next round looks again
-                log.warning("monitors of %s: a check failed: %r", metastore_id, e)
+    async def tick(self, metastore_id: str) -> None:
+        await self.check(metastore_id)
 
     async def _settings(self, metastore_id: str, table: Asset) -> dict:
         schema = await self.shard.lookup_id(metastore_id, table.parent_id)
