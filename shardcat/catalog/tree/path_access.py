@@ -5,9 +5,11 @@ credentials, `GET /files`) authorizes through `authorize_path`, so governance by
 by name cannot differ: a path inside a table or volume needs the same privileges as the
 table or volume by name; a path in managed storage (a catalog's, schema's or the
 metastore's root) is reached only through its tables and volumes; a path that no asset
-owns is governed by its external location's READ FILES / WRITE FILES. Credentials for a path
-reach everything below it too, so `authorize_subtree` asks the same of each table and volume
-there (a listing shows one level of names only, and needs no more). `url` is canonical.
+owns is governed by its external location's READ FILES / WRITE FILES; a registered model's storage
+is read by path with EXECUTE and written only by version (the version API knows which are still
+pending). Credentials for a path reach everything below it too, so `authorize_subtree` asks the
+same of each table and volume there (a listing shows one level of names only, and needs no more).
+`url` is canonical.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ async def authorize_path(shard: Shard, caller: Caller, state: MetastoreState, ur
         audit.annotate(asset.type.upper(), asset.full_name, asset.id)
         await require_data_access(shard, caller, asset, write=write, missing=CatalogError(
             "PERMISSION_DENIED", f"'{url}' lies in the storage of a securable the caller may not see."))
+        if write and asset.type == "registered_model":
+            # Only the version API knows whether a version is still pending (a READY version's files are fixed).
+            raise CatalogError("PERMISSION_DENIED", f"'{url}' lies in registered model '{asset.full_name}': write a "
+                                                    "version's files through /temporary-model-version-credentials.")
         return
     location = location_of(state, url)
     if location is None:
