@@ -1,7 +1,9 @@
 """Server-side scan planning: planTableScan, fetchPlanningResult, cancelPlanning and fetchScanTasks.
 
 The catalog plans a scan of a table the caller may read (SELECT; a table with a row filter or column
-masks for trusted engines only, as every read of its data) with pyiceberg's planner (scan.py), and
+masks for trusted engines only, as every read of its data), native Iceberg or UniForm (a Delta table whose
+Iceberg metadata the catalog writes, features/uniform.py: planned on that metadata, brought up to its latest
+Delta version first, as a load would), with pyiceberg's planner (scan.py), and
 answers file scan tasks with credentials for exactly the planned files: on S3, STS session policies
 naming their keys (governance/vending.py vend_objects); file:// needs none; a store reached with static
 keys gets none (its keys cannot be scoped: remote signing, signing.py, serves it).
@@ -30,6 +32,7 @@ from ....governance import vending
 from ....governance.vending import vend_objects
 from ....iceberg import metadata as md
 from ....iceberg.tables import props as properties_of
+from ...features.uniform import served
 from .base import IcebergBase
 from .errors import IcebergError, iceberg_error, require_data
 from . import scan
@@ -84,7 +87,7 @@ class Planning(IcebergBase):
             plan.work.cancel()
 
     async def _readable(self, caller: Caller, full_name: str):
-        asset = await self._table(caller, full_name)
+        asset = await self._table(caller, full_name, read=True)        # a UniForm table too: planning reads
         require_data(await authorizer(self.shard, caller), asset, write=False)   # SELECT; policies: trusted only
         return asset
 
@@ -95,7 +98,7 @@ class Planning(IcebergBase):
             raise IcebergError(406, "UnsupportedOperationException", str(e)) from None
         except scan.BadScan as e:
             raise IcebergError(400, "BadRequestException", str(e)) from None
-        asset = await self._readable(caller, full_name)
+        asset = await served(self.shard, caller, await self._readable(caller, full_name))   # UniForm: its metadata
         plan = Plan(secrets.token_urlsafe(18), caller.principal_id, caller.metastore(), asset.id, time.monotonic())
         plan.work = asyncio.create_task(self._run(caller, asset, request, plan))
         self._plans()[plan.id] = plan

@@ -5,7 +5,8 @@ For S3 stores an engine gets no keys from (a store without STS, or by choice), t
 first. A request is signed only when it reaches this table's own objects: its host is the store's endpoint
 (path-style or virtual-hosted), its bucket the table's, its object key (or a listing's prefix) under the table's
 location, decoded once as S3 decodes it and free of `.`/`..` segments and empty ones; reads (GET, HEAD) need
-SELECT on the table, anything else MODIFY, as reads and writes of its data do everywhere else. Requests no
+SELECT on the table, anything else MODIFY, as reads and writes of its data do everywhere else (a UniForm
+table, read-only through Iceberg, is signed for reads only). Requests no
 engine needs to read or write a table (bucket settings, ACLs, DeleteObjects, whose keys are in a body) are
 refused. The signature is botocore's SigV4, made with the credential vending gives for the table's location
 (the STS answer scoped to that prefix, or the store's own keys), so what is signed could have been done with
@@ -123,6 +124,17 @@ def check(method: str, bucket: str, key: str, query: dict, location: str) -> Non
         raise Refused(403, f"The listing prefix '{listed[:200]}' lies outside the table's location '{location}'.")
 
 
+def check_headers(headers: dict, uri: str) -> None:
+    """Refused unless the headers leave the request the one checked: botocore signs a Host header given (S3
+    then reads the bucket from it) and S3 reads a copy's source object with the signer's keys."""
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered.startswith("x-amz-copy-source"):
+            raise Refused(403, "Requests that copy another object (x-amz-copy-source) are not signed.")
+        if lowered == "host" and value.strip().lower() != urlsplit(uri).netloc.lower():
+            raise Refused(403, "The request's Host header must name its URI's host.")
+
+
 class _Signer(S3SigV4Auth):
     """botocore's S3 SigV4 over a payload hash given by the client (it has the body; the catalog does not)."""
 
@@ -177,8 +189,8 @@ class Signing(IcebergBase):
 
     async def sign_request(self, caller: Caller, full_name: str, body: dict) -> dict:
         method, uri, region, headers = _read(body)
-        asset = await self._table(caller, full_name)
         write = method not in READS
+        asset = await self._table(caller, full_name, read=not write)   # a UniForm table is signed for reads only
         require_data(await authorizer(self.shard, caller), asset, write=write)   # SELECT to read, MODIFY to write
         location = asset.storage_path or ""
         if not location.startswith("s3:"):
@@ -188,6 +200,7 @@ class Signing(IcebergBase):
         try:
             bucket, key, query = target(uri, scheme, hosts)
             check(method, bucket, key, query, location)
+            check_headers(headers, uri)
         except Refused as e:
             raise IcebergError(e.status, "ForbiddenException" if e.status == 403 else "BadRequestException",
                                str(e)) from None
