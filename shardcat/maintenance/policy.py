@@ -20,11 +20,14 @@ DEFAULTS = {
     "vacuum_retention_hours": 168.0,
     "snapshot_retention_hours": 120.0,   # Iceberg: snapshots older than this expire
     "orphan_min_age_hours": 72.0,        # Iceberg: files younger than this are never called orphans
+    "rewrite_manifests_min_count": 20,   # signal (Iceberg): this many data manifests start a manifest rewrite
+    "manifest_target_bytes": 8 * 1024 * 1024,   # Iceberg: a rewritten manifest's size (Iceberg's own default)
     "schedule_seconds": 3600.0,          # every action runs at least this often on an enabled table
 }
 _LIMITS = {"small_file_bytes": (1, 1 << 40), "compact_min_small_files": (2, 1_000_000),
            "checkpoint_log_length": (1, 1_000_000), "vacuum_retention_hours": (0, 1_000_000),
            "snapshot_retention_hours": (0, 1_000_000), "orphan_min_age_hours": (1, 1_000_000),
+           "rewrite_manifests_min_count": (2, 1_000_000), "manifest_target_bytes": (1024, 1 << 34),
            "schedule_seconds": (10, 10_000_000)}
 LEVELS = ("catalog", "schema", "table")
 
@@ -90,9 +93,11 @@ def effective(chain: list[tuple[str, str, dict | None]]) -> Effective:
     return Effective(values, source, invalid)
 
 
-def due(policy: dict, *, small_files: int, log_length: int, last_run_ms: int | None, now_ms: int) -> list[str]:
-    """Which signals say a table needs work now: `compact` (small-file count), `checkpoint` (log length),
-    `schedule` (nothing ran for schedule_seconds). Empty when the policy is not enabled."""
+def due(policy: dict, *, small_files: int = 0, log_length: int = 0, manifests: int = 0, last_run_ms: int | None,
+        now_ms: int) -> list[str]:
+    """Which signals say a table needs work now: `compact` (small-file count), `checkpoint` (Delta log
+    length), `rewrite_manifests` (Iceberg data manifests), `schedule` (nothing ran for schedule_seconds).
+    Empty when the policy is not enabled."""
     if not policy["enabled"]:
         return []
     out = []
@@ -100,6 +105,8 @@ def due(policy: dict, *, small_files: int, log_length: int, last_run_ms: int | N
         out.append("compact")
     if log_length >= policy["checkpoint_log_length"]:
         out.append("checkpoint")
+    if manifests >= policy["rewrite_manifests_min_count"]:
+        out.append("rewrite_manifests")
     if last_run_ms is None or now_ms - last_run_ms >= policy["schedule_seconds"] * 1000:
         out.append("schedule")
     return out

@@ -26,6 +26,7 @@ ACTIONS = {
     "iceberg.expire_snapshots": iceberg_jobs.expire_snapshots,
     "iceberg.compact": iceberg_jobs.compact,
     "iceberg.remove_orphan_files": iceberg_jobs.remove_orphan_files,
+    "iceberg.rewrite_manifests": iceberg_jobs.rewrite_manifests,
 }
 
 

@@ -6,7 +6,8 @@ admin), and inherited: the nearest setting wins (`GET /shardcat/maintenance/poli
 shows the one in force and where each value comes from). On a table whose policy is enabled,
 a commit (a Delta commit, an Iceberg metadata update) marks it for a look, and every TICK_SECONDS
 the shard looks at the marked tables and at those whose schedule is due: the commit signals (small
-files, log length since the last checkpoint) or the schedule decide which jobs run.
+files, log length since the last checkpoint, an Iceberg table's manifest count) or the schedule
+decide which jobs run.
 `POST /shardcat/maintenance/runs` runs them now (the table's MODIFY, or an admin).
 
 Every job is a Ray task (never on this loop), with a token minted for the run for the principal
@@ -29,13 +30,14 @@ from ...delta import clone as delta_clone
 from ...delta import log as dlog
 from ...delta.commits import is_catalog_managed
 from ...entities.asset import Asset
+from ...entities.foreign import is_mirrored
 from ...entities.names import full_name_key
 from ...entities.values import now_ms
 from ...errors import CatalogError, invalid, not_found
 from ...governance import audit
 from ...governance.authorize import authorizer
 from ...maintenance import policy as rules
-from ...maintenance import runner
+from ...maintenance import iceberg_jobs, runner
 from ...shards.followers import Ticking
 from ...shards.shard import Shard
 from ...store import history
@@ -51,7 +53,7 @@ RUN_TOKEN_SECONDS = 1800
 RECENT_RUNS = 200
 MAINTENANCE_PRINCIPAL = "System maintenance"
 DELTA_ACTIONS = ("compact", "checkpoint", "vacuum")
-ICEBERG_ACTIONS = ("compact", "expire_snapshots", "remove_orphan_files")
+ICEBERG_ACTIONS = ("compact", "rewrite_manifests", "expire_snapshots", "remove_orphan_files")
 _TYPES = {"CATALOG": "catalog", "SCHEMA": "schema", "TABLE": "table"}
 
 _API_URLS: dict[int, str] = {}        # id(shard) -> where the server serving it answers
@@ -100,15 +102,16 @@ class Maintenance(Ticking):
         marked = self.marked.pop(metastore_id, set())
         runs = []
         for table in await self.shard.store.assets_of_type(metastore_id, "table"):
-            if table.id in self.running or not table.storage_path or table.full_name.startswith("system."):
+            # Not the system tables (the catalog's own), nor a foreign table (its files are the foreign system's).
+            if table.id in self.running or not table.storage_path or table.full_name.startswith("system.") \
+                    or is_mirrored(table):
                 continue
             effective = await self.policy_of(metastore_id, table)
             if not effective.values["enabled"]:
                 continue
-            small, log_length = await asyncio.to_thread(_signals, table, effective.values["small_file_bytes"]) \
-                if table.id in marked or _format(table) == "DELTA" else (0, 0)
-            reasons = rules.due(effective.values, small_files=small, log_length=log_length,
-                                last_run_ms=self.last_run.get(table.id), now_ms=now)
+            signals = await asyncio.to_thread(_signals, table, effective.values["small_file_bytes"]) \
+                if table.id in marked or _format(table) == "DELTA" else {}
+            reasons = rules.due(effective.values, **signals, last_run_ms=self.last_run.get(table.id), now_ms=now)
             if not reasons:
                 continue
             actions = _actions_for(_format(table), reasons)
@@ -256,6 +259,8 @@ class Maintenance(Ticking):
                 common["older_than_ms"] = now_ms() - int(policy["snapshot_retention_hours"] * 3600_000)
             if action == "remove_orphan_files":
                 common["older_than_ms"] = now_ms() - int(policy["orphan_min_age_hours"] * 3600_000)
+            if action == "rewrite_manifests":
+                common["target_bytes"] = int(policy["manifest_target_bytes"])
             return f"iceberg.{action}", common
         if action == "vacuum":
             return "delta.vacuum", {"location": location, "keep": sorted(await self._kept_for_clones(metastore_id, table)),
@@ -305,19 +310,25 @@ def _shown(row: dict) -> dict:
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
 
 
-def _signals(table: Asset, small_bytes: int) -> tuple[int, int]:
-    """(small live files, commits since the last checkpoint) from the published Delta log."""
+def _signals(table: Asset, small_bytes: int) -> dict:
+    """What the table's files show its policy (rules.due's signals): small live files, and commits since
+    the last checkpoint from the published Delta log, or an Iceberg table's data manifests."""
     if _format(table) != "DELTA":
-        return 0, 0
+        location = (table.info.get("properties") or {}).get("metadata_location")
+        try:
+            return iceberg_jobs.signals(location, small_bytes) if location else {}
+        except (OSError, ValueError) as e:      # unreadable metadata: no signal (the schedule still runs)
+            log.warning("maintenance: the signals of %s could not be read: %r", table.full_name, e)
+            return {}
     storage = dlog.Storage(table.storage_path)
     commits, checkpoints = storage.list_log()
     if not commits:
-        return 0, 0
+        return {}
     from ...delta.vacuum import log_history
     try:
         live, _ = log_history(storage)
     except ValueError:
-        return 0, 0
+        return {}
     small = 0
     for path in live:
         try:
@@ -325,14 +336,14 @@ def _signals(table: Asset, small_bytes: int) -> tuple[int, int]:
             small += (info.size or 0) < small_bytes
         except OSError:
             continue
-    return small, len([c for c in commits if c > max(checkpoints, default=-1)])
+    return {"small_files": small, "log_length": len([c for c in commits if c > max(checkpoints, default=-1)])}
 
 
 def _actions_for(fmt: str, reasons: list[str]) -> list[str]:
     if "schedule" in reasons:
         return list(DELTA_ACTIONS if fmt == "DELTA" else ICEBERG_ACTIONS)
     if fmt != "DELTA":
-        return ["compact"]
+        return [a for a in ("compact", "rewrite_manifests") if a in reasons]
     return [a for a in ("compact", "checkpoint") if a in reasons]
 
 

@@ -39,3 +39,16 @@ def test_signals_and_the_schedule():
     assert rules.due(on, small_files=0, log_length=0, last_run_ms=0, now_ms=60_000) == ["schedule"]
     assert rules.due(on, small_files=0, log_length=0, last_run_ms=None, now_ms=1) == ["schedule"]
     assert rules.due({**on, "enabled": False}, small_files=99, log_length=99, last_run_ms=None, now_ms=1) == []
+
+
+def test_the_manifest_count_signal():
+    on = {**rules.DEFAULTS, "enabled": True, "rewrite_manifests_min_count": 5, "schedule_seconds": 60}
+    assert rules.due(on, manifests=5, last_run_ms=0, now_ms=1000) == ["rewrite_manifests"]
+    assert rules.due(on, manifests=4, last_run_ms=0, now_ms=1000) == []
+    assert rules.due({**on, "enabled": False}, manifests=99, last_run_ms=0, now_ms=1000) == []
+    assert rules.check({"rewrite_manifests_min_count": 8, "manifest_target_bytes": 65536}) == {
+        "shardcat.maintenance.rewrite_manifests_min_count": "8", "shardcat.maintenance.manifest_target_bytes": "65536"}
+    for bad in ({"rewrite_manifests_min_count": 1}, {"rewrite_manifests_min_count": 3.5},
+                {"manifest_target_bytes": 10}, {"manifest_target_bytes": "big"}, {"manifest_target_bytes": False}):
+        with pytest.raises(rules.PolicyError):
+            rules.check(bad)
