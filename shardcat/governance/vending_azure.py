@@ -7,10 +7,12 @@ The cloud module vending.py dispatches abfss:// URLs to (issue 49). Its credenti
   requests instead of https://<account>.blob.core.windows.net), and `hierarchical_namespace`
   (default true: an ADLS Gen2 account). The key signs a *service* SAS.
 - `azure_service_principal` (directory_id, application_id, client_secret) and
-  `azure_managed_identity`: shardcat signs in to Entra ID ($SHARDCAT_AZURE_AUTHORITY_HOST, required so
-  nothing reaches a real cloud by accident), asks the account for a *user delegation key* and signs
-  a user delegation SAS with it: the SAS can do no more than the identity's own roles allow. These
-  kinds take the same optional `endpoint_url` and `hierarchical_namespace` (shardcat's).
+  `azure_managed_identity` (the machine's identity, or the user-assigned one whose resource id is
+  `managed_identity_id`, its token from the instance metadata service): shardcat gets an Entra ID token
+  ($SHARDCAT_AZURE_AUTHORITY_HOST, required for both so nothing reaches a real cloud by accident),
+  asks the account for a *user delegation key* and signs a user delegation SAS with it: the SAS can
+  do no more than the identity's own roles allow. These kinds take the same optional `endpoint_url`
+  and `hierarchical_namespace` (shardcat's).
 
 Scope. On a hierarchical-namespace account the SAS is a directory SAS (`sr=d`, its depth signed
 as `sdd`) on the asset's directory, or a container SAS when the asset is the container itself.
@@ -158,7 +160,11 @@ def _token_credential(kind: str, fields: dict):
     if kind == "azure_service_principal":
         return ClientSecretCredential(fields["directory_id"], fields["application_id"], fields["client_secret"],
                                       authority=authority, disable_instance_discovery=not public)
-    return ManagedIdentityCredential(client_id=fields.get("managed_identity_id"))
+    # The machine's identity, from its instance metadata service (the SDK's AZURE_POD_IDENTITY_AUTHORITY_HOST, else
+    # Azure's fixed link-local address); a user-assigned one is named by its resource id, as in Databricks' API.
+    resource_id = fields.get("managed_identity_id")
+    return ManagedIdentityCredential(identity_config={"resource_id": resource_id} if resource_id else None,
+                                     retry_total=2)
 
 
 def _delegation_key(kind: str, fields: dict, account: str, endpoint: str | None, expiry: datetime):
@@ -170,6 +176,9 @@ def _delegation_key(kind: str, fields: dict, account: str, endpoint: str | None,
     try:
         token = _token_credential(kind, fields).get_token(STORAGE_SCOPE)
     except ClientAuthenticationError:
+        if kind == "azure_managed_identity":       # (CredentialUnavailableError: no such identity, or no service)
+            raise CatalogError("FAILED_PRECONDITION", "The instance metadata service gave no token for the "
+                                                      f"azure_managed_identity (storage account '{account}').") from None
         raise CatalogError("FAILED_PRECONDITION", f"Entra ID refused the {kind}'s sign-in for storage account "
                                                   f"'{account}'.") from None
     except AzureError as e:

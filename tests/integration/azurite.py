@@ -7,6 +7,8 @@ loopback port, in memory, with telemetry off, for one storage account whose key 
 signs gets in). Azurite checks a SAS as Azure does: the signature over the resource, permissions,
 expiry and protocol. It has no hierarchical namespace: directory SAS (`sr=d`) and the DFS endpoint
 are not served, which is why the tests' credentials say `hierarchical_namespace: false`.
+Azure's identity services cannot exist here: `EntraId` (a service principal's sign-in) and
+`InstanceMetadata` (a VM's managed identity) play them on loopback, issuing tokens Azurite accepts.
 """
 
 from __future__ import annotations
@@ -196,6 +198,69 @@ class EntraId:
         # The handshake in each request's thread, not in accept(): a client that stalls blocks only itself.
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
         self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class InstanceMetadata:
+    """An Azure VM's instance metadata service on loopback (plain HTTP, as IMDS is): the managed identity
+    token endpoint, `GET /metadata/identity/oauth2/token`. The VM holds a system-assigned identity and the
+    user-assigned ones in `assigned` ({resource id: object id}); a request must carry `Metadata: true` (IMDS's
+    guard against forwarded requests) and ask for Azure Storage, and names a user-assigned identity by
+    `msi_res_id` (or gets the system one). The token is what Azurite's basic OAuth accepts, like EntraId's;
+    unknown identities get IMDS's 400. `issued` records the object id of each token handed out."""
+
+    def __init__(self, tenant: str, assigned: dict[str, str], system: str | None = None):
+        import http.server
+        import json
+        import time
+        from urllib.parse import parse_qs, urlsplit
+
+        import jwt
+
+        self.tenant, self.assigned, self.system, self.issued = tenant, assigned, system, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                if parts.path != "/metadata/identity/oauth2/token":
+                    return self.answer(404, {"error": "not_found"})
+                if self.headers.get("Metadata") != "true":
+                    return self.answer(400, {"error": "invalid_request",
+                                             "error_description": "Required metadata header not specified"})
+                if query.get("resource") != "https://storage.azure.com":
+                    return self.answer(400, {"error": "invalid_resource", "error_description": "not Azure Storage"})
+                named = query.get("msi_res_id")
+                oid = outer.assigned.get(named) if named else outer.system
+                if oid is None or {"client_id", "object_id", "mi_res_id"} & set(query):
+                    return self.answer(400, {"error": "invalid_request", "error_description": "Identity not found"})
+                now = int(time.time())
+                token = jwt.encode({"iss": f"https://sts.windows.net/{outer.tenant}/", "aud": "https://storage.azure.com",
+                                    "oid": oid, "tid": outer.tenant, "nbf": now - 60, "iat": now, "exp": now + 3600},
+                                   secrets.token_bytes(32), "HS256")
+                outer.issued.append(oid)
+                return self.answer(200, {"access_token": token, "token_type": "Bearer", "resource": query["resource"],
+                                         "expires_in": "3600", "expires_on": str(now + 3600), "not_before": str(now)})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:

@@ -19,7 +19,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContainerClient
 
-from azurite import Azurite, EntraId, az  # noqa: F401  (az: the session's Azurite)
+from azurite import Azurite, EntraId, InstanceMetadata, az  # noqa: F401  (az: the session's Azurite)
 from governance_users import grant, user
 from shardcat.governance import vending_azure
 from test_vending import ok
@@ -343,6 +343,76 @@ async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, mon
                                  json={"table_id": table["table_id"], "operation": "READ"})
     assert status == 400 and "Entra ID refused" in body["message"] and "sas_token" not in json.dumps(body), body
     assert entra.issued == [app]
+
+
+async def test_a_managed_identity_vends_a_user_delegation_sas(ws, az_oauth, monkeypatch):
+    """azure_managed_identity: the machine's instance metadata service (the stand-in) gives shardcat a token for
+    the user-assigned identity the credential names, Azurite a user delegation key for it; the SAS it signs
+    reads inside the container, writes only when asked to, reaches no other container, and expires."""
+    emulator, entra = az_oauth
+    assigned = ("/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/lake/providers/"
+                "Microsoft.ManagedIdentity/userAssignedIdentities/lake-reader")
+    imds = InstanceMetadata(entra.tenant, {assigned: str(uuid.uuid4())}, system=str(uuid.uuid4()))
+    monkeypatch.setenv("SHARDCAT_AZURE_AUTHORITY_HOST", entra.url)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds.url)      # the SDK's own setting for IMDS
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(emulator.cert))
+    vending_azure.AZURE.cache.clear()
+    vending_azure.AZURE.delegation_keys.clear()
+    verify = {"connection_verify": str(emulator.cert)}
+    admin = ContainerClient(emulator.endpoint, "mi-other", credential={"account_name": emulator.account,
+                                                                       "account_key": emulator.key}, **verify)
+    admin.create_container()
+    admin.upload_blob("x.csv", b"not for the identity")
+    try:
+        identity = {"access_connector_id": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/lake/"
+                                           "providers/Microsoft.Databricks/accessConnectors/lake",
+                    "managed_identity_id": assigned, "endpoint_url": emulator.endpoint, "hierarchical_namespace": False}
+        await ok(ws, "POST", "/catalogs", json={"name": "main"})
+        await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "main"})
+        await ok(ws, "POST", "/storage-credentials", json={"name": "mi", "azure_managed_identity": identity})
+        await ok(ws, "POST", "/external-locations", json={"name": "data", "url": adls(emulator, "data"),
+                                                          "credential_name": "mi"})
+        table = await ok(ws, "POST", "/tables", json={
+            "name": "t", "catalog_name": "main", "schema_name": "s", "table_type": "EXTERNAL",
+            "data_source_format": "PARQUET", "columns": COLS, "storage_location": adls(emulator, "data/t")})
+        body = {"table_id": table["table_id"], "operation": "READ"}
+        answer = await ok(ws, "POST", "/temporary-table-credentials", json=body)
+        signed = parse_qs(sas_of(answer))
+        assert signed["skoid"] == [imds.assigned[assigned]] and signed["sktid"] == [entra.tenant], signed
+        assert signed["sp"] == ["rl"] and imds.issued == [imds.assigned[assigned]]
+        client = ContainerClient(emulator.endpoint, "lake", credential=sas_of(answer), **verify)
+        assert read(client, "data/t/part-0.parquet") == b"over TLS"
+        assert refused(lambda: client.upload_blob("data/t/x", b"x")) == "AuthorizationPermissionMismatch"
+        other = ContainerClient(emulator.endpoint, "mi-other", credential=sas_of(answer), **verify)
+        assert refused(lambda: read(other, "x.csv")) == "AuthorizationFailure"
+        forged = sas_of(answer).replace("sp=rl", "sp=racwdl")
+        assert refused(lambda: ContainerClient(emulator.endpoint, "lake", credential=forged, **verify)
+                       .upload_blob("data/t/x", b"x")) == "AuthorizationFailure"
+        write = await ok(ws, "POST", "/temporary-table-credentials", json={**body, "operation": "READ_WRITE"})
+        ContainerClient(emulator.endpoint, "lake", credential=sas_of(write), **verify).upload_blob(
+            "data/t/mi.parquet", b"mi", overwrite=True)
+        assert imds.issued == [imds.assigned[assigned]]       # one token, one delegation key, two SAS
+        # A SAS dies with its answer.
+        monkeypatch.setattr(vending_azure, "MIN_SECONDS", 1)       # Azure takes any lifetime; the bound is shardcat's
+        monkeypatch.setenv("SHARDCAT_CREDENTIAL_SECONDS", "3")
+        vending_azure.AZURE.cache.clear()
+        short = await ok(ws, "POST", "/temporary-table-credentials", json=body)
+        assert short["expiration_time"] / 1000 - time.time() <= 3.1
+        client = ContainerClient(emulator.endpoint, "lake", credential=sas_of(short), **verify)
+        assert read(client, "data/t/part-0.parquet") == b"over TLS"
+        time.sleep(max(0.0, short["expiration_time"] / 1000 - time.time()) + 1.5)
+        assert refused(lambda: read(client, "data/t/part-0.parquet")) == "AuthorizationFailure"
+        # An identity the machine does not hold: IMDS refuses, nothing is signed.
+        await ok(ws, "PATCH", "/storage-credentials/mi", json={"azure_managed_identity": {
+            "managed_identity_id": assigned.replace("lake-reader", "someone-else")}})
+        vending_azure.AZURE.cache.clear()
+        vending_azure.AZURE.delegation_keys.clear()
+        status, refusal = await ws.call("POST", "/temporary-table-credentials", json=body)
+        assert status == 400 and "instance metadata service" in refusal["message"], refusal
+        assert "sas_token" not in json.dumps(refusal) and imds.issued == [imds.assigned[assigned]]
+    finally:
+        imds.stop()
+        admin.delete_container()
 
 
 @pytest.mark.parametrize("spelling", [
