@@ -53,9 +53,11 @@ def pyiceberg_tag(version: str, repo: Path) -> str | None:
 
 
 def export_tests(repo: Path, tag: str, into: Path) -> Path:
-    """iceberg-python's tests/ (and its pyproject.toml, for the pytest settings) at `tag`, written under `into`."""
+    """iceberg-python's tests/ (with its pyproject.toml, for the pytest settings, and dev/provision.py, the script
+    that makes its Spark-made tables) at `tag`, written under `into`."""
     into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "--git-dir", str(repo), "archive", tag, "tests", "pyproject.toml"],
+    archive = subprocess.run(["git", "--git-dir", str(repo), "archive", tag, "tests", "pyproject.toml",
+                              "dev/provision.py"],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
