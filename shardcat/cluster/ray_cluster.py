@@ -191,6 +191,7 @@ class RayCluster:
         self.cache = cache
         self.group_commit = group_commit
         self.total: int | None = None           # --shards: the cluster's shard count goal (None: per node only)
+        self.api_url: str | None = None         # the router's public address, told to every shard (maintenance)
         self.per_node = shards_per_node          # --shards-per-node
         self.names = itertools.count()
         self.events: list[dict] = []      # failover timeline: what happened when
@@ -298,8 +299,15 @@ class RayCluster:
             raise
         handle = ShardHandle(name, url, actor, local_socket=local_socket, node_id=node_id, node_ip=node_ip, pid=pid)
         self.routing.add_shard(handle)
+        if self.api_url:        # a shard started after the router listens (a replacement) learns it here
+            await actor.set_api_url.remote(self.api_url)
         self._event("shard_started", shard=name, url=url, node=node_id)
         return handle
+
+    async def announce_api_url(self, url: str) -> None:
+        """Tell every shard where the router answers: its maintenance tasks call the catalog there."""
+        self.api_url = url
+        await asyncio.gather(*(h.actor.set_api_url.remote(url) for h in self.routing.live()))
 
     async def _unless_node_dies(self, ref, node: str | None):
         """`ref`'s result; a ConnectionError if `node` is declared dead first (an actor pinned to a

@@ -98,6 +98,7 @@ async def start(config: ServeConfig) -> Running:
         await cluster.start(config.shards)
         front = await start_front(make_router_app(store, cluster.routing, cluster.event_counts, config.oidc, cluster),
                                   config.host, config.port, config.http_limits)
+        await cluster.announce_api_url(f"http://{config.host}:{front.port}")     # where maintenance tasks call back
         return Running(f"http://{config.host}:{front.port}", token_path, store, front.runner, front, cluster)
     shard = Shard(store, cache=config.cache, group_commit=config.group_commit)
     front = await start_shard_front(make_app(store, shard, config.oidc, config.webhook_allow_hosts), config.host,

@@ -25,6 +25,7 @@ import time
 
 import ray
 
+from ..catalog.features import maintenance as maintenance_feature
 from ..governance import audit, oidc
 from ..web import http1
 from .gc_policy import freeze_survivors_of_full_collections
@@ -96,6 +97,14 @@ class ShardActor:
                          name="shardcat-parent-watch").start()
         port = self.listening.port
         return f"http://{host}:{port}", local_socket
+
+    async def set_api_url(self, url: str) -> None:
+        """Where this shard's maintenance tasks reach the catalog's API: the router's public address (it
+        sends each request to the metastore's owner, wherever the metastore moved meanwhile). An
+        SHARDCAT_API_URL in the shard's own environment wins: on a cluster of several machines the
+        router may listen where other nodes cannot reach it."""
+        if not os.environ.get("SHARDCAT_API_URL"):
+            maintenance_feature.set_api_url(self.shard, url)
 
     async def where(self) -> tuple[str, str, int]:
         """(Ray node id, node IP, process id) of this shard."""
