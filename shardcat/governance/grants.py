@@ -87,10 +87,18 @@ class Subjects:
 
 
 class PermissionsService:
-    def __init__(self, shard, identity_ttl: float = 5.0):
+    def __init__(self, shard, identity_ttl: float = 5.0, foreign=None):
         self.shard = shard
         self.store = shard.store
         self.subjects = Subjects(self.store, identity_ttl)
+        # A foreign catalog's schemas and tables are fetched before their grants are read or changed
+        # (catalog/tree/foreign.py's Federation, handed in by the app): granting SELECT on a table of a
+        # catalog just mounted, which nothing read yet, finds it.
+        self.foreign = foreign
+
+    async def _fetched(self, caller: Caller, kind: str, key) -> None:
+        if self.foreign is not None and key is not None and kind in ("schema", "table"):
+            await self.foreign.before_read(caller, kind, key[1], False)
 
     def _key(self, caller: Caller, type_name: str, full_name: str) -> tuple[str, tuple[str, str] | None]:
         kind = P.securable_type(type_name)
@@ -105,6 +113,7 @@ class PermissionsService:
         kind, key = self._key(caller, type_name, full_name)
         if key is None:
             return kind, None
+        await self._fetched(caller, kind, key)
         asset = await self.shard.lookup(caller.metastore(), *key, caller.min_version)
         if asset is None or (kind != "table" and asset.type != kind):
             raise _missing(kind, full_name)
@@ -147,6 +156,7 @@ class PermissionsService:
         return _assignments(await self._write(caller, kind, key, full_name, lambda held: new))
 
     async def _write(self, caller: Caller, kind: str, key, full_name: str, change) -> dict:
+        await self._fetched(caller, kind, key)
         authz = await authorizer(self.shard, caller)
         now = now_ms()
 
@@ -261,7 +271,7 @@ async def _is_account_admin(store, principal: str) -> bool:
 def shard_handlers(serving: ShardServing) -> dict[str, Handler]:
     """This module's handlers in the shard app by operationId (web/registry.py declares their paths)."""
     shard = serving.shard
-    service = PermissionsService(shard)
+    service = PermissionsService(shard, foreign=serving.catalogs.federation)
 
     def args(request):
         return request["caller"], request.match_info["securable_type"], request.match_info["full_name"]
