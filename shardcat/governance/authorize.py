@@ -310,9 +310,11 @@ class Authz:
             raise denied(f"{self._caller()} may not use {self._where(n) if n is not None else 'the location'} "
                          f"for '{url}': that needs {privilege} on it.")
 
-    def require_data(self, asset: Asset, *, write: bool, missing: CatalogError | None = None) -> None:
-        """Pure data-access check (for use inside a write): see `require_data_access`."""
-        decision = data_decision(self, asset, write=write)
+    def require_data(self, asset: Asset, *, write: bool, missing: CatalogError | None = None,
+                     passing_through: bool = False) -> None:
+        """Pure data-access check (for use inside a write): see `require_data_access` (and
+        `data_decision` for `passing_through`)."""
+        decision = data_decision(self, asset, write=write, passing_through=passing_through)
         if not decision.allowed:
             raise missing if missing is not None and not self.sees(asset.type, asset) else denied(decision.reason)
 
@@ -483,9 +485,13 @@ def carries_policies(asset: Asset, policies: list) -> bool:
                                                                                   everyone=True)))
 
 
-def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None) -> Decision:
-    """The data-access decision for one asset (a model version is decided on its model, `parent`)."""
-    if write and is_mirrored(asset):     # every writer of data asks here: Delta and Iceberg commits, credentials
+def data_decision(authz: Authz, asset: Asset, *, write: bool, parent: Asset | None = None,
+                  passing_through: bool = False) -> Decision:
+    """The data-access decision for one asset (a model version is decided on its model, `parent`).
+    `passing_through`: a write to a foreign table that the foreign system itself commits (a commit
+    passed through to it, the credentials for it, lineage into it: catalog/tree/foreign_writes.py),
+    decided as for a native table; every other writer is refused a foreign table's data."""
+    if write and is_mirrored(asset) and not passing_through:    # every writer of data asks here: commits, credentials
         return Decision(False, reason=f"Table '{asset.full_name}' lies in a foreign catalog (connection "
                                       f"'{connection_of(asset)}'): its data is written in the foreign system, "
                                       "not through shardcat.")

@@ -104,7 +104,8 @@ class LineageService:
         authz = await authorizer(self.shard, caller)
         # Authorize before anything names the table or its type; what the caller may not see answers as missing.
         if target.info.get("table_type") not in VIEW_TYPES:
-            authz.require_data(target, write=True, missing=missing)
+            # into a foreign table too, for who may MODIFY it: written in its foreign system, through shardcat or not
+            authz.require_data(target, write=True, missing=missing, passing_through=True)
         elif not authz.sees("table", target):
             raise missing
         else:

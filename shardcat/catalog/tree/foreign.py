@@ -398,6 +398,25 @@ class Federation:
             await asyncio.shield(task)      # one under way may have started before a change upstream
         return await self._start(key, ms, catalog, scope)
 
+    # ---- for the writes that pass through to a foreign system (foreign_writes.py) --------------------
+
+    async def connection_of(self, ms: str, catalog: Asset) -> Asset:
+        """The connection a foreign catalog is mounted through (FAILED_PRECONDITION when it is gone)."""
+        return await self._connection(ms, catalog)
+
+    def client_of(self, connection: Asset, catalog: Asset):
+        """The foreign system's client for a catalog, with the connection's secrets opened."""
+        return self._system(connection, catalog)
+
+    async def fetch_table(self, ms: str, catalog: Asset, schema: str, name: str) -> None:
+        """Fetch one table now, after a write to it. If the foreign system cannot be reached, when the
+        table was last fetched is forgotten instead, so the next read fetches it (or says it cannot)."""
+        scope = ("table", schema, name)
+        try:
+            await self._now(ms, catalog, scope)
+        except Unreachable:
+            self.fetched.pop((ms, catalog.id, scope), None)
+
 
 def _same(old: dict, new: dict) -> bool:
     skip = ("updated_at", "updated_by", "created_at", "created_by")

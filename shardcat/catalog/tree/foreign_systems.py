@@ -188,6 +188,10 @@ class IcebergRestSystem:
     async def close(self) -> None:
         pass
 
+    async def rest_catalog(self):
+        """pyiceberg's REST catalog at an address vetted now: the writes that pass through use it (foreign_writes.py)."""
+        return await self._catalog()
+
     async def _catalog(self):
         """A pyiceberg REST catalog aimed at an address vetted now (it fetches /v1/config at once)."""
         target, host = await pinned(self.uri, self.allowed)

@@ -36,6 +36,7 @@ from ...web.paging import decode_page_token, encode_page_token, page_size
 from .assets import check_free, checked_storage_url, managed_root, missing, render
 from .column_governance import keep_column_governance
 from .crud import TypeService
+from .foreign_writes import ForeignWrites
 from .views import check_view_dependencies
 
 
@@ -44,6 +45,16 @@ class Tables(TypeService):
 
     def __init__(self, shard: Shard):
         super().__init__(shard, TABLE)
+
+    async def create(self, caller: Caller, body: dict) -> dict:
+        # A table in a foreign catalog is made by the foreign system, if its writes pass through (foreign_writes.py).
+        catalog_name = body.get("catalog_name") if isinstance(body, dict) else None
+        if self.foreign is not None and isinstance(catalog_name, str):
+            writes = ForeignWrites(self.shard, self.foreign)
+            catalog = await writes.catalog_of(caller, catalog_name)
+            if catalog is not None:
+                return await self.get(caller, await writes.create_from_unity_catalog(caller, catalog, body))
+        return await super().create(caller, body)
 
     async def on_create(self, tx, state, asset, parent, flags):
         iceberg_tables.refuse_pointer(asset)       # an Iceberg table's metadata pointer is the Iceberg catalog's alone

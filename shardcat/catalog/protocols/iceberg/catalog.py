@@ -19,6 +19,7 @@ Metadata work is pyiceberg's (shardcat/iceberg/metadata.py). Errors answer in Ic
 from __future__ import annotations
 
 from .commits import Commits
+from .foreign_tables import ForeignTables
 from .functions import Functions
 from .namespaces import Namespaces
 from .planning import Planning
@@ -27,5 +28,6 @@ from .tables import Tables
 from .views import Views
 
 
-class IcebergCatalog(Namespaces, Tables, Commits, Views, Planning, Signing, Functions):
-    """The Iceberg REST catalog over one shard: each group of operations in its own module."""
+class IcebergCatalog(ForeignTables, Namespaces, Tables, Commits, Views, Planning, Signing, Functions):
+    """The Iceberg REST catalog over one shard: each group of operations in its own module (ForeignTables
+    first: it decides the writes in foreign catalogs, and hands the rest on)."""
