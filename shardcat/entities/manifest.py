@@ -101,8 +101,10 @@ class AssetType:
             if rule == ERR:
                 raise invalid(f"Field '{f.name}' cannot be set when you {op} a {self.name}.")
             if not KINDS[f.kind](value):
+                # A map's values are not quoted: a connection's options hold its secrets, whatever was sent.
+                quoted = "" if f.kind.startswith("map") else shown(f.name, value)
                 raise invalid(f"Field '{f.name}' must be a {'string' if f.kind == 'principal' else f.kind}, "
-                              f"got {type(value).__name__}{shown(f.name, value)}.")
+                              f"got {type(value).__name__}{quoted}.")
             normalise = NORMALISE.get(f.kind)
             kept[f.name] = normalise(value, f.name) if normalise else value
         return kept

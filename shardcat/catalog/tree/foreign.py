@@ -38,7 +38,10 @@ from ...entities.types import SCHEMA, TABLE
 from ...entities.urls import InvalidUrl, is_within, normalize_url
 from ...entities.values import now_ms
 from ...errors import CatalogError, invalid
-from ...governance.authorize import authorizer, denied
+from ...governance.authorize import Authz, authorizer, denied
+from ...governance.grants import Subjects
+from ...governance.index import privilege_index
+from ...shards.locations import location_of
 from ...shards.shard import Shard
 from ...store.sealing import secret_options
 from ...web.kit import json_body, ok
@@ -116,6 +119,7 @@ class Federation:
         self.running: dict[tuple, asyncio.Task] = {}
         self.systems: dict[tuple, object] = {}
         self.stats = {"fetches": 0, "failures": 0, "background": 0, "written": 0}
+        self.subjects = Subjects(shard.store)       # who a foreign catalog's owner is (its storage rule)
 
     # ---- the read path's hook (tree/crud.py) --------------------------------------------------
 
@@ -262,6 +266,7 @@ class Federation:
         else:
             have = {a.name: a for a in await self._children(ms, schema.id, "table")}
         state = await self.shard.state(ms)
+        owner = await self._owner_of(ms, catalog)
         want, complete, paths = {}, [], []
         for t in found:
             name = _checked(t.get("name"))
@@ -280,7 +285,7 @@ class Federation:
                 path = None
             else:
                 complete.append(name)
-                info, path = self._table_info(catalog, connection, t, old, state, paths)
+                info, path = self._table_info(catalog, connection, t, old, state, paths, owner)
             asset_id = old.id if old else str(uuid.uuid4())
             if old is not None and _same(old.info, info) and old.storage_path == path:
                 continue
@@ -292,7 +297,17 @@ class Federation:
         await self._write(ms, puts, news, gone, below=False)
         return {"tables": len(want), "complete": complete}
 
-    def _table_info(self, catalog, connection, t: dict, old: Asset | None, state, paths: list) -> tuple[dict, str | None]:
+    async def _owner_of(self, ms: str, catalog: Asset) -> Authz:
+        """The foreign catalog's owner's view of the metastore: a foreign table's storage is served only where
+        its owner could register a native external table (by path as by name, docs/security.md)."""
+        name = catalog.info.get("owner") or ""
+        principals, is_admin = await self.subjects.of(name)
+        index = None if is_admin else await privilege_index(self.shard, ms)
+        who = Caller(name, 0, is_admin, 0, ms, groups=principals - {name})
+        return Authz(who, index, principals, is_account_admin=is_admin, subject=name)
+
+    def _table_info(self, catalog, connection, t: dict, old: Asset | None, state, paths: list,
+                    owner: Authz) -> tuple[dict, str | None]:
         info = self._base(catalog, connection, t["name"], old)
         old_columns = (old.info.get("columns") or []) if old else []
         replaced = carry_governance(old_columns, t.get("columns") or [], (old.info.get("row_filter") if old else None))
@@ -318,12 +333,21 @@ class Federation:
                 hit = state.trie.first_overlap(path, ignore=lambda o: o.asset_id == own)
                 if hit is None and any(is_within(path, p) or is_within(p, path) for p in paths):
                     hit = (path, None)
+                why = _unusable(state, owner, path) if hit is None else None
                 if hit is not None:
                     where = f"{hit[1].type} '{hit[1].full_name}'" if hit[1] is not None else "another foreign table"
                     info["foreign"]["storage"] = f"its storage location overlaps the storage of {where}: not served"
                     path = None
+                elif why is not None:
+                    info["foreign"]["storage"] = why
+                    path = None
                 else:
                     paths.append(path)
+        # The catalog reads an Iceberg table's metadata file itself: only one inside the storage it serves.
+        metadata = info["properties"].get(METADATA_LOCATION)
+        if metadata is not None and not _inside(metadata, path):
+            info["properties"] = {k: v for k, v in info["properties"].items() if k != METADATA_LOCATION}
+            info["foreign"]["metadata"] = "its metadata_location lies outside its served storage: not read"
         return info, path
 
     async def _children(self, ms: str, parent_id: str, namespace: str) -> list[Asset]:
@@ -416,6 +440,31 @@ class Federation:
             await self._now(ms, catalog, scope)
         except Unreachable:
             self.fetched.pop((ms, catalog.id, scope), None)
+
+
+METADATA_LOCATION = "metadata_location"      # iceberg/metadata.py's name for the pointer
+
+
+def _unusable(state, owner: Authz, path: str) -> str | None:
+    """Why a foreign table's storage is not served though no asset holds it: outside every external location
+    of a metastore that has some, or in one where the catalog's owner may not create external tables."""
+    if len(state.locations) and location_of(state, path) is None:
+        return "its storage location lies in no external location: not served"
+    probe = Asset(id="", metastore_id=state.id, type="table", namespace=TABLE.namespace, parent_id="", name="",
+                  full_name="", storage_path=path, info={"table_type": "EXTERNAL"})
+    try:
+        owner.require_storage(state, probe)
+    except CatalogError:
+        return ("the catalog's owner may not create external tables at its storage location (CREATE EXTERNAL "
+                "TABLE on its external location): not served")
+    return None
+
+
+def _inside(url: str, path: str | None) -> bool:
+    try:
+        return path is not None and is_within(normalize_url(url), path)
+    except InvalidUrl:
+        return False
 
 
 def _same(old: dict, new: dict) -> bool:

@@ -56,10 +56,11 @@ def http_url(value: str, key: str) -> URL:
         url = URL(value)
     except (ValueError, TypeError):
         url = None
+    # No user, query or fragment: a secret spelled into the URL would be shown wherever the URL is.
     if url is None or url.scheme not in ("http", "https") or not url.raw_host or url.user or url.password \
-            or url.fragment:
-        raise CatalogError("INVALID_PARAMETER_VALUE",
-                           f"Option '{key}' must be an http:// or https:// URL with a host and no user or fragment.")
+            or url.fragment or url.raw_query_string:
+        raise CatalogError("INVALID_PARAMETER_VALUE", f"Option '{key}' must be an http:// or https:// URL with a "
+                                                      "host and no user, query or fragment.")
     return url
 
 
