@@ -33,9 +33,6 @@ NOT_PASSED = {
         'testCompleteCreateTransactionMultipleSchemas()', 'createAndReplaceViewWithLocation()'],
     ('a replace transaction may not move a table to another location (set-location is refused with a 400)'): [
         'testCompleteReplaceTransaction()', 'testCompleteCreateOrReplaceTransactionReplace()'],
-    ("registering a view from a metadata file in the metastore's managed storage (a dropped view's) overlaps "
-     "that storage (one asset per path; only a dropped table is re-adopted by who may undrop it)"): [
-        'registerView()'],
     ('metadata files shardcat wrote are kept in memory (they are immutable), so deleting one under a table'
      ' does not fail its next load'): [
         'testLoadTableWithMissingMetadataFile(Path)'],
@@ -145,7 +142,8 @@ async def test_the_refusals_behind_the_list_are_clean_4xx(ws):
     status, body = await ws.call("POST", f"{base}/namespaces/refusals/tables/v2",
                                  json={"updates": [{"action": "upgrade-format-version", "format-version": 4}]})
     _error_model(status, body, "BadRequestException")
-    # register-view is served (and listed); a managed view's metadata file overlaps managed storage.
+    # register-view is served (and listed); a live managed view's metadata file overlaps managed storage (a
+    # dropped one's is re-adopted by who may undrop it: test_iceberg_register_view.py).
     status, body = await ws.call("GET", "/iceberg/v1/config", params={"warehouse": WAREHOUSE})
     assert status == 200 and "POST /v1/{prefix}/namespaces/{namespace}/register-view" in body["endpoints"], body
     view = {"name": "v", "schema": schema, "view-version": {

@@ -9,6 +9,8 @@ import uuid
 
 from ....auth import Caller
 from ....entities.asset import Asset
+from ....entities.urls import join_url
+from ....errors import CatalogError
 from ....governance.authorize import authorizer
 from ....iceberg import metadata as md
 from ....iceberg.tables import is_iceberg_view
@@ -16,8 +18,10 @@ from ....iceberg.tables import props as properties_of
 from ....entities.values import now_ms
 from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
-from .base import IcebergBase
+from ...tree import assets
+from .base import IcebergBase, Lookups
 from .errors import IcebergError, taken_by, missing, require, require_data
+from .readopt import dropped_view_at
 
 
 class Views(IcebergBase):
@@ -66,10 +70,33 @@ class Views(IcebergBase):
         existing = await self.shard.lookup(caller.metastore(), "table", full, caller.min_version)
         if existing is not None:
             raise taken_by(authz, "View", full, existing)
+        views_root = await self._views_root(caller, schema)
+        adopted = views_root and await dropped_view_at(self.shard, caller, metadata_location, views_root)
+        if adopted:     # a dropped view's own managed folder, registered by who may undrop it
+            return await self._readopt_view(caller, full, metadata_location, join_url(views_root, adopted.id), adopted)
         await self._check_external(caller, metadata_location, "metadata-location")
         view, location = await self._read_registered(caller, metadata_location, md.read_view, "view")
         await self._check_external(caller, location, "location")
         await self._insert(caller, full, str(uuid.uuid4()), self._view_info(view, metadata_location), None)
+        return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
+
+    async def _views_root(self, caller: Caller, schema: Asset) -> str | None:
+        """Where the schema's managed views go (`<managed root>/views`), None where it has no managed storage."""
+        state = await self.shard.state(caller.metastore(), caller.min_version)
+        try:
+            return join_url(await assets.managed_root(Lookups(self.shard, caller), state, schema), "views")
+        except CatalogError:
+            return None
+
+    async def _readopt_view(self, caller: Caller, full, metadata_location: str, location: str, dropped: Asset) -> dict:
+        """register-view from a dropped view's managed folder (readopt.py): the view made again under its own id,
+        from a metadata file that names that folder as its location."""
+        io = {} if location.startswith("file:") else await self._io(caller, location, write=False)
+        view = await asyncio.to_thread(md.read_view, metadata_location, io)
+        if self._url(view.location) != location:
+            raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
+                                                           f"the location of its view, '{view.location}'.")
+        await self._insert(caller, full, dropped.id, self._view_info(view, metadata_location), None)
         return {"metadata-location": metadata_location, "metadata": md.metadata_json(view), "config": {}}
 
     @staticmethod
