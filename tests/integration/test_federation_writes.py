@@ -59,8 +59,9 @@ async def upstream_iceberg(server, http, tmp_path):
 
 async def mount(ws, foreign, name: str = "lake") -> str:
     connection = unique("ice")
-    await ok(ws, "POST", "/connections", json={"name": connection, "connection_type": "ICEBERG_REST", "options": {
-        "uri": f"{foreign.api}/iceberg", "token": foreign.token}})
+    made = await ok(ws, "POST", "/connections", json={"name": connection, "connection_type": "ICEBERG_REST",
+                                                      "options": {"uri": f"{foreign.api}/iceberg", "token": foreign.token}})
+    assert made["read_only"] is False        # its Iceberg tables' creates and commits pass through
     await ok(ws, "POST", "/catalogs", json={"name": name, "connection_name": connection,
                                             "options": {"warehouse": "ice", "cache_ttl_seconds": "600"}})
     await ok(ws, "GET", "/tables/lake.sales.events")
@@ -272,9 +273,10 @@ async def test_writes_to_unity_catalog_glue_and_hive_foreign_catalogs_are_refuse
     moto, endpoint = glue_server
     await asyncio.to_thread(_glue(endpoint).create_database, DatabaseInput={"Name": "sales"})
     glue = unique("glue")
-    await ok(fws, "POST", "/connections", json={"name": glue, "connection_type": "GLUE", "options": {
+    made = await ok(fws, "POST", "/connections", json={"name": glue, "connection_type": "GLUE", "options": {
         "region": "us-east-1", "endpoint_url": endpoint, "aws_access_key_id": "testing",
         "aws_secret_access_key": "testing"}})
+    assert made["read_only"] is True
     await ok(fws, "POST", "/catalogs", json={"name": "glued", "connection_name": glue})
     # A Hive metastore: refused by its connection's type, before anything is asked of it (none listens here).
     hive = unique("hive")

@@ -21,6 +21,7 @@ from ...errors import CatalogError, invalid
 from ...store.sealing import SecretKeyError, seal_info, secret_options
 from ...web.routes import Handler, ShardServing
 from .foreign_systems import connection_address, pinned
+from .foreign_writes import PASSES_THROUGH
 from .assets import render
 from .crud import MetastoreLevel, crud_handlers
 
@@ -37,8 +38,9 @@ class Connections(MetastoreLevel):
         options = dict(out.get("options") or {})
         for key in secret_options(options):
             del options[key]
+        # Writes pass through to an Iceberg REST catalog only (foreign_writes.py, docs/federation.md#writes).
         out.update(options=options, full_name=asset.name, securable_type="CONNECTION",
-                   read_only=True)     # writes pass through no connection yet (docs/federation.md)
+                   read_only=asset.info.get("connection_type") != PASSES_THROUGH)
         url = options.get("url") or options.get("uri") or options.get("endpoint_url")
         if url:
             out["url"] = url
