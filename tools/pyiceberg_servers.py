@@ -15,6 +15,7 @@ docker-compose (`dev/docker-compose-integration.yml` of apache/iceberg-python), 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import subprocess
@@ -106,6 +107,7 @@ class RestForward:
 def start_s3(port: int = S3_PORT):
     """moto's S3 server as the suite's MinIO: its bucket `warehouse`, its keys accepted."""
     from moto.server import ThreadedMotoServer
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)        # no line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
@@ -138,6 +140,7 @@ def spark_connect_command(rest_uri: str, s3_endpoint: str) -> list[str]:
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(SPARK_CONNECT_PORT),
         "spark.ui.enabled": "false",
+        "spark.log.level": "WARN",
         "spark.driver.memory": "3g",
     }
     command = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",

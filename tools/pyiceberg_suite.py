@@ -120,8 +120,8 @@ def provision(suite: Path, env: dict, log: Path) -> None:
     with log.open("w") as out:
         done = subprocess.run([sys.executable, "dev/provision.py"], cwd=suite, env=env, stdout=out,
                               stderr=subprocess.STDOUT, timeout=1800)
-    tail = log.read_text()[-600:]
-    print(f"dev/provision.py exited {done.returncode} (its log: {log}); its end: ...{tail}", flush=True)
+    said = [line for line in log.read_text().splitlines() if re.match(r"\S*(Exception|Error)\b", line)]
+    print(f"dev/provision.py exited {done.returncode} (its log: {log}){': ' + said[0] if said else ''}", flush=True)
 
 
 def test_files(suite: Path, patterns: list[str]) -> list[Path]:
