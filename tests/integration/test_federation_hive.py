@@ -120,6 +120,20 @@ async def test_hive_metastore_mounted_browsed_read_refreshed_and_stopped(federat
     assert [(c["name"], c["type_name"]) for c in table["columns"]] == [("id", "LONG"), ("amount", "DECIMAL")]
     creds = await ok(ws, "POST", "/temporary-table-credentials", json={"table_id": table["table_id"], "operation": "READ"})
     assert pq.read_table(local_path(creds["url"])).column("id").to_pylist() == [1, 2]
+    # Read-only: a create by either API and a data write are refused, saying why; the metastore is untouched.
+    status, body = await ws.call("POST", "/tables", json={
+        "name": "made", "catalog_name": "hive", "schema_name": "sales", "table_type": "MANAGED",
+        "data_source_format": "ICEBERG", "columns": [{"name": "id", "type_name": "LONG"}]})
+    assert status == 400 and "HIVE_METASTORE" in body["message"] and "read-only" in body["message"], body
+    status, body = await ws.call("POST", "/iceberg/v1/catalogs/hive/namespaces/sales/tables", json={
+        "name": "made", "schema": {"type": "struct", "schema-id": 0,
+                                   "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}})
+    assert status == 400 and "read-only" in body["error"]["message"], body
+    status, body = await ws.call("POST", "/temporary-table-credentials",
+                                 json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    assert status == 403 and "foreign catalog" in body["message"], body
+    with metastore.client() as c:
+        assert c.get_all_tables("sales") == ["orders"]
     # Dropped in the metastore: gone after refresh.
     await asyncio.to_thread(_drop, metastore, "orders")
     await ok(ws, "POST", "/shardcat/foreign-catalogs/hive/refresh")
