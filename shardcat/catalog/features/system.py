@@ -32,6 +32,7 @@ from ...governance.authorize import Authz, authorizer, denied
 from ...governance.grants import Subjects
 from ...governance.index import privilege_index
 from ...governance.system_catalog import SYSTEM_CATALOG, SYSTEM_PRINCIPAL, system_caller
+from ...iceberg.uniform import ENABLED_FORMATS
 from ...shards.shard import Shard
 from ...store.system_rows import rows_after
 from ...web.kit import json_body, ok
@@ -46,6 +47,9 @@ REFRESH_SECONDS = float(os.environ.get("SHARDCAT_SYSTEM_REFRESH_SECONDS", "10"))
 BATCH = 50_000                 # rows copied per table per refresh at most (the next refresh takes the rest)
 APP_ID = "shardcat-system-tables"
 MAX_PRINCIPALS = 2_000         # information_schema materializes rows for at most this many principals
+# UniForm: the catalog serves each system table's Iceberg metadata too (catalog/features/uniform.py),
+# so Iceberg engines (pyiceberg) read them by name through the Iceberg REST catalog.
+UNIFORM = {ENABLED_FORMATS: "iceberg"}
 
 
 def _ts(ms) -> datetime.datetime | None:
@@ -139,15 +143,23 @@ class SystemTables:
             for name, (_, arrow_schema, comment) in tables.items():
                 body = {"name": name, "catalog_name": SYSTEM_CATALOG, "schema_name": schema,
                         "table_type": "MANAGED", "data_source_format": "DELTA", "comment": comment,
-                        "columns": uc_columns(arrow_schema)}
+                        "columns": uc_columns(arrow_schema), "properties": dict(UNIFORM)}
                 if schema == INFORMATION_SCHEMA:
                     body["row_filter"] = {"function_name": FILTER_FUNCTION, "input_column_names": ["visible_to"]}
                 await self._create(me, "table", body, f"{SYSTEM_CATALOG}.{schema}.{name}")
+                await self._uniform(me, f"{SYSTEM_CATALOG}.{schema}.{name}")
                 location = await self.location(ms, schema, name)
                 if not await asyncio.to_thread(_exists, location):
                     await asyncio.to_thread(_append, location, arrow_schema.empty_table())
         self._watch(ms)
         return await self.refresh(ms)
+
+    async def _uniform(self, me: Caller, full_name: str) -> None:
+        """UniForm on a system table made before the tables had it: Iceberg engines read them too."""
+        table = await self.shard.lookup(me.metastore(), "table", full_name)
+        properties = table.info.get("properties") or {}
+        if properties.get(ENABLED_FORMATS) != UNIFORM[ENABLED_FORMATS]:
+            await self.catalogs.update(me, "table", full_name, {"properties": {**properties, **UNIFORM}})
 
     async def _create(self, me: Caller, kind: str, body: dict, full_name: str) -> None:
         namespace = "function" if kind == "function" else kind
