@@ -5,8 +5,9 @@ PostgreSQL (store/idempotency.py) and records its final answer (2xx or 4xx, as t
 rules say); the same caller's later request with that key answers the recorded status and body without
 running again, for LIFETIME (advertised in /v1/config as `idempotency-key-lifetime`). A key is scoped to
 its metastore and caller: another caller's request with the same key is that caller's own request, and
-never hears the first one's answer. A key names the request it was first sent with (method and path): sent
-with another, it is refused (400). While the first request runs, a second one with its key answers 503
+never hears the first one's answer. A key names the request it was first sent with (method, path and body,
+the body as JSON whatever its spelling): sent with another, it is refused (400), so a key never answers a
+request it was not first sent with. While the first request runs, a second one with its key answers 503
 (retry later); a 5xx frees the key, so a retry runs the operation again. Keys live in the directory's
 database, so a retry that reaches another shard (a failover) or a restarted server finds them. What is
 kept of an answer leaves out its storage credentials (`config`, `storage-credentials`): no vended key is
@@ -15,6 +16,7 @@ written to the database, and a replayed answer carries none (the client asks loa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -55,6 +57,16 @@ def _replay(status: int, body) -> web.Response:
     return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json")
 
 
+async def _digest(request: web.Request) -> str:
+    """The request body's fingerprint: its JSON spelled one way (key order and spaces aside), else its bytes."""
+    raw = await request.read() if request.can_read_body else b""
+    try:
+        raw = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode() if raw else b""
+    except (ValueError, RecursionError):
+        pass                                # not JSON: the operation refuses it; its bytes name it here
+    return "body:" + hashlib.sha256(raw).hexdigest()[:32]
+
+
 async def once(store, request: web.Request, caller: Caller, operation: str, run) -> web.Response:
     """`run()`'s answer, or, for a key this caller already used, the answer its first request had."""
     key = request.headers.get(HEADER)
@@ -68,13 +80,14 @@ async def once(store, request: web.Request, caller: Caller, operation: str, run)
     except CatalogError:
         return await run()                  # no metastore: the operation answers that itself
     key = key.lower()
-    target = f"{request.method} {request.rel_url.raw_path}"
+    target = f"{request.method} {request.rel_url.raw_path} {await _digest(request)}"
     now = now_ms()
     held = await keys.claim(store, metastore, caller.principal_id, key, target, now, now - LIFETIME_MS)
     if held is not None:
         if held.operation != target:
             return iceberg_response(400, "BadRequestException", f"This {HEADER} was used for another request "
-                                                                f"({held.operation[:200]}); use a new key.")
+                                                                f"({held.operation.split(' body:')[0][:200]}, or "
+                                                                "another body); use a new key.")
         if held.status is None:
             return iceberg_response(503, "ServiceUnavailableException", f"The request with this {HEADER} is still "
                                                                         "running; retry later.")
