@@ -21,6 +21,7 @@ from pyiceberg.types import StringType
 
 from governance_users import grant, unique, user
 from test_federation import glue_server  # noqa: F401  (moto's Glue server on loopback, a fixture)
+from test_vending import moto, session_policies_enforced, sts  # noqa: F401  (IAM, STS, S3 on loopback)
 from shardcat.cluster.server import ServeConfig, start
 from tests.conftest import new_workspace, serving
 
@@ -339,3 +340,68 @@ async def test_a_foreign_tables_read_and_write_in_the_audit_log_system_tables_an
     assert ("icebergUpdateTable", "lake.sales.daily") in pairs and ("icebergLoadTable", "lake.sales.events") in pairs
     lineage = deltalake.DeltaTable(lineage_at).to_pyarrow_table(columns=["source_name", "target_name"]).to_pylist()
     assert {"source_name": "lake.sales.events", "target_name": "lake.sales.daily"} in lineage
+
+
+async def test_s3_credentials_of_a_foreign_table_are_read_write_for_modify_and_its_prefix_only(
+        federating, server, http, fws, sts, monkeypatch, tmp_path):
+    """moto plays IAM, STS and S3 (tests/integration/test_vending.py). The foreign catalog (a second shardcat)
+    holds an Iceberg table at s3://<bucket>/data/reg; loaded through shardcat, its vended keys reach that prefix
+    only: read-write with MODIFY (a writer puts data files, then commits through shardcat), read-only with
+    SELECT; the Unity Catalog API still vends no write of a foreign table's data."""
+    import boto3
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.types import LongType, NestedField
+    from test_vending import denied, lake as s3_lake
+
+    monkeypatch.setenv("SHARDCAT_S3_ENDPOINT", sts["url"])
+    b = sts["bucket"]
+    foreign = await new_workspace(server, http, tmp_path / "foreign")
+    await s3_lake(foreign, sts)          # catalog main, schema s, external location s3://<b>/data (the role)
+    await s3_lake(fws, sts)              # the same external location here: the foreign table's storage is served
+    location, key = f"s3://{b}/data/reg", "data/reg/metadata/00000-1.metadata.json"
+    metadata = new_table_metadata(Schema(NestedField(1, "id", LongType(), required=False)),
+                                  UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location)
+    role = boto3.client("sts", endpoint_url=sts["url"], region_name="us-east-1",
+                        aws_access_key_id=sts["key"]["AccessKeyId"],
+                        aws_secret_access_key=sts["key"]["SecretAccessKey"]).assume_role(
+        RoleArn=sts["role"], RoleSessionName="setup")["Credentials"]
+    s3_of(sts, role["AccessKeyId"], role["SecretAccessKey"], role["SessionToken"]).put_object(
+        Bucket=b, Key=key, Body=metadata.model_dump_json().encode())
+    await ok(foreign, "POST", "/iceberg/v1/catalogs/main/namespaces/s/register",
+             json={"name": "reg", "metadata-location": f"s3://{b}/{key}"})
+    connection = unique("ice")
+    await ok(fws, "POST", "/connections", json={"name": connection, "connection_type": "ICEBERG_REST", "options": {
+        "uri": f"{foreign.api}/iceberg", "token": foreign.token}})
+    await ok(fws, "POST", "/catalogs", json={"name": "lake", "connection_name": connection,
+                                             "options": {"warehouse": "main"}})
+    table = await ok(fws, "GET", "/tables/lake.s.reg")
+    assert table["storage_location"] == location, table
+    writer, reader = await user(federating, fws), await user(federating, fws)
+    await grant(fws, "catalog", "lake", writer.name, "USE CATALOG", "USE SCHEMA", "SELECT", "MODIFY")
+    await grant(fws, "catalog", "lake", reader.name, "USE CATALOG", "USE SCHEMA", "SELECT")
+    loaded = await ok(writer, "GET", "/iceberg/v1/catalogs/lake/namespaces/s/tables/reg")
+    (credential,) = loaded["storage-credentials"]
+    config = credential["config"]
+    assert credential["prefix"] == location
+    mine = s3_of(sts, config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+    mine.put_object(Bucket=b, Key="data/reg/data/x.parquet", Body=b"x")      # MODIFY: read-write, its prefix
+    assert mine.get_object(Bucket=b, Key=key)["Body"].read()
+    assert denied(lambda: mine.put_object(Bucket=b, Key="data/t1/x", Body=b"x"))
+    assert denied(lambda: mine.get_object(Bucket=b, Key="data/t1/part-0.parquet"))
+    loaded = await ok(reader, "GET", "/iceberg/v1/catalogs/lake/namespaces/s/tables/reg")
+    config = loaded["config"]
+    theirs = s3_of(sts, config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+    assert theirs.get_object(Bucket=b, Key=key)["Body"].read()
+    assert denied(lambda: theirs.put_object(Bucket=b, Key="data/reg/data/y.parquet", Body=b"y"))
+    status, body = await writer.call("POST", "/temporary-table-credentials",
+                                     json={"table_id": table["table_id"], "operation": "READ_WRITE"})
+    assert status == 403 and "foreign catalog" in body["message"], body
+
+
+def s3_of(fake_aws, key_id: str, secret: str, token: str):
+    import boto3
+    return boto3.client("s3", endpoint_url=fake_aws["url"], region_name="us-east-1", aws_access_key_id=key_id,
+                        aws_secret_access_key=secret, aws_session_token=token)
