@@ -39,14 +39,35 @@ class Chain:
 
 
 class History(Chain):
-    """An asset's chain plus what points at it (so evicting it can clean up)."""
+    """An asset's chain plus what points at it (so evicting it can clean up). Both are almost
+    always one name and no listing or one: a tuple and a set made on first use, not two sets
+    (a set costs 216 bytes empty, and a cache holds one history per cached asset)."""
     __slots__ = ("size", "names", "listings")
 
     def __init__(self):
         super().__init__()
         self.size = 0
-        self.names: set[tuple[str, str]] = set()      # name chains that may mention this id
-        self.listings: set[tuple[str, str]] = set()   # cached listings it is a member of
+        self.names: tuple[tuple[str, str], ...] = ()    # name chains that may mention this id
+        self.listings: set[tuple[str, str]] | None = None   # cached listings it is a member of
+
+    def add_name(self, key: tuple[str, str]) -> None:
+        if key not in self.names:
+            self.names += (key,)
+
+    def add_listing(self, key: tuple[str, str]) -> None:
+        if self.listings is None:
+            self.listings = set()
+        self.listings.add(key)
+
+    def drop_listing(self, key: tuple[str, str]) -> None:
+        if self.listings is not None:
+            self.listings.discard(key)
+            if not self.listings:
+                self.listings = None
+
+    def listing_keys(self) -> tuple[tuple[str, str], ...]:
+        """The listings it is a member of, as a copy (the caller may leave them meanwhile)."""
+        return tuple(self.listings) if self.listings else ()
 
     def ever_in(self, parent_id: str, namespace: str) -> bool:
         return any(e.value is not None and e.value.parent_id == parent_id and e.value.namespace == namespace

@@ -13,6 +13,8 @@ LRU order when the estimated size passes `max_bytes`, or when the shard's caches
 their `budget` (budget.py: the least recently used metastore's cache gives first). Using a
 listing counts as using its members once the cache nears that bound (`NEAR_FULL`): an evicted member takes the listing with it.
 
+What it caches shares its repeated strings and columns with other cached assets (compact.py).
+
 Pure data structure: no I/O, no locks (a shard uses it from one event loop).
 """
 
@@ -28,10 +30,15 @@ import orjson
 
 from ..entities.asset import Asset
 from .chains import LISTING_OVERHEAD, Chain, Entry, History, Listing
+from .compact import share_asset
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
-ASSET_OVERHEAD = 1024
-JSON_EXPANSION = 5      # decoded (~4x its text) plus the encoded answer a served asset keeps (Asset.memo)
+ASSET_OVERHEAD = 1280    # the Asset, its strings and the cache's own records of it (chains.py)
+# A served asset keeps its encoded answer (Asset.memo): its text and a quarter more (the answer's own
+# fields, the bytes object). Its decoded info costs about three times its text once its keys and short
+# strings are shared (compact.py; ~3.7 times before), less what it shares with other cached assets.
+DECODED_EXPANSION = 3
+JSON_EXPANSION = 5      # bytes per byte of text of an asset that shares nothing: 1.25 + 3, rounded up
 TOMBSTONE_SIZE = 64
 MEMBER_SIZE = 24        # its place in a listing's members and in its kept, sorted answer
 # Past this share of `max_bytes` eviction is near: a listing's use then refreshes its members too.
@@ -63,17 +70,19 @@ class StaleCache(Exception):
     """A write does not follow the cache's version: reconcile (advance or clear) first."""
 
 
-def asset_size(asset: Asset) -> int:
-    """Estimated bytes an asset takes in memory once served: its decoded JSON costs several times
-    its text (measured with tracemalloc on tables of 8 columns: ~3.7 bytes per byte of JSON, as
-    json.dumps writes it), and its encoded answer about its text again. The text is orjson's (a
-    tenth of json.dumps' CPU, once per write), which leaves out json's spaces: 7% shorter on
-    those tables, added back."""
+def asset_size(asset: Asset, shared: int = 0) -> int:
+    """Estimated bytes an asset takes in memory once served (measured with tracemalloc on tables of
+    8 columns, tests/unit/cache/test_metastore_cache.py): its encoded answer, and its decoded JSON
+    but for the `shared` bytes of it that are other cached assets' objects (compact.py: equal
+    columns; its shared short strings still count, a bound rather than a count). The text is
+    orjson's (a tenth of json.dumps' CPU, once per write), which leaves out json's spaces: 7%
+    shorter on those tables, added back."""
     try:
         length = len(orjson.dumps(asset.info, default=str, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:       # what orjson refuses (integers past 64 bits)
         length = len(json.dumps(asset.info, default=str))
-    return JSON_EXPANSION * (length + length // 14) + ASSET_OVERHEAD
+    text, own = length + length // 14, max(0, length - shared)
+    return text + text // 4 + DECODED_EXPANSION * (own + own // 14) + ASSET_OVERHEAD
 
 
 def page_after(children: list[Asset], after: str, limit: int) -> list[Asset]:
@@ -261,7 +270,7 @@ class MetastoreCache:
         if asset.id in self._ids:
             return
         hist = self._new_history(asset.id)
-        self._push(hist, asset.written_at, asset, asset_size(asset))
+        self._push(hist, asset.written_at, asset, asset_size(asset, share_asset(asset)))
         key = asset.name_key
         chain = self._names.get(key)
         if chain is not None and chain.newest.value != asset.id:
@@ -270,7 +279,7 @@ class MetastoreCache:
             chain = None
         if chain is None:
             self._name_push(key, asset.written_at, asset.id)
-        hist.names.add(key)
+        hist.add_name(key)
 
     # ---- writes ------------------------------------------------------------
 
@@ -300,7 +309,7 @@ class MetastoreCache:
             if hist is not None:
                 self._prune(hist)
                 before[asset_id] = hist.newest.value
-                for key in hist.listings:
+                for key in hist.listing_keys():
                     self._listings[key].changed(new_version)
 
         # Free names first, so a name freed and taken in one write ends up taken.
@@ -329,13 +338,13 @@ class MetastoreCache:
                     self._push(hist, _BEGINNING, None, TOMBSTONE_SIZE)
             else:
                 self._lru.move_to_end(asset.id)
-            self._push(hist, new_version, asset, asset_size(asset))
+            self._push(hist, new_version, asset, asset_size(asset, share_asset(asset)))
 
             key = asset.name_key
             chain = self._names.get(key)
             if chain is None or chain.newest.value != asset.id:
                 self._name_push(key, new_version, asset.id)
-            hist.names.add(key)
+            hist.add_name(key)
 
             # A listing that is cached must show the newcomer from now on.
             lkey = (asset.parent_id, asset.namespace)
@@ -470,7 +479,7 @@ class MetastoreCache:
         self._listings[key].members[asset_id] = None
         self._listings[key].size += MEMBER_SIZE
         self._bytes += MEMBER_SIZE
-        self._ids[asset_id].listings.add(key)
+        self._ids[asset_id].add_listing(key)
 
     def _leave(self, key: tuple[str, str], asset_id: str, floor: int) -> None:
         listing = self._listings[key]
@@ -478,7 +487,7 @@ class MetastoreCache:
         listing.size -= MEMBER_SIZE
         self._bytes -= MEMBER_SIZE
         listing.floor = max(listing.floor, floor)
-        self._ids[asset_id].listings.discard(key)
+        self._ids[asset_id].drop_listing(key)
 
     def _drop_listing(self, key: tuple[str, str]) -> None:
         listing = self._listings.pop(key, None)
@@ -494,7 +503,7 @@ class MetastoreCache:
         for member in listing.members:
             hist = self._ids.get(member)
             if hist is not None:
-                hist.listings.discard(key)
+                hist.drop_listing(key)
 
     def _evict(self, asset_id: str) -> bool:
         """Forget an asset entirely: all its states, its name entries, and the listings it is a child
@@ -503,7 +512,7 @@ class MetastoreCache:
         if hist is None:
             return False
         newest = hist.newest
-        for key in list(hist.listings):
+        for key in hist.listing_keys():
             if newest.value is not None and (newest.value.parent_id, newest.value.namespace) == key:
                 self._drop_listing(key)
             else:
@@ -549,7 +558,7 @@ class MetastoreCache:
             assert listing.size == LISTING_OVERHEAD + MEMBER_SIZE * len(listing.members)
             assert key[1] in self._listings_of[key[0]]
             for member in listing.members:
-                assert key in self._ids[member].listings
+                assert key in self._ids[member].listing_keys()
             total += listing.size
         for key, chain in self._names.items():
             assert chain.entries

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)     # slots: no __dict__ per record (a shard caches many; issue #48)
 class Asset:
     id: str
     metastore_id: str

@@ -74,10 +74,10 @@ def speculate(state, tx) -> list:
     of the group validates against them); returns what undoes that."""
     undo = []
     for asset_id in [*tx.deleted, *tx.written]:
-        url = state.path_of.get(asset_id)
+        node = state.path_of.get(asset_id)
         loc = state.location_of.get(asset_id)
-        undo.append((asset_id, url, state.trie.get(url) if url else None,
-                     loc, state.locations.get(loc) if loc else None))
+        undo.append((asset_id, state.trie.url_of(node) if node else None, node.value if node else None,
+                     state.locations.url_of(loc) if loc else None, loc.value if loc else None))
     for asset_id in tx.deleted:
         state.forget(asset_id)
     for asset in tx.written.values():
@@ -96,9 +96,7 @@ def undo_speculation(state, batch: list[PendingWrite]) -> None:
         for asset_id, url, owner, loc, loc_owner in reversed(pending.undo):
             state.forget(asset_id)
             if url is not None and owner is not None:
-                state.trie.insert(url, owner)
-                state.path_of[asset_id] = url
+                state.path_of[asset_id] = state.trie.insert_node(url, owner, share=asset_id)
             if loc is not None and loc_owner is not None:
-                state.locations.insert(loc, loc_owner)
-                state.location_of[asset_id] = loc
+                state.location_of[asset_id] = state.locations.insert_node(loc, loc_owner)
         pending.undo = []

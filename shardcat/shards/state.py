@@ -45,11 +45,11 @@ class MetastoreState:
     storage_root: str | None = None
     trie: UrlTrie = field(default_factory=UrlTrie)
     cache: MetastoreCache | None = None
-    path_of: dict[str, str] = field(default_factory=dict)   # asset id -> its url in the trie
+    path_of: dict[str, object] = field(default_factory=dict)   # asset id -> its node in the trie (UrlTrie.url_of)
     # External locations live in a trie of their own: tables and volumes lie inside them by design,
     # so they must not count against the one-asset-per-path rule of `trie`; they may not overlap each other.
     locations: UrlTrie = field(default_factory=UrlTrie)
-    location_of: dict[str, str] = field(default_factory=dict)   # external location id -> its url
+    location_of: dict[str, object] = field(default_factory=dict)   # external location id -> its node
     privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
     policies: object = None     # a follower's: governance/abac.py's parsed ABAC policies, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -63,21 +63,27 @@ class MetastoreState:
     long_listings: set = field(default_factory=set)  # (parent id, namespace) too long to cache whole
 
     def forget(self, asset_id: str) -> None:
-        url = self.path_of.pop(asset_id, None)
-        if url is not None:
-            self.trie.remove(url)
-        url = self.location_of.pop(asset_id, None)
-        if url is not None:
-            self.locations.remove(url)
+        node = self.path_of.pop(asset_id, None)
+        if node is not None:
+            self.trie.remove_node(node)
+        node = self.location_of.pop(asset_id, None)
+        if node is not None:
+            self.locations.remove_node(node)
 
     def remember(self, asset: Asset | StoragePath) -> None:
         self.forget(asset.id)
         if asset.storage_path and asset.type == "external_location":
-            self.location_of[asset.id] = self.locations.insert(
+            self.location_of[asset.id] = self.locations.insert_node(
                 asset.storage_path, PathOwner(asset.id, asset.type, asset.full_name, is_root=True))
         elif asset.storage_path:
             owner = PathOwner(asset.id, asset.type, asset.full_name, is_root=asset.type in ("catalog", "schema"))
-            self.path_of[asset.id] = self.trie.insert(asset.storage_path, owner)   # the trie's own string
+            # A managed path ends in the asset's id: the trie keeps that segment as the id's own string.
+            self.path_of[asset.id] = self.trie.insert_node(asset.storage_path, owner, share=asset.id)
+
+    def urls(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Asset id -> its url in the trie, and external location id -> its url (tests compare them)."""
+        return ({i: self.trie.url_of(n) for i, n in self.path_of.items()},
+                {i: self.locations.url_of(n) for i, n in self.location_of.items()})
 
     def busy(self) -> bool:
         """Whether anything is under way on it (a write queued or committing, a lock held, an index building)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 from ..entities.asset import Asset
+from ..entities.shared_strings import shared
 from .directory import homed
 from .errors import MetastoreGone
 from .rows import ASSET_COLUMNS, Change, StoragePath, asset_from, versioned_many, versioned_one
@@ -196,7 +197,7 @@ class AssetReads:
                    WHERE metastore_id = $1 AND storage_path IS NOT NULL""",
                 uuid.UUID(metastore_id),
             )
-        return version, [StoragePath(str(r["id"]), r["type"], r["full_name"], r["storage_path"]) for r in rows]
+        return version, [StoragePath(str(r["id"]), shared(r["type"]), r["full_name"], r["storage_path"]) for r in rows]
 
     @homed
     async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import orjson
 
 from ..entities.asset import Asset
+from ..entities.shared_strings import shared
 from .errors import MetastoreGone
 
 
@@ -42,9 +43,11 @@ class StoragePath:
 
 
 def asset_from(row) -> Asset:
+    # What siblings repeat (their metastore, parent, type and namespace) is one string for all of
+    # them: a shard keeps many assets (issue #48, bytes per cached asset).
     return Asset(
-        id=str(row["id"]), metastore_id=str(row["metastore_id"]), type=row["type"],
-        namespace=row["namespace"], parent_id=str(row["parent_id"]), name=row["name"],
+        id=str(row["id"]), metastore_id=shared(str(row["metastore_id"])), type=shared(row["type"]),
+        namespace=shared(row["namespace"]), parent_id=shared(str(row["parent_id"])), name=row["name"],
         full_name=row["full_name"], storage_path=row["storage_path"], info=row["info"],
         written_at=row["written_at"],
     )

@@ -280,8 +280,8 @@ def test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_b
                 state = shard.states[ms]
                 fresh = Shard(store, "fresh")
                 truth = await fresh.state(ms)
-                assert state.path_of == truth.path_of and state.location_of == truth.location_of
-                for asset_id, url in truth.path_of.items():
+                assert state.urls() == truth.urls()
+                for asset_id, url in truth.urls()[0].items():
                     assert state.trie.owner(url)[1].asset_id == asset_id
                 assert state.trie.owner(f"file://{tmp_path}/ext/{tag}a") is None      # moved away from
                 assert state.trie.owner(f"file://{tmp_path}/ext/{tag}b") is None      # dropped
@@ -298,7 +298,7 @@ def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(
         try:
             before = shard.version_of(ms)
             state = shard.states[ms]
-            paths_before = dict(state.path_of)
+            paths_before = state.urls()[0]
             release, held = await _hold(shard, ms)
 
             async def connection_dies(tx, state):
@@ -317,7 +317,7 @@ def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(
             assert shard.version_of(ms) == before + 1                         # the held write only
             assert await _log(store, ms, before) == [before + 1]
             assert (await store.get_asset(ms, "table", "c.s.lost"))[1] is None
-            assert state.path_of == paths_before and state.trie.owner(loc) is None or \
+            assert state.urls()[0] == paths_before and state.trie.owner(loc) is None or \
                 state.trie.owner(loc)[1].type != "table"
             # the shard goes on: the next write commits
             assert (await service.create(caller, "table", _table("after")))["name"] == "after"

@@ -679,17 +679,19 @@ CacheMachine.TestCase.settings = settings(
 TestCacheModel = CacheMachine.TestCase
 
 
-def test_the_memory_bound_counts_what_cached_tables_really_take():
-    """The LRU bound is only as good as the size estimate: compare it with the Python heap."""
+@pytest.mark.parametrize("columns_alike", [True, False], ids=["columns alike", "columns all different"])
+def test_the_memory_bound_counts_what_cached_tables_really_take(columns_alike):
+    """The LRU bound is only as good as the size estimate: compare it with the Python heap, for
+    tables whose columns are alike (shared among them: cache/compact.py) and all different."""
     import gc
     import json as _json
     import tracemalloc
 
-    columns = [{"name": f"c{i}", "type_name": "STRING", "type_text": "string", "position": i, "nullable": True,
-                "type_json": _json.dumps({"name": f"c{i}", "type": "string", "nullable": True, "metadata": {}}),
-                "comment": "what this column holds"} for i in range(8)]
-
     def table(i):
+        columns = [{"name": f"c{k}", "type_name": "STRING", "type_text": "string", "position": k, "nullable": True,
+                    "type_json": _json.dumps({"name": f"c{k}", "type": "string", "nullable": True, "metadata": {}}),
+                    "comment": "what this column holds" + ("" if columns_alike else f" in table {i}")}
+                   for k in range(8)]
         info = {"table_type": "EXTERNAL", "data_source_format": "DELTA", "columns": columns, "owner": "admin",
                 "storage_location": f"s3://bucket/t/{i}", "comment": "a table", "properties": {"k": "v"}}
         info = _json.loads(_json.dumps(info))          # fresh objects, as decoding a database row makes
@@ -712,4 +714,6 @@ def test_the_memory_bound_counts_what_cached_tables_really_take():
     # Served is the state the bound must hold for (and what a kept encoding really costs: orjson's
     # own result would hold its whole working buffer, several times the answer; 0.89 here).
     assert 0.95 <= estimate / served <= 1.5, (estimate, served)
-    assert 0.8 <= estimate / filled <= 1.6, (estimate, filled)
+    # Before it is served a table has no answer yet, and shares what it can: the bound overcounts
+    # it then, but within reason (~2.3x with columns alike, ~1.7x without).
+    assert 0.8 <= estimate / filled <= 2.5, (estimate, filled)

@@ -231,27 +231,42 @@ class TrieMatchesModel(RuleBasedStateMachine):
         super().__init__()
         self.trie: UrlTrie[int] = UrlTrie()
         self.model: dict[str, int] = {}
+        self.handles: dict[str, object] = {}    # url -> insert_node's handle, for those put so
         self.counter = 0
 
-    @rule(url=_paths())
-    def insert(self, url):
+    @rule(url=_paths(), by_node=st.booleans())
+    def insert(self, url, by_node):
         key = normalize_url(url)
         self.counter += 1
         if key in self.model:
             with pytest.raises(KeyError):
-                self.trie.insert(url, self.counter)
+                self.trie.insert_node(url, self.counter) if by_node else self.trie.insert(url, self.counter)
+        elif by_node:
+            handle = self.handles[key] = self.trie.insert_node(url, self.counter, share=url_segments(key)[-1])
+            assert self.trie.url_of(handle) == key
+            self.model[key] = self.counter
         else:
-            self.trie.insert(url, self.counter)
+            assert self.trie.insert(url, self.counter) == key
             self.model[key] = self.counter
 
-    @rule(url=_paths())
-    def remove(self, url):
+    @rule(url=_paths(), by_node=st.booleans())
+    def remove(self, url, by_node):
         key = normalize_url(url)
+        handle = self.handles.pop(key, None)
         if key in self.model:
-            assert self.trie.remove(url) == self.model.pop(key)
+            removed = self.trie.remove_node(handle) if by_node and handle is not None else self.trie.remove(url)
+            assert removed == self.model.pop(key)
+            if handle is not None:
+                with pytest.raises(KeyError):       # a handle removed is spent
+                    self.trie.remove_node(handle)
         else:
             with pytest.raises(KeyError):
                 self.trie.remove(url)
+
+    @invariant()
+    def handles_name_their_urls(self):
+        for key, handle in self.handles.items():
+            assert self.trie.url_of(handle) == key and self.trie.get(key) == self.model[key]
 
     @rule(url=_paths())
     def get_and_contains(self, url):
@@ -301,3 +316,14 @@ class TrieMatchesModel(RuleBasedStateMachine):
 
 TestTrieMatchesModel = TrieMatchesModel.TestCase
 TestTrieMatchesModel.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+
+
+def test_a_shared_last_segment_is_the_given_string():
+    trie = UrlTrie()
+    table_id = "".join(["0f8fad5b-d9cb-469f-a165-70867728950e"])
+    handle = trie.insert_node(f"s3://b/root/tables/{table_id}", "t", share=table_id)
+    assert handle.segment is table_id
+    assert trie.url_of(handle) == f"s3://b/root/tables/{table_id}"
+    other = trie.insert_node("s3://b/root/tables/x", "u", share="not the last segment")
+    assert other.segment == "x"
+    assert trie.remove_node(handle) == "t" and trie.owner(f"s3://b/root/tables/{table_id}") is None
