@@ -1,0 +1,141 @@
+"""Attacks on table maintenance (issue 51), tried as users with fewer rights would.
+
+- Policies: set only by who may change the securable (owner, MANAGE, an admin), by the policy API or by
+  any other way a securable's properties change (a writer's Iceberg commit, a Delta commit's metadata, the
+  Unity Catalog API), in every spelling of the name; a table's owner cannot set its catalog's or schema's.
+- Runs: MODIFY (or an admin) by name in every spelling; never on the system catalog's tables.
+- Foreign tables: the foreign system owns their files, so maintenance never runs on them, by hand or by a
+  policy their catalog's owner sets (the runs would write and delete in the foreign system's storage).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pyarrow as pa
+import pytest
+
+from governance_users import grant, user
+from shardcat.catalog.features import maintenance as feature
+from shardcat.delta.client import DeltaCatalogClient
+from shardcat.entities.values import now_ms
+from test_attack_federation import Upstream, federating, upstream  # noqa: F401
+from tests.conftest import new_workspace
+
+SCHEMA = pa.schema([("id", pa.int64())])
+ICE_SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@pytest.fixture(autouse=True)
+def no_background_ticks(monkeypatch):
+    monkeypatch.setattr(feature, "TICK_SECONDS", 1e6)
+
+
+async def ok(ws, method, path, **kw):
+    status, body = await ws.call(method, path, **kw)
+    assert status == 200, (method, path, status, body)
+    return body
+
+
+async def set_policy(who, kind: str, name: str, policy: dict):
+    return await who.call("PUT", "/shardcat/maintenance/policies",
+                          json={"securable_type": kind, "full_name": name, "policy": policy})
+
+
+async def policy(ws, table: str) -> dict:
+    return await ok(ws, "GET", "/shardcat/maintenance/policies", params={"table": table})
+
+
+async def test_a_policy_is_set_only_by_who_may_change_the_securable_by_any_api(ws, server):
+    await ok(ws, "POST", "/catalogs", json={"name": "main"})
+    await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "main"})
+    writer = await user(server, ws)
+    await grant(ws, "catalog", "main", writer.name, "USE CATALOG", "USE SCHEMA", "SELECT", "MODIFY", "CREATE TABLE")
+    await ok(ws, "POST", "/iceberg/v1/catalogs/main/namespaces/s/tables", json={"name": "ice", "schema": ICE_SCHEMA})
+    async with DeltaCatalogClient(ws.api, ws.token) as client:
+        await client.create_table("main.s.delta", SCHEMA)
+    # The writer owns a table of its own in the catalog: it still may not set the catalog's or schema's policy.
+    await ok(writer, "POST", "/iceberg/v1/catalogs/main/namespaces/s/tables", json={"name": "own", "schema": ICE_SCHEMA})
+    assert (await set_policy(writer, "TABLE", "main.s.own", {"enabled": True}))[0] == 200
+    for kind, name in (("CATALOG", "main"), ("CATALOG", "MAIN"), ("SCHEMA", "main.s"), ("SCHEMA", "Main.S"),
+                       ("TABLE", "main.s.ice"), ("TABLE", "MAIN.S.ICE"), ("TABLE", "main.s.delta")):
+        status, body = await set_policy(writer, kind, name, {"enabled": True, "vacuum_retention_hours": 0})
+        assert status == 403, (kind, name, body)
+    # Nor through a writer's commit (an Iceberg set-properties, a transaction, the UC Delta API's set-properties)
+    # or the UC API: each is refused, or changes the table's own metadata and not the catalog's policy.
+    evil = {"shardcat.maintenance.enabled": "true", "shardcat.maintenance.snapshot_retention_hours": "0",
+            "shardcat.maintenance.vacuum_retention_hours": "0", "shardcat.maintenance.schedule_seconds": "10"}
+    change = [{"action": "set-properties", "updates": evil}]
+    status, body = await writer.call("POST", "/iceberg/v1/catalogs/main/namespaces/s/tables/ice",
+                                     json={"requirements": [], "updates": change})
+    assert status in (200, 400, 403), body
+    status, body = await writer.call("POST", "/iceberg/v1/catalogs/main/transactions/commit", json={"table-changes": [
+        {"identifier": {"namespace": ["s"], "name": "ice"}, "requirements": [], "updates": change}]})
+    assert status in (204, 400, 403), body
+    for name in ("ice", "delta", "ICE"):
+        status, body = await writer.call("PATCH", f"/tables/main.s.{name}", json={"properties": evil})
+        assert status in (400, 403), body
+    delta_id = (await ok(ws, "GET", "/tables/main.s.delta"))["table_id"]
+    status, body = await writer.call("POST", "/delta/v1/catalogs/main/schemas/s/tables/delta", json={
+        "requirements": [{"type": "assert-table-uuid", "uuid": delta_id}], "updates": change})
+    assert status in (200, 400, 403), body
+    for name in ("main.s.ice", "main.s.delta"):
+        found = await policy(ws, name)
+        assert found["policy"]["enabled"] is False and found["set_by"]["enabled"] == "default", (name, found)
+    # The owner may remove them again, and an admin's catalog policy reaches tables it does not own.
+    assert (await set_policy(ws, "CATALOG", "main", {"enabled": True}))[0] == 200
+    assert (await policy(ws, "main.s.own"))["policy"]["enabled"] is True
+
+
+async def test_a_run_needs_modify_by_every_spelling(ws, server):
+    async with DeltaCatalogClient(ws.api, ws.token) as client:
+        await ok(ws, "POST", "/catalogs", json={"name": "main"})
+        await ok(ws, "POST", "/schemas", json={"name": "s", "catalog_name": "main"})
+        await client.create_table("main.s.t", SCHEMA)
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "main", reader.name, "USE CATALOG", "USE SCHEMA", "SELECT", "APPLY TAG")
+    stranger = await user(server, ws)
+    for name in ("main.s.t", "MAIN.S.T", "main.S.t", " main.s.t", "main.s.t ", "main..s.t", "main.s.`t`"):
+        for who, allowed in ((reader, (400, 403, 404)), (stranger, (400, 404))):
+            status, body = await who.call("POST", "/shardcat/maintenance/runs", json={"table": name,
+                                                                                     "actions": ["vacuum"]})
+            assert status in allowed and "runs" not in body, (name, body)
+    await ws.call("POST", "/shardcat/system-tables")
+    for name in ("system.access.audit", "SYSTEM.ACCESS.AUDIT", "system.maintenance.runs"):
+        status, body = await ws.call("POST", "/shardcat/maintenance/runs", json={"table": name})
+        assert status in (403, 404) and "runs" not in body, (name, body)
+        status, body = await set_policy(ws, "TABLE", name, {"enabled": True})
+        assert status in (400, 403), (name, body)
+    status, body = await set_policy(ws, "CATALOG", "system", {"enabled": True})
+    assert status in (400, 403), body
+
+
+async def test_maintenance_never_runs_on_a_foreign_table(federating, http, upstream, tmp_path):
+    fws = await new_workspace(federating, http, tmp_path / "federating")
+    owner = await user(federating, fws)
+    await grant(fws, "metastore", fws.metastore_id, owner.name, "CREATE CONNECTION", "CREATE CATALOG")
+    # The foreign system's Delta table, with files its log removed long ago (what a vacuum would delete).
+    folder = tmp_path / "foreign_t"
+    from deltalake import write_deltalake
+    for i in range(3):
+        write_deltalake(str(folder), pa.table({"id": [i]}), mode="overwrite")
+    before = sorted(p.name for p in folder.iterdir())
+    upstream.tables = {"t": {"storage_location": folder.as_uri()}}
+    await ok(owner, "POST", "/connections", json={"name": "c", "connection_type": "UNITY_CATALOG",
+                                                  "options": {"url": upstream.url}})
+    await ok(owner, "POST", "/catalogs", json={"name": "f", "connection_name": "c", "options": {"catalog": "up"}})
+    table = await ok(owner, "GET", "/tables/f.s.t")
+    assert table["storage_location"] == folder.as_uri()
+    # Its owner sets an aggressive policy on the foreign catalog (allowed: it owns the catalog) ...
+    status, body = await set_policy(owner, "CATALOG", "f", {"enabled": True, "vacuum_retention_hours": 0,
+                                                            "schedule_seconds": 10})
+    assert status in (200, 400), body
+    # ... but no run starts, by hand (owner or admin) or by the schedule.
+    for who in (owner, fws):
+        status, body = await who.call("POST", "/shardcat/maintenance/runs", json={"table": "f.s.t"})
+        assert status in (400, 403) and "runs" not in body, body
+    [service] = [m for m in feature._SERVICES.values() if m.api_url == federating.url]
+    runs = await service.tick(fws.metastore_id, now=now_ms() + 10 ** 9)
+    assert [r for r in runs if r["table_name"] == "f.s.t"] == [], runs
+    await asyncio.sleep(0)
+    assert sorted(p.name for p in folder.iterdir()) == before
