@@ -6,7 +6,8 @@ docker-compose (`dev/docker-compose-integration.yml` of apache/iceberg-python), 
   client of shardcat must send: the admin's bearer token (to a request carrying no token, or pyiceberg's
   `Bearer None`, what it sends when given none) and the warehouse (to a `/v1/config` naming none).
   Everything else passes through unchanged, both ways.
-- 9000, its `minio` service (keys admin / password, bucket `warehouse`): moto's S3 server.
+- 9000, its `minio` service (keys admin / password, bucket `warehouse`): moto's S3 server, one answer of it
+  corrected to S3's (`_S3Answers`).
 - 15002, its `spark-iceberg` service: pyspark's own Spark Connect server with Iceberg's Spark runtime (the jars
   pinned in jvm/spark), its default catalog `rest` being the catalog at 8181, as the suite's spark-defaults.conf
   configures it (S3 at 9000 for s3:// paths; a table's own files are where shardcat's storage puts them).
@@ -104,15 +105,46 @@ class RestForward:
         self.thread.join(10)
 
 
-def start_s3(port: int = S3_PORT):
-    """moto's S3 server as the suite's MinIO: its bucket `warehouse`, its keys accepted."""
-    from moto.server import ThreadedMotoServer
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)        # no line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                 **S3_KEYS).create_bucket(Bucket="warehouse")
-    return server
+class _S3Answers:
+    """moto's S3 with one answer corrected: moto 5 roots CompleteMultipartUpload's answer at
+    <CompleteMultipartUploadResponse>, S3 (and MinIO) at <CompleteMultipartUploadResult>, the one pyarrow's AWS
+    SDK accepts (any other it reads as an error inside a 200: every multipart write, so every Parquet file
+    pyiceberg writes, would fail)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ["REQUEST_METHOD"] != "POST" or "uploadId=" not in environ.get("QUERY_STRING", ""):
+            return self.app(environ, start_response)
+        answer = {}
+        body = b"".join(self.app(environ, lambda status, headers, exc_info=None: answer.update(s=status, h=headers)))
+        body = body.replace(b"CompleteMultipartUploadResponse", b"CompleteMultipartUploadResult")
+        start_response(answer["s"], [(k, str(len(body)) if k.lower() == "content-length" else v) for k, v in answer["h"]])
+        return [body]
+
+
+class S3Server:
+    """moto's S3 server as the suite's MinIO, in a thread: its bucket `warehouse`, its keys accepted."""
+
+    def __init__(self, port: int = S3_PORT):
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)        # no line per request
+        app = _S3Answers(DomainDispatcherApplication(create_backend_app))
+        self.server = make_server("127.0.0.1", port, app, threaded=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.port = port
+
+    def start(self) -> "S3Server":
+        self.thread.start()
+        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.port}", region_name="us-east-1",
+                     **S3_KEYS).create_bucket(Bucket="warehouse")
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(10)
 
 
 def spark_connect_command(rest_uri: str, s3_endpoint: str) -> list[str]:

@@ -174,7 +174,7 @@ def main() -> int:
             requests.post(f"{api}/schemas", json={"name": schema, "catalog_name": WAREHOUSE},
                           headers={"Authorization": f"Bearer {token}"})
         started.append(servers.RestForward(f"{api}/iceberg", token, WAREHOUSE).start())
-        started.append(servers.start_s3())
+        started.append(servers.S3Server().start())
         rest_uri, s3_endpoint = f"http://127.0.0.1:{servers.REST_PORT}", f"http://127.0.0.1:{servers.S3_PORT}"
         env = {**os.environ, "PYICEBERG_TEST_CATALOG": "shardcat", "PYICEBERG_CATALOG__SHARDCAT__TYPE": "rest",
                "PYICEBERG_CATALOG__SHARDCAT__URI": f"{api}/iceberg", "PYICEBERG_CATALOG__SHARDCAT__TOKEN": token,
