@@ -10,7 +10,7 @@ state) instead of overwriting it.
 - orphan files: a file under the table's location is deleted only when no metadata file of the
   table's log, no manifest list, manifest or data/delete file of any snapshot still known names it,
   it is older than the retention (a writer's files not committed yet are younger) and it lies under
-  `data/` or `metadata/` of the table's own location;
+  `data/` or `metadata/` of the table's own location, reached through no symbolic link (on file://);
 - rewrite manifests: the current snapshot's data manifests, per partition spec, as few manifests of
   about the target size (their live entries kept as EXISTING, with their snapshot ids and sequence
   numbers; delete manifests kept as they are), in a new manifest list; one `replace` snapshot
@@ -23,6 +23,7 @@ state) instead of overwriting it.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 import uuid
 
@@ -111,11 +112,23 @@ def _referenced(table) -> set[str]:
     return out
 
 
+def _through_link(base: str, path: str) -> bool:
+    """Whether a local `path` below `base` is a symbolic link or lies below one: its file is not the table's
+    (a link to a folder would have another table's files deleted through it)."""
+    current = base
+    for part in os.path.relpath(path, base).split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return True
+    return False
+
+
 def remove_orphan_files(*, api_url: str, token: str, warehouse: str, identifier: str, older_than_ms: int) -> dict:
     table = _table(api_url, token, warehouse, identifier)
     root = normalize_url(table.location())
     referenced = _referenced(table)
     fs, base = pafs.FileSystem.from_uri(root)
+    local = isinstance(fs, pafs.LocalFileSystem)      # Arrow's local listing follows symbolic links
     infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     files = [i for i in infos if i.type == pafs.FileType.File]
     candidates = []
@@ -123,7 +136,8 @@ def remove_orphan_files(*, api_url: str, token: str, warehouse: str, identifier:
         scheme = root.split("://", 1)[0]
         url = normalize_url(f"{scheme}://{info.path}")     # a local path starts with /: file:///...
         relative = url[len(root):].lstrip("/")
-        inside = is_within(url, root) and relative.split("/", 1)[0] in ("data", "metadata")
+        inside = is_within(url, root) and relative.split("/", 1)[0] in ("data", "metadata") \
+            and not (local and _through_link(base, info.path))
         if inside and (info.mtime_ns or 0) // 1_000_000 < older_than_ms and url not in referenced:
             candidates.append((url, info.path))
     if candidates:     # the metadata read again just before deleting: a commit in between is seen

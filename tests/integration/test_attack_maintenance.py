@@ -139,3 +139,41 @@ async def test_maintenance_never_runs_on_a_foreign_table(federating, http, upstr
     assert [r for r in runs if r["table_name"] == "f.s.t"] == [], runs
     await asyncio.sleep(0)
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+async def test_orphan_removal_deletes_nothing_reached_through_a_symbolic_link(ws, server, tmp_path):
+    """A writer of a file:// Iceberg table can put anything in its folder, a symbolic link too: the orphan
+    job (what the run endpoint and the schedule start as a Ray task) must not delete another table's files
+    through a link, whether the link is a folder or a file, nor the link's target."""
+    import os
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+    from shardcat.entities.urls import local_path
+    from shardcat.maintenance import iceberg_jobs
+    await ok(ws, "POST", "/catalogs", json={"name": "main"})
+    ice = await asyncio.to_thread(load_catalog, "s", type="rest", uri=f"{ws.api}/iceberg", warehouse="main",
+                                  token=ws.token)
+    await asyncio.to_thread(ice.create_namespace, "s")
+    tables = {}
+    for name in ("mine", "victim"):
+        t = await asyncio.to_thread(ice.create_table, f"s.{name}", Schema(NestedField(1, "id", LongType(), required=False)))
+        await asyncio.to_thread(t.append, pa.table({"id": pa.array([1], pa.int64())}))
+        tables[name] = await asyncio.to_thread(ice.load_table, f"s.{name}")
+    mine, victim = (local_path(tables[n].location()) for n in ("mine", "victim"))
+    old = now_ms() / 1000 - 30 * 24 * 3600
+    victim_files = [os.path.join(d, f) for d, _, fs in os.walk(victim) for f in fs]
+    for path in victim_files:
+        os.utime(path, (old, old))
+    os.symlink(os.path.join(victim, "data"), os.path.join(mine, "data", "linked_dir"))
+    os.symlink(os.path.join(victim, "metadata"), os.path.join(mine, "metadata", "linked_meta"))
+    os.symlink(victim_files[0], os.path.join(mine, "data", "linked_file.parquet"))
+    stray = os.path.join(mine, "data", "stray.parquet")          # a real orphan of its own: deleted
+    with open(stray, "wb") as f:
+        f.write(b"x")
+    os.utime(stray, (old, old))
+    result = await asyncio.to_thread(iceberg_jobs.remove_orphan_files, api_url=ws.api, token=ws.token,
+                                     warehouse="main", identifier="s.mine", older_than_ms=now_ms() - 3600_000)
+    assert all(os.path.exists(p) for p in victim_files), result
+    assert not os.path.exists(stray) and result["deleted"] >= 1, result
+    assert (await asyncio.to_thread(lambda: ice.load_table("s.victim").scan().to_arrow().num_rows)) == 1
