@@ -15,6 +15,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pytest
 import trino
@@ -170,6 +171,54 @@ async def test_grants_decide_what_trinos_user_reads(ws, server, sql):
     with pytest.raises(TrinoQueryError, match="MODIFY"):
         await sql(f"INSERT INTO {theirs}.s.t VALUES (8, 'eight')")     # no MODIFY: no commit
     assert await sql(f"SELECT count(*) FROM {theirs}.s.t") == [[1]]
+
+
+async def test_trino_reads_a_uniform_delta_table_by_its_name(ws, server, sql):
+    """A Delta table delta-rs wrote (partitioned by `day`, files without Iceberg field ids) with UniForm, read by
+    Trino's Iceberg connector through the REST catalog by its name, at its latest Delta version; the grants of
+    Trino's token decide; a write through Iceberg is refused (read-only)."""
+    await new_warehouse(ws)
+    status, body = await ws.call("POST", "/schemas", json={"name": "s", "catalog_name": "lake"})
+    assert status == 200, body
+    table = await uniform_table(ws, "lake", "events")
+    deltalake.write_deltalake(table["storage_location"], rows([1, 2], ["a", "b"]), partition_by=["day"])
+    deltalake.write_deltalake(table["storage_location"], rows([3], ["a"]), mode="append", partition_by=["day"])
+    lake = await sql.iceberg_catalog(ws, "lake")
+    assert [["events"]] == await sql(f"SHOW TABLES FROM {lake}.s")
+    assert await sql(f"SELECT id, day FROM {lake}.s.events ORDER BY id") == [[1, "a"], [2, "b"], [3, "a"]]
+    assert await sql(f"SELECT count(*) FROM {lake}.s.events WHERE day = 'a'") == [[2]]
+    deltalake.write_deltalake(table["storage_location"], rows([9], ["c"]), mode="overwrite", partition_by=["day"])
+    assert await sql(f"SELECT id, day FROM {lake}.s.events") == [[9, "c"]]          # the latest Delta version
+    with pytest.raises(TrinoQueryError, match="read-only"):
+        await sql(f"INSERT INTO {lake}.s.events VALUES (10, 'd')")
+    assert deltalake.DeltaTable(table["storage_location"]).version() == 2           # nothing written
+
+    reader = await user(server, ws)
+    await grant(ws, "catalog", "lake", reader.name, "USE CATALOG", "USE SCHEMA")
+    theirs = await sql.iceberg_catalog(reader, "lake")
+    assert await sql(f"SHOW TABLES FROM {theirs}.s") == []                          # no privilege: not listed
+    with pytest.raises(TrinoQueryError, match="does not exist"):
+        await sql(f"SELECT * FROM {theirs}.s.events")
+    await grant(ws, "table", "lake.s.events", reader.name, "SELECT")
+    assert await sql(f"SELECT id, day FROM {theirs}.s.events") == [[9, "c"]]
+
+
+def rows(ids: list[int], days: list[str]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "day": pa.array(days)})
+
+
+async def uniform_table(ws, catalog: str, name: str) -> dict:
+    """A MANAGED DELTA table with UniForm (`delta.universalFormat.enabledFormats` = iceberg) in `catalog`.s."""
+    columns = [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '{"type":"long"}',
+                "position": 0},
+               {"name": "day", "type_name": "STRING", "type_text": "string", "type_json": '{"type":"string"}',
+                "position": 1}]
+    status, table = await ws.call("POST", "/tables", json={
+        "name": name, "catalog_name": catalog, "schema_name": "s", "table_type": "MANAGED",
+        "data_source_format": "DELTA", "columns": columns,
+        "properties": {"delta.universalFormat.enabledFormats": "iceberg"}})
+    assert status == 200, table
+    return table
 
 
 # ---- Delta Lake connector ------------------------------------------------------------------------------
