@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 
 import deltalake
 import pyarrow as pa
@@ -29,6 +30,7 @@ from ..delta import log as dlog
 from ..delta import partitions
 from ..delta import vacuum as delta_vacuum
 from ..delta.client import DeltaCatalogClient, Transaction
+from ..entities.urls import storage_names
 
 SMALL_FILE_BYTES = 8 * 1024 * 1024     # a file below this is "small" (packed); Delta's optimize aims at ~1 GB
 TARGET_FILE_BYTES = 128 * 1024 * 1024  # a packed file holds small files up to about this much
@@ -51,6 +53,20 @@ def _bins(files: list[dict], target: int) -> list[list[dict]]:
             size += f.get("size") or 0
         out.append(current)
     return [b for b in out if len(b) > 1]
+
+
+def _inside(storage: dlog.Storage, path) -> bool:
+    """Whether a log's `path` names a file strictly inside the table's root, reached through no symbolic
+    link (on a local file system). The jobs read with the catalog's own identity: a writer's log naming
+    another's file (`../x`, an absolute URL, a link) must not have its rows copied into the table."""
+    url = delta_vacuum.file_url(storage.location, path)
+    if url is None:
+        return False
+    if not isinstance(storage.fs, pafs.LocalFileSystem):
+        return True
+    names = storage_names(url)[1][len(storage_names(storage.location)[1]):]
+    target = storage.path("/".join(names))
+    return os.path.realpath(target) == os.path.join(os.path.realpath(storage.root), *names)
 
 
 def _pack(location: str, bin_: list[dict], data_columns: list[str], schema: pa.Schema, partitioned: list) -> dict:
@@ -78,10 +94,11 @@ async def _compact_managed(api_url: str, token: str, full_name: str, small: int,
     async with DeltaCatalogClient(api_url, token) as client:
         snap = await client.snapshot(full_name)
         before = len(snap.state.files)
-        bins = _bins([f for f in snap.state.files.values() if (f.get("size") or 0) < small], target)
+        storage = dlog.Storage(snap.table.location, snap.table.credentials)
+        bins = _bins([f for f in snap.state.files.values() if (f.get("size") or 0) < small
+                      and _inside(storage, f["path"])], target)       # a file from elsewhere is left as it is
         if not bins:
             return {"files_before": before, "files_after": before, "version": snap.version, "packed": 0}
-        storage = dlog.Storage(snap.table.location, snap.table.credentials)
         partitioned = snap.state.partition_columns
         data_columns = [n for n in snap.schema.names if n not in partitioned]
         now = dlog.now_ms()
@@ -117,6 +134,10 @@ def compact(*, api_url: str, token: str, full_name: str, location: str, catalog_
     """Bin-pack the table's small files. Returns files before and after, and the version made."""
     if catalog_managed:
         return asyncio.run(_compact_managed(api_url, token, full_name, small_file_bytes, target_file_bytes))
+    storage = dlog.Storage(location)
+    outside = [p for p in delta_vacuum.log_history(storage)[0] if not _inside(storage, p)]
+    if outside:         # delta-rs packs every small file: none may come from elsewhere
+        raise ValueError(f"The table's log names a file outside it ('{outside[0]:.200}'): not compacted.")
     table = deltalake.DeltaTable(location)
     before = len(table.file_uris())
     metrics = table.optimize.compact(target_size=target_file_bytes)
