@@ -26,7 +26,7 @@ import boto3
 import pytest
 import requests
 from governance_users import grant, user
-from test_iceberg_signing import P, REMOTE, T, ok, sign, signed_table  # noqa: F401
+from test_iceberg_signing import P, ok, sign, signed_table  # noqa: F401
 from test_storage_s3_compatible import auth_off, no_ambient_aws, store  # noqa: F401
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "pyiceberg_signed_calls.py")
