@@ -82,6 +82,25 @@ async def test_planning_prunes_a_uniform_table_as_pyiceberg_does(ws, events):
     assert planned(answer) == delta_files(events, version=0)
 
 
+async def test_credentials_are_asked_for_the_planned_files_only(ws, events, monkeypatch):
+    """What the plan asks vending for (the S3 credential's session policy, vend_objects): the planned files
+    of the table's location, not its prefix (file:// then needs none; S3: test_iceberg_planning.py)."""
+    from shardcat.catalog.protocols.iceberg import planning
+
+    asked = []
+    original = planning.vend_objects
+
+    async def recorded(shard, caller, location, urls):
+        asked.append((location, [normalize_url(u) for u in urls]))
+        return await original(shard, caller, location, urls)
+
+    monkeypatch.setattr(planning, "vend_objects", recorded)
+    status, answer = await plan(ws, {"filter": {"type": "eq", "term": "day", "value": "b"}})
+    assert status == 200 and len(planned(answer)) == 1, answer
+    [(location, urls)] = asked
+    assert normalize_url(location) == events and set(urls) == planned(answer) and len(urls) == 1
+
+
 async def test_a_delta_write_is_planned_at_once(ws, events):
     status, answer = await plan(ws, {})
     assert len(planned(answer)) == 3
