@@ -30,7 +30,7 @@ from test_iceberg_signing import P, ok, sign, signed_table  # noqa: F401
 from test_storage_s3_compatible import auth_off, no_ambient_aws, store  # noqa: F401
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "pyiceberg_signed_calls.py")
-PACKAGES = ["pyiceberg[s3fs,pyarrow]==0.12.0"]
+PACKAGES = ["pyiceberg[s3fs,pyarrow]==0.12.0", "s3fs==2026.9.0"]      # the versions tested
 VENV = Path(os.environ.get("SHARDCAT_TEST_CACHE", Path.home() / ".cache" / "shardcat-tests")) / "pyiceberg-s3fs-0.12.0"
 
 
