@@ -6,7 +6,8 @@ state) instead of overwriting it.
 - expire snapshots: pyiceberg's `maintenance.expire_snapshots`, those older than the retention that
   no branch or tag points at, the current one never;
 - compaction: the live rows rewritten as few files, one overwrite commit whose requirement is the
-  snapshot it read; a concurrent append makes it fail (CommitFailedException), so the append stays;
+  snapshot it read; a concurrent append makes it fail (CommitFailedException), so the append stays; a
+  snapshot naming a data file outside the table's location (or through a link) is not compacted;
 - orphan files: a file under the table's location is deleted only when no metadata file of the
   table's log, no manifest list, manifest or data/delete file of any snapshot still known names it,
   it is older than the retention (a writer's files not committed yet are younger) and it lies under
@@ -36,7 +37,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
-from ..entities.urls import is_within, normalize_url
+from ..entities.urls import InvalidUrl, is_within, normalize_url
 
 ORPHAN_MIN_AGE_MS = 3 * 24 * 3600 * 1000
 MANIFEST_TARGET_BYTES = 8 * 1024 * 1024      # Iceberg's own default (commit.manifest.target-size-bytes)
@@ -86,6 +87,9 @@ def compact(*, api_url: str, token: str, warehouse: str, identifier: str, min_fi
     before = _data_files(table)
     if before < min_files:
         return {"files_before": before, "files_after": before, "packed": 0}
+    outside = _foreign_files(table)
+    if outside:         # read with the catalog's rights, their rows would land in this table's storage
+        raise ValueError(f"The table's snapshot names a data file outside it ('{outside[0]:.200}'): not compacted.")
     snapshot = table.current_snapshot()
     rows = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
     # The overwrite's commit requires the table to be at the snapshot read: a writer that appended
@@ -94,6 +98,23 @@ def compact(*, api_url: str, token: str, warehouse: str, identifier: str, min_fi
         txn.overwrite(rows, snapshot_properties={"shardcat.maintenance": "compact"})
     table = _table(api_url, token, warehouse, identifier)
     return {"files_before": before, "files_after": _data_files(table), "packed": before}
+
+
+def _foreign_files(table) -> list[str]:
+    """The current snapshot's data files that lie outside the table's own location or, on a local file
+    system, are reached through a symbolic link: a writer's manifest may name any path."""
+    root = normalize_url(table.location())
+    fs, base = pafs.FileSystem.from_uri(root)
+    out = []
+    for path in table.inspect.files().column("file_path").to_pylist():
+        try:
+            url = normalize_url(path)
+        except InvalidUrl:
+            url = None
+        if url is None or url == root or not is_within(url, root) or \
+                (isinstance(fs, pafs.LocalFileSystem) and _through_link(base, pafs.FileSystem.from_uri(url)[1])):
+            out.append(path)
+    return out
 
 
 def _referenced(table) -> set[str]:

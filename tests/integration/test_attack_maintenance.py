@@ -228,3 +228,40 @@ async def test_compaction_packs_no_file_from_outside_its_table(ws, server, tmp_p
                 rows += pq.read_table(full).column("id").to_pylist()
     assert 424242 not in rows, (result, rows)
     assert pq.read_table(secret).column("id").to_pylist() == [424242]
+
+
+async def test_iceberg_compaction_packs_no_file_from_outside_its_table(ws, server, tmp_path):
+    """A writer of a file:// Iceberg table adds another's Parquet file to it by path (pyiceberg's add_files):
+    the compaction, which reads with the catalog's own file-system rights there, leaves the table alone."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+    from shardcat.maintenance import iceberg_jobs
+    secret = tmp_path / "victim" / "part-0.parquet"
+    secret.parent.mkdir()
+    pq.write_table(pa.table({"id": pa.array([424242], pa.int64())}), secret)
+    await ok(ws, "POST", "/catalogs", json={"name": "main"})
+    writer = await user(server, ws)
+    await grant(ws, "catalog", "main", writer.name, "USE CATALOG", "USE SCHEMA", "CREATE SCHEMA", "CREATE TABLE",
+                "SELECT", "MODIFY")
+    ice = await asyncio.to_thread(load_catalog, "w", type="rest", uri=f"{ws.api}/iceberg", warehouse="main",
+                                  token=writer.token)
+    await asyncio.to_thread(ice.create_namespace, "s")
+    table = await asyncio.to_thread(ice.create_table, "s.mine", Schema(NestedField(1, "id", LongType(), required=False)))
+    for i in range(2):
+        await asyncio.to_thread(table.append, pa.table({"id": pa.array([i], pa.int64())}))
+    try:
+        await asyncio.to_thread(table.add_files, [secret.as_uri()])
+    except Exception:       # noqa: BLE001 -- refused when added: nothing for the compaction to read
+        return
+    try:
+        await asyncio.to_thread(iceberg_jobs.compact, api_url=ws.api, token=ws.token, warehouse="main",
+                                identifier="s.mine")
+    except Exception:       # noqa: BLE001 -- a refused run is fine: what matters is what the table holds
+        pass
+    reloaded = await asyncio.to_thread(ice.load_table, "s.mine")
+    paths = await asyncio.to_thread(lambda: reloaded.inspect.files().column("file_path").to_pylist())
+    inside = [p for p in paths if p.startswith(reloaded.location())]
+    rows = [v for p in inside for v in pq.read_table(p.removeprefix("file://")).column("id").to_pylist()]
+    assert 424242 not in rows, (paths, rows)
