@@ -218,6 +218,8 @@ async def test_mounting_needs_create_foreign_catalog_on_the_connection(federatin
         status, answer = await someone.call("POST", "/catalogs", json={**body, "connection_name": spelled})
         assert status in (400, 404), (spelled, answer)         # no privilege: as a missing connection
     assert (await someone.call("GET", f"/connections/{connection}"))[0] == 404
+    listed = await ok(someone, "GET", "/connections")
+    assert connection not in json.dumps(listed), listed             # nor listed
     await grant(fws, "connection", connection, someone.name, "USE CONNECTION")
     status, answer = await someone.call("POST", "/catalogs", json=body)
     assert status == 403 and "CREATE FOREIGN CATALOG" in answer["message"], answer
