@@ -136,8 +136,10 @@ def _upgraded(base: TableMetadata, updates: list) -> tuple[TableMetadata, list]:
     rest = [u for u in updates if not isinstance(u, UpgradeFormatVersionUpdate)]
     if base.format_version >= wanted:
         return base, rest
-    # built unvalidated, as pyiceberg's own upgrades are (an empty create's base has no schema yet)
-    fields = {k: v for k, v in dict(base).items() if k not in ("schema_", "partition_spec", "format_version")}
+    # built unvalidated, as pyiceberg's own upgrades are (an empty create's base has no schema yet); row
+    # lineage starts at 0 whatever the base carries (pyiceberg's v2 model has the field too, unset)
+    fields = {k: v for k, v in dict(base).items()
+              if k not in ("schema_", "partition_spec", "format_version", "next_row_id")}
     return TableMetadataV3.model_construct(**fields, format_version=3, next_row_id=0), rest
 
 
