@@ -194,3 +194,75 @@ async def test_the_signer_signs_only_what_it_checked(ws, server, signed_table, s
     for method in ("GET", "HEAD", "PUT"):
         status, body = await sign(reader, inside, method=method)
         assert status in (403, 404) and "headers" not in body, (method, body)
+
+
+async def test_a_commit_cannot_point_a_snapshot_at_another_tables_manifests(ws, server, events):
+    """A writer of one table commits a snapshot whose manifest list is another table's: planning (which reads
+    manifests with the catalog's own rights on file://) would answer that table's files and column bounds to
+    the writer's readers. The commit is refused, and nothing of the other table is planned."""
+    from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
+    writer = await user(server, ws)
+    await grant(ws, "catalog", "ice", writer.name, "USE_CATALOG")
+    await grant(ws, "schema", "ice.s", writer.name, "USE_SCHEMA", "CREATE_TABLE")
+    mine_catalog = await run(load_catalog, "w", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice",
+                             token=writer.token)
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+    mine = await run(mine_catalog.create_table, "s.mine", Schema(NestedField(1, "id", LongType(), required=False)))
+    admin = await run(load_catalog, "a", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice", token=ws.token)
+    victim = await run(admin.load_table, "s.events")
+    stolen = victim.current_snapshot().manifest_list
+    for manifest_list in (stolen, stolen.replace("file://", ""),
+                          f"{mine.location()}/metadata/../../{stolen.rsplit('/tables/', 1)[1].split('/', 1)[0]}"
+                          f"/metadata/{stolen.rsplit('/', 1)[1]}"):
+        snapshot = Snapshot(snapshot_id=7, sequence_number=1, timestamp_ms=1, manifest_list=manifest_list,
+                            summary=Summary(Operation.APPEND), schema_id=0)
+        try:
+            await run(mine_catalog.commit_table, mine, (), (
+                AddSnapshotUpdate(snapshot=snapshot),
+                SetSnapshotRefUpdate(ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=7)))
+            committed = True
+        except Exception:       # noqa: BLE001 -- refused: what is wanted
+            committed = False
+        status, answer = await writer.call("POST", f"{P}/namespaces/s/tables/mine/plan", json={})
+        victim_files = {t.file.file_path for t in await run(lambda: list(victim.scan().plan_files()))}
+        assert not victim_files & {t["data-file"]["file-path"] for t in answer.get("file-scan-tasks", [])}, \
+            (manifest_list, committed, answer)
+        assert not committed, manifest_list
+        mine = await run(mine_catalog.load_table, "s.mine")
+
+
+async def test_a_registered_table_cannot_point_its_snapshots_at_another_tables_manifests(ws, server, events,
+                                                                                        tmp_path):
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.types import LongType, NestedField
+    admin = await run(load_catalog, "a", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice", token=ws.token)
+    victim = await run(admin.load_table, "s.events")
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    await ok(ws, "POST", "/storage-credentials", json={"name": "c", "aws_iam_role": {"role_arn": "arn:x"}})
+    await ok(ws, "POST", "/external-locations", json={"name": "ext", "url": ext.as_uri(), "credential_name": "c"})
+    writer = await user(server, ws)
+    await grant(ws, "catalog", "ice", writer.name, "USE_CATALOG")
+    await grant(ws, "schema", "ice.s", writer.name, "USE_SCHEMA", "CREATE_TABLE")
+    await grant(ws, "external_location", "ext", writer.name, "READ FILES", "CREATE EXTERNAL TABLE")
+    location = (ext / "reg").as_uri()
+    metadata = new_table_metadata(Schema(NestedField(1, "id", LongType(), required=False)),
+                                  UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location)
+    stolen = victim.metadata.snapshots[-1]
+    metadata = metadata.model_copy(update={"snapshots": [stolen], "current_snapshot_id": stolen.snapshot_id,
+                                           "refs": {"main": {"snapshot-id": stolen.snapshot_id, "type": "branch"}},
+                                           "last_sequence_number": stolen.sequence_number})
+    path = ext / "reg" / "metadata" / "00000-x.metadata.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(metadata.model_dump_json())
+    status, body = await writer.call("POST", f"{P}/namespaces/s/register",
+                                     json={"name": "reg", "metadata-location": path.as_uri()})
+    assert status == 400 and stolen.manifest_list not in json.dumps(body), body
+    status, answer = await writer.call("POST", f"{P}/namespaces/s/tables/reg/plan", json={})
+    assert status == 404 and "file-scan-tasks" not in answer, answer

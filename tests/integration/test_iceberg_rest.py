@@ -314,7 +314,8 @@ async def test_concurrent_commits_are_serialized(ice):
     assert len({body["metadata-location"] for _, body in answers}) == 8
 
     # Requirements that cannot both hold: of two appends based on the same (no) snapshot, one wins.
-    snapshot = {"snapshot-id": 11, "sequence-number": 1, "timestamp-ms": 1, "manifest-list": "file:///none.avro",
+    snapshot = {"snapshot-id": 11, "sequence-number": 1, "timestamp-ms": 1,
+                "manifest-list": f"{created['metadata']['location']}/metadata/none.avro",     # the table's own
                 "summary": {"operation": "append"}, "schema-id": 0}
 
     async def append(snapshot_id: int):

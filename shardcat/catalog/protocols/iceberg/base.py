@@ -155,6 +155,19 @@ class IcebergBase:
         if not is_within(metadata_location, location):
             raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' lies outside "
                                                            f"the location of its {kind}, '{location}'.")
+        # Nor may its snapshots read another table's manifests (the catalog plans them with its own rights).
+        named = [s.manifest_list for s in getattr(metadata, "snapshots", None) or []] + \
+            [f.statistics_path for f in [*(getattr(metadata, "statistics", None) or []),
+                                         *(getattr(metadata, "partition_statistics", None) or [])]]
+        for url in named:
+            try:
+                inside = is_within(self._url(url), location)
+            except IcebergError:
+                inside = False
+            if not inside:
+                raise IcebergError(400, "BadRequestException", f"The metadata file '{metadata_location}' names a "
+                                                               f"manifest list or statistics file outside the "
+                                                               f"location of its {kind}.")
         return metadata, location
 
     async def _credentials(self, caller: Caller, asset: Asset, authz) -> list[dict]:

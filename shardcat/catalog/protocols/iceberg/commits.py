@@ -18,6 +18,7 @@ from ....entities.values import now_ms
 from ....shards.shard import MetastoreState
 from ....store.writes import WriteTx
 from ...tree.column_governance import keep_column_governance
+from ...tree.foreign_writes import commit_paths, outside
 from .base import IcebergBase
 from .errors import IcebergError, taken_by, missing, require_data
 from .names import schema_of
@@ -81,6 +82,12 @@ class Commits(IcebergBase):
         """A commit against the table's current metadata: (base location, new metadata, its new file,
         its columns renamed by field id), the file written unless the new schema drops governance the
         caller may not drop. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
+        # A snapshot's manifest list and statistics are the table's own: the catalog reads them (planning) with
+        # its own rights, and another table's would answer that table's files and bounds to this one's readers.
+        why = outside(asset.storage_path, [(what, url) for what, url in commit_paths(updates) if what.endswith(
+            ("manifest list", "statistics file"))])
+        if why is not None:
+            raise IcebergError(400, "BadRequestException", f"Cannot commit to {asset.full_name}: {why}.")
         io = await self._io(caller, asset.storage_path, write=True)
         base_location = properties_of(asset)[md.METADATA_LOCATION]
         base = await asyncio.to_thread(md.read_metadata, base_location, io)
