@@ -17,7 +17,9 @@ state) instead of overwriting it.
   numbers; delete manifests kept as they are), in a new manifest list; one `replace` snapshot
   committed through the catalog with the requirement that `main` is still the snapshot read. A
   concurrent commit makes the catalog refuse it (409): the files it wrote are deleted (never
-  committed, so its own) and it starts again on the new state, at most COMMIT_ATTEMPTS times.
+  committed, so its own) and it starts again on the new state, at most COMMIT_ATTEMPTS times. It
+  writes only under the table's own `metadata/`, and reads no manifest list or manifest outside the
+  table's location (or through a link): such a snapshot is not rewritten.
   pyiceberg 0.12 has no such action; its public manifest writers do the file format.
 """
 
@@ -103,10 +105,15 @@ def compact(*, api_url: str, token: str, warehouse: str, identifier: str, min_fi
 def _foreign_files(table) -> list[str]:
     """The current snapshot's data files that lie outside the table's own location or, on a local file
     system, are reached through a symbolic link: a writer's manifest may name any path."""
+    return _outside(table, table.inspect.files().column("file_path").to_pylist())
+
+
+def _outside(table, paths) -> list[str]:
+    """Those of `paths` outside the table's own location or (local file system) reached through a link."""
     root = normalize_url(table.location())
     fs, base = pafs.FileSystem.from_uri(root)
     out = []
-    for path in table.inspect.files().column("file_path").to_pylist():
+    for path in paths:
         try:
             url = normalize_url(path)
         except InvalidUrl:
@@ -200,7 +207,7 @@ def _write_packed(table, spec_id: int, group: list, snapshot_id: int, commit: uu
     out, writer = [], None
     for entry in entries:
         if writer is None:
-            path = table.location_provider().new_metadata_location(f"{commit}-m{next(counter)}.avro")
+            path = _metadata_path(table, f"{commit}-m{next(counter)}.avro")
             written.append(path)
             writer = write_manifest(format_version=meta.format_version, spec=meta.specs()[spec_id],
                                     schema=meta.schema(), output_file=io.new_output(path), snapshot_id=snapshot_id,
@@ -221,7 +228,11 @@ def _prepare(table, target_bytes: int, written: list[str]) -> tuple[dict, tuple 
     the commit's (requirements, updates), or None when nothing is worth rewriting)."""
     meta, io = table.metadata, table.io
     current = table.current_snapshot()
-    manifests = current.manifests(io)
+    outside = _outside(table, [current.manifest_list])
+    manifests = [] if outside else current.manifests(io)
+    outside = outside or _outside(table, [m.manifest_path for m in manifests])
+    if outside:         # read with the catalog's rights, another table's entries would become this one's
+        raise ValueError(f"The table's snapshot names a manifest outside it ('{outside[0]:.200}'): not rewritten.")
     groups = _data_manifests_by_spec(manifests)
     rewrite = {spec: group for spec, group in groups.items() if _worth_rewriting(group, target_bytes)}
     counts = {"manifests_before": len(manifests), "manifests_after": len(manifests), "rewritten": 0,
@@ -238,7 +249,7 @@ def _prepare(table, target_bytes: int, written: list[str]) -> tuple[dict, tuple 
     replaced = {m.manifest_path for group in rewrite.values() for m in group}
     kept = [m for m in manifests if m.manifest_path not in replaced]    # delete manifests, specs left alone
     sequence = meta.next_sequence_number()
-    manifest_list = table.location_provider().new_metadata_location(f"snap-{snapshot_id}-0-{commit}.avro")
+    manifest_list = _metadata_path(table, f"snap-{snapshot_id}-0-{commit}.avro")
     written.append(manifest_list)
     with write_manifest_list(format_version=meta.format_version, output_file=io.new_output(manifest_list),
                              snapshot_id=snapshot_id, parent_snapshot_id=current.snapshot_id,
@@ -259,6 +270,11 @@ def _prepare(table, target_bytes: int, written: list[str]) -> tuple[dict, tuple 
                SetSnapshotRefUpdate(ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id))
     return {**counts, "manifests_after": len(kept) + len(created), "rewritten": len(replaced),
             "entries": entries, "snapshot_id": snapshot_id}, (requirements, updates)
+
+
+def _metadata_path(table, name: str) -> str:
+    """Where the job writes: the table's own metadata/ folder (never a `write.metadata.path` a writer set)."""
+    return f"{table.location().rstrip('/')}/metadata/{name}"
 
 
 def _compression(meta) -> str:

@@ -14,7 +14,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import BadRequestError, CommitFailedException
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
@@ -254,3 +254,84 @@ async def test_who_may_run_it(ws, server):
     assert status == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", body    # an Iceberg job on Delta
     await asyncio.sleep(0.5)
     assert (await asyncio.to_thread(state, ws))["snapshot"].snapshot_id == before      # nothing ran
+
+
+# ---- attacks: a writer's metadata steering the job ----------------------------------------------
+
+
+async def attacker_table(ws, server):
+    """ice.s.events (the victim, the admin's) and ice.s.mine, made and appended to by a user who may create
+    tables in ice.s and holds nothing on events."""
+    await events(ws, 2)
+    attacker = await user(server, ws)
+    await grant(ws, "catalog", "ice", attacker.name, "USE CATALOG", "USE SCHEMA", "CREATE TABLE")
+
+    def make():
+        catalog = load_catalog("a", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice", token=attacker.token)
+        mine = catalog.create_table("s.mine", SCHEMA)
+        mine.append(rows(1))
+        mine.append(rows(2))
+        return catalog.load_table("s.mine")
+
+    return attacker, await asyncio.to_thread(make)
+
+
+async def test_a_snapshot_naming_another_tables_manifest_is_not_rewritten(ws, server):
+    from pyiceberg.manifest import write_manifest_list
+    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+    from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+
+    attacker, mine = await attacker_table(ws, server)
+
+    def craft():
+        """The attacker's commit: a manifest list in its own table naming the victim's manifests (paths on
+        file:// storage are there to be listed)."""
+        victim = ice(ws).load_table("s.events")
+        theirs = victim.current_snapshot().manifests(victim.io)
+        current = mine.current_snapshot()
+        snapshot_id, sequence = mine.metadata.new_snapshot_id(), mine.metadata.next_sequence_number()
+        path = f"{mine.location()}/metadata/snap-{snapshot_id}-crafted.avro"
+        with write_manifest_list(format_version=2, output_file=mine.io.new_output(path), snapshot_id=snapshot_id,
+                                 parent_snapshot_id=current.snapshot_id, sequence_number=sequence,
+                                 avro_compression="gzip") as writer:
+            writer.add_manifests(current.manifests(mine.io) + theirs)
+        snapshot = Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=current.snapshot_id, sequence_number=sequence,
+                            manifest_list=path, summary=Summary(Operation.APPEND),
+                            schema_id=mine.metadata.current_schema_id)
+        mine.catalog.commit_table(mine, (AssertRefSnapshotId(ref="main", snapshot_id=current.snapshot_id),),
+                                  (AddSnapshotUpdate(snapshot=snapshot),
+                                   SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH,
+                                                        snapshot_id=snapshot_id)))
+        return snapshot_id
+
+    crafted = await asyncio.to_thread(craft)
+    victim_dir = (await asyncio.to_thread(state, ws))["table"].location().removeprefix("file://")
+    victim_files = sorted(os.listdir(os.path.join(victim_dir, "metadata")))
+    with pytest.raises(runner.JobFailed, match="outside"):
+        await runner.run("iceberg.rewrite_manifests", spec(ws, identifier="s.mine"), attempts=1)
+    after = await asyncio.to_thread(lambda: ice(ws).load_table("s.mine"))
+    assert after.current_snapshot().snapshot_id == crafted                 # nothing committed
+    assert sorted(os.listdir(os.path.join(victim_dir, "metadata"))) == victim_files
+    assert unreferenced_metadata(after) == set()                           # nothing of the job left behind
+
+
+async def test_the_job_writes_only_under_the_tables_own_metadata(ws, server, tmp_path):
+    attacker, mine = await attacker_table(ws, server)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def steer():
+        with mine.transaction() as txn:        # pyiceberg's writers would put new metadata files there
+            txn.set_properties({"write.metadata.path": f"file://{elsewhere}"})
+
+    with pytest.raises(BadRequestError, match="must lie inside its location"):    # the catalog refuses it first
+        await asyncio.to_thread(steer)
+    out = await runner.run("iceberg.rewrite_manifests", spec(ws, identifier="s.mine"))
+    assert (out["manifests_before"], out["manifests_after"]) == (2, 1)
+    assert list(elsewhere.iterdir()) == []
+    after = await asyncio.to_thread(lambda: ice(ws).load_table("s.mine"))
+    root = after.location()
+    assert after.current_snapshot().manifest_list.startswith(f"{root}/metadata/")
+    assert all(m.manifest_path.startswith(f"{root}/metadata/") for m in after.current_snapshot().manifests(after.io))
+    assert sorted(after.scan().to_arrow()["id"].to_pylist()) == [1, 2]
