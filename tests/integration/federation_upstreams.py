@@ -119,9 +119,14 @@ async def upstream_iceberg_rest(foreign) -> None:
 # ---- AWS Glue (moto's server) ----------------------------------------------------------------------
 
 
+# moto keeps its Glue data per process (every moto server of the test process shares it), by account and
+# region: a region of this module's own, so another module's `sales` database is not in the way.
+GLUE_REGION = "eu-north-1"
+
+
 def glue_client(endpoint: str):
     import boto3
-    return boto3.client("glue", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id="testing",
+    return boto3.client("glue", region_name=GLUE_REGION, endpoint_url=endpoint, aws_access_key_id="testing",
                         aws_secret_access_key="testing")
 
 
@@ -134,6 +139,8 @@ def glue_table(name: str, location: str, parameters: dict) -> dict:
 def fill_glue(endpoint: str, directory: Path) -> None:
     """Database `sales` in Glue: `orders` (Delta), `events` (Iceberg), their files in `directory`."""
     glue = glue_client(endpoint)
+    for name in [d["Name"] for d in glue.get_databases()["DatabaseList"]]:
+        glue.delete_database(Name=name)         # left by an earlier module of this process
     glue.create_database(DatabaseInput={"Name": "sales"})
     orders = write_delta(directory / "orders")
     glue.create_table(DatabaseName="sales", TableInput=glue_table(

@@ -24,8 +24,9 @@ from deltalake import DeltaTable
 
 from shardcat.entities.urls import local_path
 from tests.conftest import new_workspace, serving
-from tests.integration.federation_upstreams import (EVENT_ROWS, ORDER_ROWS, HiveMetastore, Mounted, fill_glue,
-                                                    mount, ok, upstream_iceberg_rest, upstream_unity_catalog)
+from tests.integration.federation_upstreams import (EVENT_ROWS, GLUE_REGION, ORDER_ROWS, HiveMetastore, Mounted,
+                                                    fill_glue, mount, ok, upstream_iceberg_rest,
+                                                    upstream_unity_catalog)
 from tests.integration.governance_users import grant, user
 from tests.spark.helpers import add_catalog, iceberg_catalog, run
 
@@ -78,7 +79,7 @@ def glue_endpoint():
 @pytest.fixture(scope="module")
 async def glue_fed(fws, glue_endpoint, tmp_path_factory):
     await asyncio.to_thread(fill_glue, glue_endpoint, tmp_path_factory.mktemp("glue-data"))
-    return await mount(fws, "glue", "GLUE", {"region": "us-east-1", "endpoint_url": glue_endpoint,
+    return await mount(fws, "glue", "GLUE", {"region": GLUE_REGION, "endpoint_url": glue_endpoint,
                                              "aws_access_key_id": "testing", "aws_secret_access_key": "testing"},
                        {}, delta=True, iceberg=True)
 
