@@ -285,6 +285,7 @@ def plugin_rows(spark, caller, catalog: str) -> list[tuple]:
 
 
 @pytest.mark.spark_connectors
+@pytest.mark.timeout(600)       # the module's first Spark query loads Delta and the plugin: minutes on a loaded machine
 @pytest.mark.parametrize("foreign", WITH_DELTA, indirect=True)
 async def test_spark_plugin_reads_a_foreign_delta_table(federating, fws, foreign, spark):
     # (shardcat.spark's Python wrapper reads catalog-managed Delta tables only: no foreign one, by design.)
