@@ -69,7 +69,10 @@ def pytest_collection_modifyitems(config, items):
 # A failure's reason, by what its message says: (pattern, reason), first match wins.
 REASONS = [
     (r"CompleteMultipartUpload", "moto's CompleteMultipartUpload answer (before the harness corrected it)"),
-    (r"\('s3://'\)", "the suite's warehouse on S3: file paths must start with s3:// (see --s3-storage)"),
+    (r"\('s3://", "the suite's warehouse on S3: file paths must start with s3:// (see --s3-storage), some with "
+                 "s3://warehouse/<namespace>/<table>, the reference catalog's layout"),
+    (r"Path cannot start with a separator",
+     "reads the table's files with an S3 filesystem of its own (the table is on local storage; see --s3-storage)"),
     (r"_namespace_separator",
      "the reference REST fixture's own configuration: namespace separator '.', nested namespaces"),
     (r"DID NOT RAISE CommitFailedException|found matching the filter for snapshots set\(\)",
@@ -85,8 +88,6 @@ REASONS = [
     (r"write\.parquet\.compression-codec", "the Java reference catalog's default table properties"),
     (r"Timeout \(>", "the per-test timeout on a loaded machine"),
     (r"9083|thrift|HIVE_SUPPORT", "a Hive metastore at localhost:9083"),
-    (r"Path cannot start with a separator",
-     "reads the table's files with an S3 filesystem of its own (the table is on local storage; see --s3-storage)"),
     (r"ray_dataset\.to_pandas",
      "Ray's pandas conversion of a decimal in a map differs from pyiceberg's (the installed Ray, shardcat's)"),
     (r"gs://|gcs|GCS", "Google Cloud Storage"), (r"abfs|adls|[Aa]zure", "Azure storage"),
