@@ -75,14 +75,20 @@ class CacheFollower:
 
 
 class Ticking:
-    """A follower that looks at each metastore now and then: the first write it sees starts the metastore's
-    loop, which calls `tick(metastore_id)` every `period()` seconds while this shard owns it. A failed tick
-    is logged and the next one looks again. Subclasses say what a write tells them in `noticed`."""
+    """A follower that looks now and then at the tables a policy switch (`switch`, a property key set on a
+    catalog, schema or table) may have turned on: the first write it sees starts the metastore's loop,
+    which calls `tick(metastore_id)` every `period()` seconds while this shard owns it. Which assets hold
+    the switch is read once from the store and kept current from the writes after, so a metastore of a
+    million tables and no policy costs a tick nothing. A failed tick is logged; the next looks again."""
 
-    def __init__(self, shard, name: str):
+    def __init__(self, shard, name: str, switch: str):
         self.shard = shard
         self.name = name
+        self.switch = switch
         self.loops: dict[str, asyncio.Task] = {}
+        self.holders: dict[str, dict[str, str]] = {}      # metastore -> holder id -> its type
+        self.loading: dict[str, dict[str, Asset | None]] = {}   # writes seen while holders load
+        self.load_lock = asyncio.Lock()
         shard.follow(self)
 
     def period(self) -> float:
@@ -94,17 +100,50 @@ class Ticking:
     def noticed(self, state, tx) -> None:
         """This shard's write `tx` to `state`, before the loop is (re)started: no I/O."""
 
+    async def switched_tables(self, metastore_id: str) -> list[Asset]:
+        """The tables a holder of the switch covers (their effective setting is the caller's to decide)."""
+        async with self.load_lock:
+            holders = self.holders.get(metastore_id)
+            if holders is None:
+                self.loading[metastore_id] = {}
+                try:
+                    found = {a.id: a.type for a in await self.shard.store.assets_with_property(metastore_id, self.switch)}
+                    for asset_id, asset in self.loading[metastore_id].items():
+                        self._hold(found, asset_id, asset)
+                finally:
+                    del self.loading[metastore_id]
+                holders = self.holders[metastore_id] = found
+        return await self.shard.store.tables_under(metastore_id, list(holders)) if holders else []
+
+    def _seen(self, metastore_id: str, asset_id: str, asset: Asset | None) -> None:
+        if metastore_id in self.holders:
+            self._hold(self.holders[metastore_id], asset_id, asset)
+        elif metastore_id in self.loading:
+            self.loading[metastore_id][asset_id] = asset
+
+    def _hold(self, holders: dict[str, str], asset_id: str, asset: Asset | None) -> None:
+        if asset is not None and self.switch in (asset.info.get("properties") or {}):
+            holders[asset_id] = asset.type
+        else:
+            holders.pop(asset_id, None)
+
     def applied(self, state, tx) -> None:
+        for asset in tx.written.values():
+            self._seen(state.id, asset.id, asset)
+        for asset_id in tx.deleted:
+            self._seen(state.id, asset_id, None)
         self.noticed(state, tx)
         task = self.loops.get(state.id)
         if task is None or task.done():
             self.loops[state.id] = asyncio.get_running_loop().create_task(self._loop(state.id))
 
     async def reconciled(self, state, changes: Reconciled) -> None:
-        pass
+        now = {a.id: a for a in changes.assets}
+        for asset_id in changes.changed:
+            self._seen(state.id, asset_id, now.get(asset_id))
 
     def rebuilt(self, state, version: int) -> None:
-        pass
+        self.holders.pop(state.id, None)
 
     async def _loop(self, metastore_id: str) -> None:
         while self.shard.owns(metastore_id):

@@ -103,6 +103,29 @@ class AssetReads:
         return [asset_from(r) for r in rows]
 
     @homed
+    async def assets_with_property(self, metastore_id: str, key: str) -> list[Asset]:
+        """The catalogs, schemas and tables whose properties hold `key` (a policy switch: few of them).
+        One scan in PostgreSQL, once per owner: the shard's followers keep the answer current after it."""
+        rows = await (await self.home(metastore_id)).fetch(
+            f"""SELECT {ASSET_COLUMNS} FROM assets WHERE metastore_id = $1
+                AND type IN ('catalog', 'schema', 'table') AND info->'properties' ? $2""",
+            uuid.UUID(metastore_id), key)
+        return [asset_from(r) for r in rows]
+
+    @homed
+    async def tables_under(self, metastore_id: str, ids: list[str]) -> list[Asset]:
+        """The tables among `ids`, in a schema among them, or in a schema of a catalog among them (by the
+        children index)."""
+        rows = await (await self.home(metastore_id)).fetch(
+            f"""WITH given AS (SELECT unnest($2::uuid[]) AS id),
+                     schemas AS (SELECT id FROM given UNION SELECT s.id FROM assets s JOIN given g
+                                 ON s.parent_id = g.id AND s.type = 'schema')
+                SELECT {ASSET_COLUMNS} FROM assets WHERE metastore_id = $1 AND type = 'table'
+                   AND (id IN (SELECT id FROM given) OR parent_id IN (SELECT id FROM schemas))""",
+            uuid.UUID(metastore_id), ids)
+        return [asset_from(r) for r in rows]
+
+    @homed
     async def get_assets_by_keys(self, metastore_id: str, names: list[tuple[str, str]],
                                  ids: list[str]) -> tuple[int, list[Asset]]:
         """Assets by (namespace, full name) and by id, with the metastore version, in one statement (one snapshot)."""

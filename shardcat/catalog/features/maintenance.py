@@ -74,7 +74,7 @@ def _format(table: Asset) -> str:
 
 class Maintenance(Ticking):
     def __init__(self, shard: Shard, catalogs: CatalogService, system: SystemTables):
-        super().__init__(shard, "maintenance")
+        super().__init__(shard, "maintenance", rules.PREFIX + "enabled")
         self.catalogs = catalogs
         self.system = system
         self.marked: dict[str, set[str]] = {}          # metastore -> table ids a commit touched
@@ -101,7 +101,7 @@ class Maintenance(Ticking):
         now = now if now is not None else now_ms()
         marked = self.marked.pop(metastore_id, set())
         runs = []
-        for table in await self.shard.store.assets_of_type(metastore_id, "table"):
+        for table in await self.switched_tables(metastore_id):
             # Not the system tables (the catalog's own), nor a foreign table (its files are the foreign system's).
             if table.id in self.running or not table.storage_path or table.full_name.startswith("system.") \
                     or is_mirrored(table):

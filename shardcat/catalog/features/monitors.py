@@ -134,7 +134,7 @@ def off_volume(commits: list[tuple[int, int]], config: dict) -> dict | None:
 
 class Monitors(Ticking):
     def __init__(self, shard: Shard, catalogs: CatalogService, system: SystemTables):
-        super().__init__(shard, "monitors")
+        super().__init__(shard, "monitors", PREFIX + "enabled")
         self.catalogs = catalogs
         self.system = system
         self.raised: set[tuple[str, str]] = set()        # (table id, episode) already alerted
@@ -155,7 +155,7 @@ class Monitors(Ticking):
         """Look at every monitored table of the metastore; the alerts raised now."""
         now = now if now is not None else now_ms()
         raised = []
-        for table in await self.shard.store.assets_of_type(metastore_id, "table"):
+        for table in await self.switched_tables(metastore_id):
             if not table.storage_path or (table.info.get("data_source_format") or "DELTA").upper() != "DELTA" \
                     or table.full_name.lower().startswith("system."):
                 continue
