@@ -120,7 +120,8 @@ class _S3Answers:
         answer = {}
         body = b"".join(self.app(environ, lambda status, headers, exc_info=None: answer.update(s=status, h=headers)))
         body = body.replace(b"CompleteMultipartUploadResponse", b"CompleteMultipartUploadResult")
-        start_response(answer["s"], [(k, str(len(body)) if k.lower() == "content-length" else v) for k, v in answer["h"]])
+        headers = [(k, str(len(body)) if k.lower() == "content-length" else v) for k, v in answer["h"]]
+        start_response(answer["s"], headers)
         return [body]
 
 
@@ -165,6 +166,8 @@ def spark_connect_command(rest_uri: str, s3_endpoint: str) -> list[str]:
         "spark.sql.catalog.rest.s3.endpoint": s3_endpoint,
         "spark.sql.catalog.rest.s3.path-style-access": "true",
         "spark.sql.catalog.rest.client.region": "us-east-1",
+        # Iceberg 1.12's S3FileIO defaults to the AWS SDK's Apache 5 client, newer than the SDK jvm/spark pins
+        "spark.sql.catalog.rest.http-client.type": "urlconnection",
         "spark.sql.defaultCatalog": "rest",
         "spark.sql.ansi.enabled": "false",
         "spark.hadoop.fs.s3a.endpoint": s3_endpoint,
