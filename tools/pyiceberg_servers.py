@@ -166,8 +166,10 @@ def spark_connect_command(rest_uri: str, s3_endpoint: str) -> list[str]:
         "spark.sql.catalog.rest.s3.endpoint": s3_endpoint,
         "spark.sql.catalog.rest.s3.path-style-access": "true",
         "spark.sql.catalog.rest.client.region": "us-east-1",
-        # Iceberg 1.12's S3FileIO defaults to the AWS SDK's Apache 5 client, newer than the SDK jvm/spark pins
+        # Iceberg 1.12's S3FileIO builds the AWS SDK's Apache 5 client (`apache`) or its URL-connection one; the
+        # SDK bundle jvm/spark pins (2.29.52) has neither: the second, at that version, from Maven Central
         "spark.sql.catalog.rest.http-client.type": "urlconnection",
+        "spark.jars.packages": "software.amazon.awssdk:url-connection-client:2.29.52",
         "spark.sql.defaultCatalog": "rest",
         "spark.sql.ansi.enabled": "false",
         "spark.hadoop.fs.s3a.endpoint": s3_endpoint,
