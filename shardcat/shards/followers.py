@@ -16,6 +16,7 @@ from typing import Protocol
 
 from ..cache.metastore_cache import MetastoreCache
 from ..entities.asset import Asset
+from ..store.errors import is_db_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -152,5 +153,9 @@ class Ticking:
                 await self.tick(metastore_id)
             except asyncio.CancelledError:
                 raise
-            except Exception:       # noqa: BLE001 -- the next tick looks again
+            except Exception as e:       # noqa: BLE001 -- the next tick looks again
+                if is_db_unavailable(e):    # the store closed or down: the next write starts the loop again
+                    log.warning("%s of %s: the database is unavailable; ticks stop until the next write",
+                                self.name, metastore_id)
+                    return
                 log.exception("%s of %s: a tick failed", self.name, metastore_id)

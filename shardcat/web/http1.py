@@ -40,6 +40,7 @@ import httptools
 import orjson
 from aiohttp import web
 
+from .iceberg_errors import protocol_body
 from .http_limits import HeadReader, HttpLimits, LimitExceeded, body_too_large, body_too_slow, headers_too_slow
 from .shard_client import Address, Answer, ShardClient
 from .wire import CLIENT_ADDRESS_HEADER, CLIENT_HOST_HEADER, HEAD_HEADER
@@ -261,7 +262,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._parse(data)
         except httptools.HttpParserUpgrade:
-            self._refuse(error_answer(400, "MALFORMED_REQUEST", "Protocol upgrades are not supported."))
+            self._refuse(self._malformed("Protocol upgrades are not supported."))
         except httptools.HttpParserError as e:
             limit = e.__context__
             if isinstance(limit, LimitExceeded):        # raised in one of our callbacks
@@ -269,9 +270,15 @@ class _Connection(asyncio.Protocol):
             elif isinstance(limit, _Unframed):
                 self._end()
             else:
-                self._refuse(error_answer(400, "MALFORMED_REQUEST", f"Malformed HTTP request: {e}."))
+                self._refuse(self._malformed(f"Malformed HTTP request: {e}."))
         except LimitExceeded as limit:
             self._refuse(refusal(limit))
+
+    def _malformed(self, message: str) -> Answer:
+        """400 for a request the parser refused: in the Iceberg or Delta API's error model under theirs."""
+        body = protocol_body(self.url.decode("latin-1").split("?", 1)[0], 400, "MALFORMED_REQUEST", message)
+        return error_answer(400, "MALFORMED_REQUEST", message) if body is None else \
+            Answer(400, {"content-type": "application/json"}, body)
 
     def _parse(self, data: bytes) -> None:
         at = 0

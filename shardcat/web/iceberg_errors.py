@@ -54,10 +54,18 @@ def iceberg_response(status: int, kind: str, message: str) -> web.Response:
     return web.Response(status=status, body=encode_json(body), content_type="application/json")
 
 
+def protocol_body(path: str, status: int, code: str, message: str) -> bytes | None:
+    """An error's body under an Iceberg base or /delta/v1, in that protocol's model; None elsewhere."""
+    if is_iceberg_path(path):
+        kind = iceberg_type(code, status)
+    elif is_delta_api_path(path):
+        kind = delta_type(code, status)
+    else:
+        return None
+    return encode_json({"error": {"message": message, "type": kind, "code": status}})
+
+
 def protocol_error(path: str, status: int, code: str, message: str) -> web.Response | None:
     """The answer for an error under an Iceberg base or /delta/v1 in that protocol's model; None elsewhere."""
-    if is_iceberg_path(path):
-        return iceberg_response(status, iceberg_type(code, status), message)
-    if is_delta_api_path(path):
-        return iceberg_response(status, delta_type(code, status), message)
-    return None
+    body = protocol_body(path, status, code, message)
+    return None if body is None else web.Response(status=status, body=body, content_type="application/json")

@@ -173,6 +173,13 @@ async def test_too_large_and_malformed_requests(cluster, fws):
     assert raw.startswith(b"HTTP/1.1 413") and bodies(raw)[0]["error_code"] == "REQUEST_TOO_LARGE"
     raw = await exchange(cluster, b"NOT HTTP AT ALL\r\n\r\n", read_until_closed=True)
     assert raw.startswith(b"HTTP/1.1 400") and bodies(raw)[0]["error_code"] == "MALFORMED_REQUEST"
+    # Under the Iceberg REST and UC Delta APIs, the parser's refusal is in their error model (an empty Content-Length)
+    for path, kind in (("/iceberg/v1/catalogs/c/namespaces/s/tables/t/plan", "BadRequestException"),
+                       ("/delta/v1/catalogs/c/schemas/s/tables/t", "BadRequestException")):
+        raw = await exchange(cluster, f"POST {PREFIX}{path} HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n".encode(),
+                             read_until_closed=True)
+        error = bodies(raw)[0]
+        assert raw.startswith(b"HTTP/1.1 400") and error["error"]["type"] == kind and error["error"]["code"] == 400, raw
     assert (await fws.call("GET", "/catalogs/c"))[0] == 200          # the front still serves
 
 

@@ -82,16 +82,17 @@ class Commits(IcebergBase):
         """A commit against the table's current metadata: (base location, new metadata, its new file,
         its columns renamed by field id), the file written unless the new schema drops governance the
         caller may not drop. Requirements that do not hold raise RESOURCE_CONFLICT (409)."""
-        # A snapshot's manifest list and statistics are the table's own: the catalog reads them (planning) with
-        # its own rights, and another table's would answer that table's files and bounds to this one's readers.
-        why = outside(asset.storage_path, [(what, url) for what, url in commit_paths(updates) if what.endswith(
-            ("manifest list", "statistics file"))])
-        if why is not None:
-            raise IcebergError(400, "BadRequestException", f"Cannot commit to {asset.full_name}: {why}.")
         io = await self._io(caller, asset.storage_path, write=True)
         base_location = properties_of(asset)[md.METADATA_LOCATION]
         base = await asyncio.to_thread(md.read_metadata, base_location, io)
         metadata = md.updated(base, base_location, requirements, updates)
+        # A snapshot's manifest list and statistics are the table's own: the catalog reads them (planning) with
+        # its own rights, and another table's would answer that table's files and bounds to this one's readers.
+        # Checked after the requirements: a conflict answers 409 first, as engines retry on it.
+        why = outside(asset.storage_path, [(what, url) for what, url in commit_paths(updates) if what.endswith(
+            ("manifest list", "statistics file"))])
+        if why is not None:
+            raise IcebergError(400, "BadRequestException", f"Cannot commit to {asset.full_name}: {why}.")
         if self._url(metadata.location) != asset.storage_path:
             raise IcebergError(400, "BadRequestException", f"Table '{asset.full_name}' is at '{asset.storage_path}'; "
                                                            f"a commit cannot move it to '{metadata.location}'.")
