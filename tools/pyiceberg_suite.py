@@ -46,7 +46,7 @@ import pyiceberg_servers as servers  # noqa: E402
 WAREHOUSE = "pyiceberg"
 NEEDED = {"pytest_lazy_fixtures": "pytest-lazy-fixtures", "pytest_mock": "pytest-mock",
           "requests_mock": "requests-mock", "fastavro": "fastavro", "thrift": "thrift",
-          "sqlalchemy": "sqlalchemy"}
+          "sqlalchemy": "sqlalchemy", "pyiceberg_core": "pyiceberg-core>=0.10.1,<0.11.0"}
 CONFTEST = '''"""Written by shardcat's tools/pyiceberg_suite.py: leaves out the parameters naming a Hive metastore."""
 import os
 
