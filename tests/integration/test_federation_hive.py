@@ -7,63 +7,23 @@ Marker `hive` (-m 'not hive' leaves it out)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from federation_upstreams import HiveMetastore
 from governance_users import unique
 from shardcat.entities.urls import local_path
 from tests.conftest import new_workspace
-from tests.jvm import classpath, java
 from test_federation import expire, ok
 from test_federation import federating      # noqa: F401  (this module's own federating server)
 
 pytestmark = pytest.mark.hive
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Metastore:
-    """The standalone metastore on Derby in `home`, on a free port of 127.0.0.1."""
-
-    def __init__(self, home):
-        self.home = home
-        self.port = _free_port()
-        self.cp = classpath("hive-metastore")
-        self.conf = [f"-Dmetastore.thrift.port={self.port}",
-                     f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={home}/db;create=true",
-                     # Derby's tables made by DataNucleus on first start: the schema tool's scripts ship
-                     # in the binary tarball, not in the jars Maven Central serves
-                     "-Dmetastore.schema.verification=false", "-Ddatanucleus.schema.autoCreateAll=true",
-                     f"-Dmetastore.warehouse.dir=file://{home}/warehouse", "-Dmetastore.thrift.bind.host=127.0.0.1"]
-        self.child = None
-
-    def start(self) -> None:
-        log = open(self.home / "metastore.log", "ab")
-        self.child = subprocess.Popen([java(), *self.conf, "-cp", self.cp, "org.apache.hadoop.hive.metastore.HiveMetaStore",
-                                       "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300       # ~50 s on a busy 2-core machine
-        while time.monotonic() < deadline:
-            if self.child.poll() is not None:
-                raise RuntimeError(f"the metastore exited: {(self.home / 'metastore.log').read_text()[-2000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.5)
-        raise RuntimeError("the metastore did not listen within 300 s")
-
-    def stop(self) -> None:
-        if self.child is not None and self.child.poll() is None:
-            self.child.terminate()
-            self.child.wait(30)
+class Metastore(HiveMetastore):
+    """The standalone metastore (federation_upstreams.py) with a Thrift client for making tables in it."""
 
     def client(self):
         from hmsclient import hmsclient
