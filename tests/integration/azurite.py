@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import http.server
+import json
 import os
 import re
 import secrets
@@ -135,6 +137,21 @@ def az():
     emulator.stop()
 
 
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A quiet loopback stand-in's request handler that answers JSON."""
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
 class EntraId:
     """Microsoft Entra ID's token endpoint on loopback (HTTPS, `cert`): the one Azure part that cannot
     exist here. It serves a tenant's OpenID configuration and the client-credentials grant of the service
@@ -143,8 +160,6 @@ class EntraId:
     Azurite's basic OAuth accepts. A wrong secret, another tenant or another scope gets a 401."""
 
     def __init__(self, cert: Path, key: Path, tenant: str, apps: dict[str, str]):
-        import http.server
-        import json
         import ssl
         import time
         import uuid
@@ -156,18 +171,7 @@ class EntraId:
         self.object_ids = {app: str(uuid.uuid4()) for app in apps}
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 base = f"{outer.url}/{outer.tenant}"
                 if self.path.split("?")[0] == f"/{outer.tenant}/v2.0/.well-known/openid-configuration":
@@ -214,8 +218,6 @@ class InstanceMetadata:
     unknown identities get IMDS's 400. `issued` records the object id of each token handed out."""
 
     def __init__(self, tenant: str, assigned: dict[str, str], system: str | None = None):
-        import http.server
-        import json
         import time
         from urllib.parse import parse_qs, urlsplit
 
@@ -224,18 +226,7 @@ class InstanceMetadata:
         self.tenant, self.assigned, self.system, self.issued = tenant, assigned, system, []
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 parts = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(parts.query).items()}

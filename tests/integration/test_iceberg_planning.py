@@ -106,7 +106,8 @@ async def test_partition_values_and_column_stats_prune_as_pyiceberg_does(ws, eve
     assert len(planned(answer)) == 1
 
 
-async def test_pyiceberg_reads_through_server_side_planning(ws, events, monkeypatch):
+def server_plans(monkeypatch) -> list:
+    """The plan requests pyiceberg sends the catalog from now on (appended as they go)."""
     calls = []
     original = RestCatalog._plan_table_scan
 
@@ -115,6 +116,11 @@ async def test_pyiceberg_reads_through_server_side_planning(ws, events, monkeypa
         return original(self, identifier, request)
 
     monkeypatch.setattr(RestCatalog, "_plan_table_scan", counted)
+    return calls
+
+
+async def test_pyiceberg_reads_through_server_side_planning(ws, events, monkeypatch):
+    calls = server_plans(monkeypatch)
     ice = await run(catalog, ws, **{"scan-planning-mode": "server"})
     table = await run(ice.load_table, "s.events")
     rows = await run(lambda: table.scan(row_filter="day = 'wed' AND id < 215").to_arrow())

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 from governance_users import grant, user
 from pyiceberg.catalog import load_catalog
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from test_iceberg_planning import server_plans
 from test_row_filters import _world
 from test_uniform import UNIFORM, delta_table, iceberg, main, ordered, rows, run  # noqa: F401
 
@@ -112,14 +112,7 @@ async def test_a_delta_write_is_planned_at_once(ws, events):
 
 
 async def test_pyiceberg_reads_a_uniform_table_through_server_side_planning(ws, events, monkeypatch):
-    calls = []
-    original = RestCatalog._plan_table_scan
-
-    def counted(self, identifier, request):
-        calls.append(request)
-        return original(self, identifier, request)
-
-    monkeypatch.setattr(RestCatalog, "_plan_table_scan", counted)
+    calls = server_plans(monkeypatch)
     ice = await run(load_catalog, "shardcat", type="rest", uri=f"{ws.api}/iceberg", warehouse="main", token=ws.token,
                     **{"scan-planning-mode": "server"})
     table = await run(ice.load_table, "s.events")
