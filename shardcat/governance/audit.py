@@ -109,16 +109,17 @@ class AuditLog:
         return self.stats["recorded"] + self.stats["dropped"]
 
     async def start(self, app=None) -> None:
-        global _default
-        _default = self
+        _by_store.setdefault(id(self.store), []).append(self)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self, app=None, timeout: float = 5.0) -> None:
         """Stop the background task and write what is buffered (for up to `timeout` seconds)."""
-        global _default
-        if _default is self:
-            _default = None
+        running = _by_store.get(id(self.store), [])
+        if self in running:
+            running.remove(self)
+        if not running:
+            _by_store.pop(id(self.store), None)
         try:
             await asyncio.wait_for(self._finish(), timeout)
         except Exception as e:   # database gone at shutdown: say how much is lost
@@ -207,7 +208,9 @@ def _storable(value):
     return value
 
 
-_default: AuditLog | None = None     # the log of the app that started last: for record() outside a request
+# The running log of each store: where work outside a request (maintenance) records. By store, not
+# "the app that started last": in one process several apps may run (tests), each with its database.
+_by_store: dict[int, list[AuditLog]] = {}      # id(store) -> its running logs, the newest last
 
 
 # ---- what a request records -----------------------------------------------------------------
@@ -258,12 +261,13 @@ _new_id_source()
 os.register_at_fork(after_in_child=_new_id_source)     # a forked child must not repeat its parent's ids
 
 
-def record_all(caller, decisions: Iterable[tuple]) -> None:
+def record_all(caller, decisions: Iterable[tuple], store=None) -> None:
     """Record a request's access decisions, one row each (same request id, no status), besides
     the request's own row: `AccessDecision`s, or plain tuples of its seven fields in its order.
-    Never blocks or raises; a no-op where no audit log runs."""
+    Outside a request, into the running log of `store`. Never blocks or raises; a no-op where no
+    audit log runs."""
     current = _context()
-    audit_log = current["log"] if current is not None else _default
+    audit_log = current["log"] if current is not None else (_by_store.get(id(store)) or [None])[-1]
     if audit_log is None:
         return
     try:

@@ -298,7 +298,8 @@ class Maintenance(Ticking):
         runner.RUNS[(f"{row['format'].lower()}.{action}", row["status"].lower())] += 1
         audit.record_all(Caller(MAINTENANCE_PRINCIPAL, 0, True, 0, metastore_id), [audit.AccessDecision(
             "maintenanceRun", "TABLE", table.full_name, row["status"] == "SUCCEEDED", table.id,
-            None if row["status"] == "SUCCEEDED" else "MAINTENANCE_FAILED", f"{action} ({trigger}): {row['detail']}")])
+            None if row["status"] == "SUCCEEDED" else "MAINTENANCE_FAILED", f"{action} ({trigger}): {row['detail']}")],
+            store=self.shard.store)
         try:
             await self.system.append_journal(metastore_id, "maintenance", "runs", [row])
         except Exception:       # noqa: BLE001 -- the audit row above has it

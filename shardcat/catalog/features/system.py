@@ -34,6 +34,7 @@ from ...governance.index import privilege_index
 from ...governance.system_catalog import SYSTEM_CATALOG, SYSTEM_PRINCIPAL, system_caller
 from ...iceberg.uniform import ENABLED_FORMATS
 from ...shards.shard import Shard
+from ...store.errors import is_db_unavailable
 from ...store.system_rows import rows_after
 from ...web.kit import json_body, ok
 from ...web.routes import Handler, ShardServing
@@ -112,6 +113,10 @@ class SystemTables:
             except asyncio.CancelledError:
                 raise
             except Exception as e:       # noqa: BLE001 -- the next round tries again
+                if is_db_unavailable(e):    # the store closed or down: the next write starts the loop again
+                    log.warning("system tables of %s: the database is unavailable; refreshes stop until the "
+                                "next write", metastore_id)
+                    return
                 log.warning("system tables of %s: refresh failed: %r", metastore_id, e)
 
     async def _enabled(self, metastore_id: str) -> bool:
