@@ -21,6 +21,8 @@ from pyiceberg.io import load_file_io
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
+from ....iceberg.confined import outside
+
 PAGE_TASKS = 1000          # file scan tasks in one answer; a larger plan hands out the rest as plan tasks
 
 
@@ -79,10 +81,22 @@ def plan_files(metadata, metadata_location: str, io_properties: dict, request: P
     scan = table.scan(row_filter=request.filter if request.filter is not None else table.scan().row_filter,
                       selected_fields=tuple(request.select) if request.select else ("*",),
                       case_sensitive=request.case_sensitive, snapshot_id=request.snapshot_id)
+    _confined(metadata.location, scan.snapshot(), io)
     try:
         return list(scan.plan_files())
     except ValueError as e:           # the filter names a missing column, or compares it to a wrong type
         raise BadScan(f"Cannot plan the scan: {e}") from None
+
+
+def _confined(location: str, snapshot, io) -> None:
+    """The snapshot's manifest list and every manifest it names lie inside the table: a writer wrote the list
+    and chose what it names, and planning reads them with the catalog's rights (another table's manifests
+    would answer that table's files and column bounds)."""
+    if snapshot is None:
+        return
+    if outside(location, [snapshot.manifest_list]) or outside(location, [m.manifest_path
+                                                                         for m in snapshot.manifests(io)]):
+        raise BadScan("The snapshot names a manifest list or manifest outside the table's location: not planned.")
 
 
 def _has(schema, name: str, case_sensitive: bool) -> bool:

@@ -1,0 +1,81 @@
+"""Attacks by a table's writer through the metadata it controls, on the operations that read that metadata
+with the catalog's own rights (docs/security.md, "The newest surfaces").
+
+- Server-side scan planning (POST .../plan) reads a snapshot's manifest list and then every manifest it
+  names. A commit's manifest list must lie inside the table, but the manifests inside it are the writer's
+  choice: a manifest list written in the writer's own table that names another table's manifests had the
+  plan answer that table's data files and column bounds (its values) to whoever may read the writer's table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pyarrow as pa
+from pyiceberg.catalog import load_catalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from governance_users import grant, user
+
+P = "/iceberg/v1/catalogs/ice"
+SCHEMA = Schema(NestedField(1, "secret", LongType(), required=False))
+
+
+def rest(ws, token: str):
+    return load_catalog("c", type="rest", uri=f"{ws.api}/iceberg", warehouse="ice", token=token)
+
+
+async def victim_and_attacker(ws, server):
+    """ice.s.events (the admin's: secret values 4242 and 777) and `attacker`, who may create tables in ice.s
+    and holds nothing on events."""
+    assert (await ws.call("POST", "/catalogs", json={"name": "ice"}))[0] == 200
+
+    def make():
+        admin = rest(ws, ws.token)
+        admin.create_namespace("s")
+        events = admin.create_table("s.events", SCHEMA)
+        events.append(pa.table({"secret": pa.array([4242], pa.int64())}))
+        events.append(pa.table({"secret": pa.array([777], pa.int64())}))
+        return admin.load_table("s.events")
+
+    victim = await asyncio.to_thread(make)
+    attacker = await user(server, ws)
+    await grant(ws, "catalog", "ice", attacker.name, "USE CATALOG", "USE SCHEMA", "CREATE TABLE")
+    return victim, attacker
+
+
+def crafted_snapshot(mine, manifests) -> None:
+    """Commit to `mine` a snapshot whose manifest list (in mine's own metadata/) names `manifests`."""
+    from pyiceberg.manifest import write_manifest_list
+    from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
+    snapshot_id, sequence = mine.metadata.new_snapshot_id(), mine.metadata.next_sequence_number()
+    path = f"{mine.location()}/metadata/snap-{snapshot_id}-crafted.avro"
+    with write_manifest_list(format_version=2, output_file=mine.io.new_output(path), snapshot_id=snapshot_id,
+                             parent_snapshot_id=None, sequence_number=sequence, avro_compression="gzip") as writer:
+        writer.add_manifests(manifests)
+    snapshot = Snapshot(snapshot_id=snapshot_id, sequence_number=sequence, manifest_list=path,
+                        summary=Summary(Operation.APPEND), schema_id=mine.metadata.current_schema_id)
+    mine.catalog.commit_table(mine, (), (AddSnapshotUpdate(snapshot=snapshot), SetSnapshotRefUpdate(
+        ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id)))
+
+
+async def test_planning_reads_no_manifest_outside_the_table(ws, server):
+    victim, attacker = await victim_and_attacker(ws, server)
+    theirs = victim.current_snapshot().manifests(victim.io)
+    victim_files = {t.file.file_path for t in await asyncio.to_thread(lambda: list(victim.scan().plan_files()))}
+
+    def steal():
+        mine = rest(ws, attacker.token).create_table("s.mine", SCHEMA)
+        crafted_snapshot(mine, theirs)        # its manifest list lies in its own table: the commit is taken
+
+    await asyncio.to_thread(steal)
+    status, answer = await attacker.call("POST", f"{P}/namespaces/s/tables/mine/plan", json={})
+    said = json.dumps(answer)
+    assert not any(f in said for f in victim_files), answer            # none of the victim's files ...
+    assert "4242" not in said and "777" not in said, answer             # ... nor its values (the bounds)
+    assert not any(m.manifest_path in said for m in theirs), answer    # nor where its manifests are
+    assert status == 400 and "outside" in answer["error"]["message"], (status, answer)
