@@ -12,7 +12,10 @@ The cloud module vending.py dispatches abfss:// URLs to (issue 49). Its credenti
   ($SHARDCAT_AZURE_AUTHORITY_HOST, required for both so nothing reaches a real cloud by accident),
   asks the account for a *user delegation key* and signs a user delegation SAS with it: the SAS can
   do no more than the identity's own roles allow. These kinds take the same optional `endpoint_url`
-  and `hierarchical_namespace` (shardcat's).
+  and `hierarchical_namespace` (shardcat's). The token goes only to the account's own Azure endpoint
+  or to an `endpoint_url` the operator listed in $SHARDCAT_AZURE_STORAGE_ENDPOINTS: a credential's
+  creator (or owner) must not have the machine's identity token, or one signed in with a secret they
+  never saw, sent to an address of their choosing.
 
 Scope. On a hierarchical-namespace account the SAS is a directory SAS (`sr=d`, its depth signed
 as `sdd`) on the asset's directory, or a container SAS when the asset is the container itself.
@@ -147,6 +150,23 @@ def _same_account(fields: dict, account: str, url: str) -> None:
 # ---- user delegation keys (service principals, managed identities) ------------------------
 
 
+def token_endpoint_allowed(endpoint: str) -> None:
+    """Refuse an `endpoint_url` the operator did not list ($SHARDCAT_AZURE_STORAGE_ENDPOINTS, comma-separated
+    blob endpoints, compared in check_endpoint's form): an Entra ID token is sent there."""
+    listed = set()
+    for value in os.environ.get("SHARDCAT_AZURE_STORAGE_ENDPOINTS", "").split(","):
+        try:
+            listed.add(check_endpoint(value.strip()))
+        except CatalogError:
+            continue
+    if check_endpoint(endpoint) not in listed:
+        raise CatalogError("FAILED_PRECONDITION", f"The credential's endpoint_url '{endpoint:.120}' is not one this "
+                                                  "server sends Entra ID tokens to: only the storage account's own "
+                                                  "Azure endpoint, or those the operator lists in "
+                                                  "$SHARDCAT_AZURE_STORAGE_ENDPOINTS.")
+
+
+
 def _token_credential(kind: str, fields: dict):
     from azure.identity import ClientSecretCredential, ManagedIdentityCredential
 
@@ -223,6 +243,8 @@ class AzureVendor:
     async def _delegation(self, kind: str, signer: tuple, fields: dict, account: str, expiry: datetime):
         """A user delegation key valid at least until `expiry`: the cached one, or a new one."""
         endpoint = fields.get("endpoint_url")
+        if endpoint:
+            token_endpoint_allowed(endpoint)       # before any token is asked for
         key = (kind, signer, account, endpoint)
         found = self.delegation_keys.get(key)
         if found is not None and found[1] >= expiry:

@@ -309,6 +309,7 @@ async def test_a_service_principal_vends_a_user_delegation_sas(ws, az_oauth, mon
     key with that token, and signs the SAS with it; Azurite checks the SAS against the key it derived."""
     emulator, entra = az_oauth
     monkeypatch.setenv("SHARDCAT_AZURE_AUTHORITY_HOST", entra.url)
+    monkeypatch.setenv("SHARDCAT_AZURE_STORAGE_ENDPOINTS", emulator.endpoint)   # tokens may go to Azurite
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(emulator.cert))         # the loopback certificate, for both
     [(app, secret)] = entra.apps.items()
     principal = {"directory_id": entra.tenant, "application_id": app, "client_secret": secret,
@@ -355,6 +356,7 @@ async def test_a_managed_identity_vends_a_user_delegation_sas(ws, az_oauth, monk
     imds = InstanceMetadata(entra.tenant, {assigned: str(uuid.uuid4())}, system=str(uuid.uuid4()))
     monkeypatch.setenv("SHARDCAT_AZURE_AUTHORITY_HOST", entra.url)
     monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds.url)      # the SDK's own setting for IMDS
+    monkeypatch.setenv("SHARDCAT_AZURE_STORAGE_ENDPOINTS", emulator.endpoint)
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(emulator.cert))
     vending_azure.AZURE.cache.clear()
     vending_azure.AZURE.delegation_keys.clear()
