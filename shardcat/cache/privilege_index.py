@@ -15,13 +15,18 @@ strings; which ones exist and what ALL PRIVILEGES covers is governance/privilege
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import chain as concat, compress, islice
 
 from pyroaring import BitMap
+
+from .packed_strings import PackedStrings
 
 ALL_PRIVILEGES = "ALL PRIVILEGES"
 MANAGE = "MANAGE"
 _EMPTY = BitMap()
+NONE = -1          # no parent, no owner
 
 
 def covers(granted: str, wanted: str) -> bool:
@@ -30,7 +35,15 @@ def covers(granted: str, wanted: str) -> bool:
 
 
 class PrivilegeIndex:
-    """Grants, owners and parent links of one metastore's securables, keyed by securable id (a str)."""
+    """Grants, owners and parent links of one metastore's securables, keyed by securable id (a str).
+
+    Per securable only its id's map entry and a few packed numbers are objects of their own (~200 B
+    at a million tables, docs/design.md "What an asset costs in memory"): its parent, type and owner
+    live in arrays indexed by its dense number (types and owners as codes into small tables), its full
+    name in a `PackedStrings`; only securables with grants have an entry in `grants`. The mappings
+    `parent`, `kind`, `owner` and `name` are read-only views of those arrays; hot paths call
+    `parent_of`, `kind_of`, `owner_of`, `known` instead (no view object per question).
+    """
 
     def __init__(self, root_id: str, root_owner: str | None = None):
         self.root_id = root_id             # the metastore: the top of every ancestor chain
@@ -38,17 +51,22 @@ class PrivilegeIndex:
         self._num: dict[str, int] = {}     # securable id -> dense int
         self._key: list[str | None] = []   # dense int -> securable id (None once removed)
         self._free: list[int] = []
-        self.parent: dict[int, int] = {}
-        self.kind: dict[int, str] = {}     # asset type
+        self._parent = array("i")          # dense int -> its parent's, NONE for none
+        self._kind = array("B")            # dense int -> code in _kinds; 0 (None): not a securable here
+        self._owner = array("i")           # dense int -> code in _owners, NONE for none
+        self._names = PackedStrings()      # dense int -> full name, for messages and "inherited from"
+        self._root_named = False           # the metastore has no name here unless put
+        self._kinds: list = [None]         # type code -> asset type
+        self._kind_code: dict = {}
+        self._owners: list[str] = []       # owner code -> principal (owners repeat: one entry each)
+        self._owner_code: dict[str, int] = {}
         self.children: dict[int, BitMap] = {}
-        self.owner: dict[int, str] = {}
-        self.name: dict[int, str] = {}     # full name, for messages and "inherited from"
         self.owned: dict[str, BitMap] = {}
         self.grants: dict[int, dict[str, frozenset[str]]] = {}   # securable -> principal -> privileges
         self.bits: dict[tuple[str, str], BitMap] = {}            # (principal, privilege) -> securables
         self.any_grant: dict[str, BitMap] = {}                   # principal -> securables with any grant
         self.num(root_id)
-        self.kind[0] = "metastore"
+        self._kind[0] = self._code_of_kind("metastore")
 
     def copy(self, cls: type | None = None) -> "PrivilegeIndex":
         """An independent copy, as `cls` (a subclass) if given: a read at a past version adds the
@@ -57,7 +75,11 @@ class PrivilegeIndex:
         out = cls.__new__(cls)
         out.root_id, out.root_owner = self.root_id, self.root_owner
         out._num, out._key, out._free = dict(self._num), list(self._key), list(self._free)
-        out.parent, out.kind, out.owner, out.name = dict(self.parent), dict(self.kind), dict(self.owner), dict(self.name)
+        out._parent, out._kind, out._owner = array("i", self._parent), array(self._kind.typecode, self._kind), \
+            array("i", self._owner)
+        out._names, out._root_named = self._names.copy(), self._root_named
+        out._kinds, out._kind_code = list(self._kinds), dict(self._kind_code)
+        out._owners, out._owner_code = list(self._owners), dict(self._owner_code)
         out.children = {k: BitMap(v) for k, v in self.children.items()}
         out.owned = {k: BitMap(v) for k, v in self.owned.items()}
         out.grants = dict(self.grants)      # values are replaced, never changed in place
@@ -70,11 +92,15 @@ class PrivilegeIndex:
     def num(self, sid: str) -> int:
         n = self._num.get(sid)
         if n is None:
-            n = self._free.pop() if self._free else len(self._key)
-            if n == len(self._key):
-                self._key.append(sid)
-            else:
+            if self._free:
+                n = self._free.pop()
                 self._key[n] = sid
+            else:
+                n = len(self._key)
+                self._key.append(sid)
+                self._parent.append(NONE)
+                self._kind.append(0)
+                self._owner.append(NONE)
             self._num[sid] = n
         return n
 
@@ -90,26 +116,91 @@ class PrivilegeIndex:
     def __len__(self) -> int:
         return len(self._num)
 
+    # ---- one securable's fields (the hot paths' accessors) ---------------------
+
+    def known(self, n: int) -> bool:
+        """Whether securable n is in the index (put and not removed), not just a number."""
+        return 0 <= n < len(self._kind) and self._kind[n] != 0
+
+    def kind_of(self, n: int, default=None):
+        code = self._kind[n] if 0 <= n < len(self._kind) else 0
+        return self._kinds[code] if code else default
+
+    def parent_of(self, n: int, default: int | None = None) -> int | None:
+        p = self._parent[n] if 0 <= n < len(self._parent) else NONE
+        return default if p == NONE else p
+
+    def owner_of(self, n: int) -> str | None:
+        code = self._owner[n] if 0 <= n < len(self._owner) else NONE
+        return None if code == NONE else self._owners[code]
+
+    def name_of(self, n: int, default: str | None = None) -> str | None:
+        return self._names.get(n) if self._named(n) else default
+
+    def _named(self, n: int) -> bool:
+        """Whether securable n was given a name (the metastore, at 0, is not unless put)."""
+        return self.known(n) and (n != 0 or self._root_named)
+
+    @property
+    def parent(self) -> "Fields":
+        """n -> its parent's number, for securables that have one (a read-only mapping)."""
+        return Fields(self, self.parent_of, lambda n: self._parent[n] != NONE,
+                      lambda: map(NONE.__ne__, self._parent))
+
+    @property
+    def kind(self) -> "Fields":
+        """n -> its asset type, for securables in the index (a read-only mapping)."""
+        return Fields(self, self.kind_of, self.known, lambda: self._kind)
+
+    @property
+    def owner(self) -> "Fields":
+        """n -> its owner, for securables that have one (a read-only mapping)."""
+        return Fields(self, self.owner_of, lambda n: self._owner[n] != NONE,
+                      lambda: map(NONE.__ne__, self._owner))
+
+    @property
+    def name(self) -> "Fields":
+        """n -> its full name, for securables in the index (a read-only mapping)."""
+        return Fields(self, self.name_of, self._named,
+                      lambda: concat((self._root_named,), islice(self._kind, 1, None)))
+
+    def _code_of_kind(self, kind) -> int:
+        code = self._kind_code.get(kind)
+        if code is None:
+            code = self._kind_code[kind] = len(self._kinds)
+            self._kinds.append(kind)
+            if code > 255 and self._kind.typecode == "B":    # types are a few dozen; more still work
+                self._kind = array("i", self._kind)
+        return code
+
+    def _code_of_owner(self, owner: str) -> int:
+        code = self._owner_code.get(owner)
+        if code is None:
+            code = self._owner_code[owner] = len(self._owners)
+            self._owners.append(owner)
+        return code
+
     # ---- updates ---------------------------------------------------------------
 
     def put(self, sid: str, parent_sid: str, kind: str, owner: str | None, name: str = "") -> None:
         """Add or update a securable: its parent, type, owner and full name."""
         n, p = self.num(sid), self.num(parent_sid)
-        self.name[n] = name
-        old_parent = self.parent.get(n)
-        if old_parent is not None and old_parent != p and old_parent in self.children:
+        self._names.set(n, name)
+        self._root_named = self._root_named or n == 0
+        old_parent = self._parent[n]
+        if old_parent != NONE and old_parent != p and old_parent in self.children:
             self.children[old_parent].discard(n)
-        self.parent[n] = p
-        self.kind[n] = kind
+        self._parent[n] = p
+        self._kind[n] = self._code_of_kind(kind)
         self.children.setdefault(p, BitMap()).add(n)
-        old_owner = self.owner.get(n)
+        old_owner = self.owner_of(n)
         if old_owner != owner:
             if old_owner is not None:
                 self.owned[old_owner].discard(n)
             if owner is None:
-                self.owner.pop(n, None)
+                self._owner[n] = NONE
             else:
-                self.owner[n] = owner
+                self._owner[n] = self._code_of_owner(owner)
                 self.owned.setdefault(owner, BitMap()).add(n)
 
     def remove(self, sid: str) -> None:
@@ -118,14 +209,14 @@ class PrivilegeIndex:
         if n is None or n == 0:
             return
         self.set_grants(sid, {})
-        p = self.parent.pop(n, None)
-        if p is not None and p in self.children:    # the parent may have gone first, in the same write
+        p = self._parent[n]
+        if p != NONE and p in self.children:    # the parent may have gone first, in the same write
             self.children[p].discard(n)
-        owner = self.owner.pop(n, None)
+        owner = self.owner_of(n)
         if owner is not None:
             self.owned[owner].discard(n)
-        self.kind.pop(n, None)
-        self.name.pop(n, None)
+        self._parent[n], self._kind[n], self._owner[n] = NONE, 0, NONE
+        self._names.clear(n)
         self.children.pop(n, None)
         del self._num[sid]
         self._key[n] = None
@@ -150,10 +241,11 @@ class PrivilegeIndex:
 
     def chain(self, n: int) -> list[int]:
         """n and its ancestors, nearest first, ending at the metastore."""
-        out = [n]
-        while n in self.parent:
-            n = self.parent[n]
+        out, parent = [n], self._parent
+        n = parent[n]
+        while n != NONE:
             out.append(n)
+            n = parent[n]
         return out
 
     def granted(self, principals: Iterable[str], privilege: str) -> BitMap:
@@ -173,9 +265,11 @@ class PrivilegeIndex:
 
     def first_in_chain(self, n: int, marked: BitMap) -> int | None:
         """The nearest ancestor-or-self of n in `marked`, or None."""
-        for m in self.chain(n):
-            if m in marked:
-                return m
+        parent = self._parent
+        while n != NONE:
+            if n in marked:
+                return n
+            n = parent[n]
         return None
 
     def covered(self, candidates: BitMap, marked: BitMap) -> BitMap:
@@ -183,10 +277,11 @@ class PrivilegeIndex:
         Siblings share their ancestors, so each parent is looked at once, then one intersection."""
         out = candidates & marked
         by_parent: dict[int, BitMap] = {}
+        parent, size = self._parent, len(self._parent)
         for n in candidates - out:
-            by_parent.setdefault(self.parent.get(n, -1), BitMap()).add(n)
+            by_parent.setdefault(parent[n] if n < size else NONE, BitMap()).add(n)
         for p, kids in by_parent.items():
-            if p >= 0 and self.first_in_chain(p, marked) is not None:
+            if p != NONE and self.first_in_chain(p, marked) is not None:
                 out |= kids
         return out
 
@@ -199,10 +294,44 @@ class PrivilegeIndex:
 
     def above(self, marked: BitMap) -> BitMap:
         """Every strict ancestor of a member of `marked`: the containers that hold something marked."""
-        out = BitMap()
+        out, parent, size = BitMap(), self._parent, len(self._parent)
         for n in marked:
-            p = self.parent.get(n)
-            while p is not None and p not in out:
+            p = parent[n] if n < size else NONE
+            while p != NONE and p not in out:
                 out.add(p)
-                p = self.parent.get(p)
+                p = parent[p]
         return out
+
+
+class Fields(Mapping):
+    """A read-only mapping over one packed field of a PrivilegeIndex: n -> value, for the n that have one.
+    `flags()` gives, per n in order, whether it has one (iterating stays at C speed: itertools.compress)."""
+
+    __slots__ = ("_size", "_value", "_has", "_flags")
+
+    def __init__(self, index: PrivilegeIndex, value: Callable[[int], object], has: Callable[[int], bool],
+                 flags: Callable[[], Iterable]):
+        self._size, self._value, self._has, self._flags = len(index._key), value, has, flags
+
+    def __getitem__(self, n: int):
+        if not self.__contains__(n):
+            raise KeyError(n)
+        return self._value(n)
+
+    def __contains__(self, n) -> bool:
+        return type(n) is int and 0 <= n < self._size and self._has(n)
+
+    def get(self, n, default=None):
+        return self._value(n) if self.__contains__(n) else default
+
+    def __iter__(self) -> Iterator[int]:
+        return compress(range(self._size), self._flags())
+
+    def __len__(self) -> int:
+        return sum(map(bool, self._flags()))
+
+    def values(self) -> list:
+        return list(map(self._value, self))
+
+    def items(self) -> list:
+        return [(n, self._value(n)) for n in self]

@@ -136,7 +136,7 @@ class Authz:
         if asset is None:
             return 0
         n = self.index.find(asset.id)
-        if n is None or n not in self.index.kind:
+        if n is None or not self.index.known(n):
             self.index.put(asset.id, asset.parent_id, asset.type, asset.info.get("owner"), asset.full_name)
             n = self.index.find(asset.id)
         return n
@@ -148,7 +148,7 @@ class Authz:
     def _where(self, n: int) -> str:
         if n == 0:
             return "the metastore"
-        return f"{label(self.index.kind.get(n, 'securable'))} '{self.index.name.get(n, '?')}'"
+        return f"{label(self.index.kind_of(n, 'securable'))} '{self.index.name_of(n, '?')}'"
 
     def _holder(self, n: int, privilege: str) -> str | None:
         """Which of the caller's principals holds `privilege` directly on securable n."""
@@ -159,8 +159,8 @@ class Authz:
         return None
 
     def _how(self, source: str, n: int, at: int, principal: str | None, privilege: str | None = None) -> dict:
-        how = {"source": source, "securable_type": self.index.kind.get(at, "metastore").upper(),
-               "full_name": self.index.name.get(at, self.index.root_id) if at else self.index.root_id,
+        how = {"source": source, "securable_type": self.index.kind_of(at, "metastore").upper(),
+               "full_name": self.index.name_of(at, self.index.root_id) if at else self.index.root_id,
                "inherited": at != n}
         if privilege:
             how["privilege"] = privilege
@@ -175,13 +175,13 @@ class Authz:
         ix, principals = self.index, self.principals
         if want == P.ADMINISTER:
             for m in ix.chain(n):
-                owner = ix.owner.get(m)
+                owner = ix.owner_of(m)
                 if owner in principals:
                     return self._how("owner", n, m, owner)
             at = ix.first_in_chain(n, ix.granted(principals, MANAGE))
             return None if at is None else self._how("grant", n, at, self._holder(at, MANAGE), MANAGE)
         if want == P.OWNER:
-            owner = ix.owner.get(n)
+            owner = ix.owner_of(n)
             return self._how("owner", n, n, owner) if owner in principals else None
         if want == P.ANY:
             at = ix.first_in_chain(n, ix.with_any_grant(principals))
@@ -198,7 +198,7 @@ class Authz:
         ix = self.index
         owned = ix.owned_by(self.principals)
         for c in reversed(containers):          # catalog first, then schema
-            privilege = _USE.get(ix.kind.get(c))
+            privilege = _USE.get(ix.kind_of(c))
             if privilege is None:
                 continue
             if ix.first_in_chain(c, owned) is None and ix.first_in_chain(c, ix.granted(self.principals, privilege)) \
@@ -221,7 +221,7 @@ class Authz:
         else:
             n = self._n(asset)
             containers = self.index.chain(n)[1:]
-        target = {"self": n, "parent": self._n(parent) if op == "create" else self.index.parent.get(n, 0),
+        target = {"self": n, "parent": self._n(parent) if op == "create" else self.index.parent_of(n, 0),
                   "metastore": 0}[rule.target]
         if rule.use:
             missing = self._uses(containers)
@@ -337,7 +337,7 @@ class Authz:
         if self.admin:
             return None
         n = 0 if parent_id is None or parent_id == self.index.root_id else self.index.find(parent_id)
-        return BitMap() if n is None or (n and n not in self.index.kind) else self._visible_n(kind, n)
+        return BitMap() if n is None or (n and not self.index.known(n)) else self._visible_n(kind, n)
 
     def may_read_known(self, asset: Asset) -> bool:
         """Whether the caller may read an asset the index knows (what reading its grants needs);
@@ -345,14 +345,14 @@ class Authz:
         if self.admin:
             return True
         n = self.index.find(asset.id)
-        return n is not None and n in self.index.kind and self.decide(asset.type, "read", asset).allowed
+        return n is not None and self.index.known(n) and self.decide(asset.type, "read", asset).allowed
 
     def _visible_n(self, kind: str, parent_n: int) -> BitMap:
         ix, principals = self.index, self.principals
         if self._uses(ix.chain(parent_n)) is not None:
             return BitMap()
         if kind == "table" and not self.caller.trusted_engine and \
-                system_catalog.is_information_schema(ix.name.get(parent_n)):
+                system_catalog.is_information_schema(ix.name_of(parent_n)):
             return BitMap()         # its tables are for trusted engines and admins only
         marked = ix.owned_by(principals) | ix.granted(principals, MANAGE)
         for want in P.rule(kind, "read").any_of:
@@ -381,7 +381,7 @@ class Authz:
         for a in assets:
             n = self._n(a)
             if a.parent_id not in by_parent:
-                by_parent[a.parent_id] = self._visible_n(kind, self.index.parent.get(n, 0))
+                by_parent[a.parent_id] = self._visible_n(kind, self.index.parent_of(n, 0))
             if n in by_parent[a.parent_id]:
                 out.append(a)
         return out
