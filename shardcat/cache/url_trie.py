@@ -4,6 +4,12 @@ Keys are split with ``url_segments`` (``("s3://bucket", "a", "b")``) into a trie
 "who owns this path" and "does anything overlap this path" cost time proportional to
 the URL's depth, not the number of entries. Not thread-safe; don't mutate the trie
 while iterating ``descendants`` or ``items``.
+
+Memory (issue #48, bytes per asset): a shard keeps one node per distinct path prefix of every
+storage path it knows, so a node is four slots and nothing else. It keeps no URL string (the URL
+is made from the segments up to the root when asked for), no count of the entries below it (the
+trie keeps one total; pruning needs only "has children or a value"), and no dict when it has one
+child (the child itself is kept inline: most inner nodes of external paths have exactly one).
 """
 
 from __future__ import annotations
@@ -22,37 +28,75 @@ _NONE = object()    # a node's value when it holds no entry (None is a value lik
 
 
 class _Node(Generic[V]):
-    # No URL is kept: a node knows its segment and its parent, and an entry's URL is made from them
-    # when asked for (a shard keeps a node per storage path: issue #48, bytes per asset).
-    __slots__ = ("children", "value", "count", "parent", "segment")
+    # `kids` is None (a leaf), one _Node (a single child, kept inline) or a dict segment -> _Node.
+    # Every node but the root lies on the path to some entry (emptied branches are pruned).
+    __slots__ = ("parent", "segment", "value", "kids")
 
     def __init__(self, parent: _Node[V] | None = None, segment: str = "") -> None:
-        self.children: dict[str, _Node[V]] | None = None   # made on the first child: most nodes are leaves
-        self.value = _NONE       # the entry's value; _NONE = no entry here
-        self.count = 0  # entries in this node's subtree, itself included
         self.parent = parent
         self.segment = segment
+        self.value = _NONE       # the entry's value; _NONE = no entry here
+        self.kids: _Node[V] | dict[str, _Node[V]] | None = None
+
+
+def _child(node: _Node[V], segment: str) -> _Node[V] | None:
+    kids = node.kids
+    if kids is None:
+        return None
+    if kids.__class__ is _Node:
+        return kids if kids.segment == segment else None
+    return kids.get(segment)
+
+
+def _adopt(node: _Node[V], child: _Node[V]) -> None:
+    kids = node.kids
+    if kids is None:
+        node.kids = child
+    elif kids.__class__ is _Node:
+        node.kids = {kids.segment: kids, child.segment: child}   # the second child: now a dict
+    else:
+        kids[child.segment] = child
+
+
+def _disown(node: _Node[V], child: _Node[V]) -> None:
+    kids = node.kids
+    if kids is child:
+        node.kids = None
+        return
+    del kids[child.segment]
+    if len(kids) == 1:
+        node.kids = next(iter(kids.values()))   # back to one child: inline again, the dict goes
 
 
 class UrlTrie(Generic[V]):
     """Canonical storage URL -> value. Every method accepts any URL form (raises ``InvalidUrl``).
 
     ``insert_node`` returns a handle (the entry's node) that ``url_of`` and ``remove_node`` take:
-    whoever remembers where it put a value keeps the handle instead of the URL string."""
+    whoever remembers where it put a value keeps the handle instead of the URL string. A handle's
+    ``value`` is the entry's value, and its ``segment`` the URL's last segment."""
 
     def __init__(self) -> None:
         self._root: _Node[V] = _Node()
+        self._size = 0
 
     def _path(self, url: str) -> tuple[tuple[str, ...], list[_Node[V]]]:
         """The URL's segments and the existing nodes along them, root first (may stop short)."""
         segments = url_segments(url)
-        nodes = [self._root]
+        node = self._root
+        nodes = [node]
         for segment in segments:
-            children = nodes[-1].children
-            child = children.get(segment) if children else None
-            if child is None:
+            kids = node.kids
+            if kids is None:
                 break
-            nodes.append(child)
+            if kids.__class__ is _Node:
+                if kids.segment != segment:
+                    break
+                node = kids
+            else:
+                node = kids.get(segment)
+                if node is None:
+                    break
+            nodes.append(node)
         return segments, nodes
 
     def _node(self, url: str) -> _Node[V] | None:
@@ -80,23 +124,22 @@ class UrlTrie(Generic[V]):
     def insert_node(self, url: str, value: V, share: str | None = None) -> _Node[V]:
         """`insert`, returning the entry's node (for `url_of` and `remove_node`). `share`: a string
         equal to the URL's last segment (a table's id ends its managed path) is kept as that segment."""
-        segments, nodes = self._path(url)
-        if len(nodes) == len(segments) + 1 and nodes[-1].value is not _NONE:
-            raise KeyError(url_from_segments(segments))
+        segments = url_segments(url)
         node = self._root
-        node.count += 1
         last = len(segments) - 1
         for i, segment in enumerate(segments):
-            if node.children is None:
-                node.children = {}
-            child = node.children.get(segment)
+            child = _child(node, segment)
             if child is None:
                 if i == last and share is not None and share == segment:
                     segment = share
-                child = node.children[segment] = _Node(node, segment)
+                child = _Node(node, segment)
+                _adopt(node, child)
             node = child
-            node.count += 1
+        if node.value is not _NONE:
+            # The whole path existed (an entry ends it), so nothing was added above.
+            raise KeyError(url_from_segments(segments))
         node.value = value
+        self._size += 1
         return node
 
     def remove(self, url: str) -> V:
@@ -112,15 +155,11 @@ class UrlTrie(Generic[V]):
         if value is _NONE:
             raise KeyError(self.url_of(node))
         node.value = _NONE
-        # Up to the root: each loses the entry; the now-empty tail is pruned, so removed paths don't
-        # keep memory alive.
-        while node is not None:
-            node.count -= 1
+        self._size -= 1
+        # Up towards the root, the now-empty tail is pruned, so removed paths don't keep memory alive.
+        while node.kids is None and node.value is _NONE and node.parent is not None:
             parent = node.parent
-            if not node.count and parent is not None:
-                del parent.children[node.segment]
-                if not parent.children:
-                    parent.children = None
+            _disown(parent, node)
             node = parent
         return value
 
@@ -131,11 +170,24 @@ class UrlTrie(Generic[V]):
 
     def owner(self, url: str) -> tuple[str, V] | None:
         """The entry at ``url`` or at its deepest ancestor, or None."""
-        segments, nodes = self._path(url)
-        for depth in range(len(nodes) - 1, -1, -1):
-            if nodes[depth].value is not _NONE:
-                return url_from_segments(segments[:depth]), nodes[depth].value
-        return None
+        # `_path`'s walk without its list: every path-based read asks this.
+        segments = url_segments(url)
+        node, hit, depth = self._root, None, 0
+        for i, segment in enumerate(segments, 1):
+            kids = node.kids
+            if kids is None:
+                break
+            if kids.__class__ is _Node:
+                if kids.segment != segment:
+                    break
+                node = kids
+            else:
+                node = kids.get(segment)
+                if node is None:
+                    break
+            if node.value is not _NONE:
+                hit, depth = node, i
+        return None if hit is None else (url_from_segments(segments[:depth]), hit.value)
 
     def first_overlap(
         self, url: str, ignore: Callable[[V], bool] | None = None,
@@ -148,16 +200,17 @@ class UrlTrie(Generic[V]):
             return node.value is not _NONE and (ignore is None or not ignore(node.value))
 
         segments, nodes = self._path(url)
-        for depth in range(len(nodes) - 1, -1, -1):
+        for depth in range(len(nodes) - 1, 0, -1):
             if wanted(nodes[depth]):
                 return url_from_segments(segments[:depth]), nodes[depth].value
         if len(nodes) != len(segments) + 1:
             return None  # url's node doesn't exist, so nothing lies below it
         below = nodes[-1]
         if ignore is None:
-            # Pruning keeps every node's count >= 1, so any child leads down to an entry.
-            while below.children:
-                below = next(iter(below.children.values()))
+            # Pruning leaves no node off the path to an entry, so any child leads down to one.
+            while below.kids is not None:
+                kids = below.kids
+                below = kids if kids.__class__ is _Node else next(iter(kids.values()))
                 if below.value is not _NONE:
                     return self._entry(below)
             return None
@@ -184,11 +237,15 @@ class UrlTrie(Generic[V]):
         while stack:
             node = stack.pop()
             yield node
-            if node.children:
-                stack.extend(reversed(node.children.values()))
+            kids = node.kids
+            if kids is not None:
+                if kids.__class__ is _Node:
+                    stack.append(kids)
+                else:
+                    stack.extend(reversed(kids.values()))
 
     def __len__(self) -> int:
-        return self._root.count
+        return self._size
 
     def __contains__(self, url: str) -> bool:
         node = self._node(url)

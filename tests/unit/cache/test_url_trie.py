@@ -6,7 +6,7 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from shardcat.cache.url_trie import UrlTrie
+from shardcat.cache.url_trie import _NONE, UrlTrie, _Node
 from shardcat.entities.urls import InvalidUrl, is_within, normalize_url, url_segments
 
 
@@ -19,6 +19,19 @@ def _trie(*urls: str) -> UrlTrie:
 
 def _node_count(trie: UrlTrie) -> int:
     return sum(1 for _ in trie._walk(trie._root)) - 1  # minus the root
+
+
+def _assert_compact(trie: UrlTrie) -> None:
+    """The layout the memory budget relies on: one child inline, a dict only for two or more, each
+    child's parent its holder, and no node that is neither an entry nor on the way to one."""
+    for node in trie._walk(trie._root):
+        kids = node.kids
+        children = [] if kids is None else [kids] if isinstance(kids, _Node) else list(kids.values())
+        if isinstance(kids, dict):
+            assert len(kids) >= 2 and all(key is child.segment or key == child.segment for key, child in kids.items())
+        assert all(child.parent is node for child in children)
+        if node is not trie._root:
+            assert children or node.value is not _NONE
 
 
 def test_empty():
@@ -306,6 +319,12 @@ class TrieMatchesModel(RuleBasedStateMachine):
     def same_contents(self):
         assert len(self.trie) == len(self.model)
         assert dict(self.trie.items()) == self.model
+        order = [k for k, _ in self.trie.items()]          # each parent before its children
+        assert all(order.index(a) < order.index(k) for k in order for a in order if a != k and is_within(k, a))
+
+    @invariant()
+    def compact_shape(self):
+        _assert_compact(self.trie)
 
     @invariant()
     def no_leaked_nodes(self):
@@ -327,3 +346,48 @@ def test_a_shared_last_segment_is_the_given_string():
     other = trie.insert_node("s3://b/root/tables/x", "u", share="not the last segment")
     assert other.segment == "x"
     assert trie.remove_node(handle) == "t" and trie.owner(f"s3://b/root/tables/{table_id}") is None
+
+
+def test_one_child_is_inline_and_a_dict_comes_and_goes_with_the_second():
+    trie = UrlTrie()
+    a = trie.insert_node("s3://b/root/tables/a", "a")
+    tables = a.parent
+    assert tables.kids is a                             # one child: no dict
+    b = trie.insert_node("s3://b/root/tables/b", "b")
+    assert isinstance(tables.kids, dict) and set(tables.kids) == {"a", "b"}
+    assert trie.remove_node(a) == "a"
+    assert tables.kids is b                             # back to one: inline again
+    assert trie.url_of(b) == "s3://b/root/tables/b" and trie.owner("s3://b/root/tables/b/f") == (
+        "s3://b/root/tables/b", "b")
+    _assert_compact(trie)
+
+
+def test_handles_survive_their_neighbours_coming_and_going():
+    trie = UrlTrie()
+    root = trie.insert_node("s3://b/root", "root")
+    table = trie.insert_node("s3://b/root/tables/t", "t")
+    for i in range(5):                                  # siblings and children come and go around both
+        sibling = trie.insert_node(f"s3://b/root/tables/s{i}", i)
+        below = trie.insert_node("s3://b/root/tables/t/part", "p")
+        trie.remove_node(sibling)
+        trie.remove_node(below)
+    assert trie.url_of(root) == "s3://b/root" and root.value == "root"
+    assert trie.url_of(table) == "s3://b/root/tables/t" and table.value == "t"
+    assert trie.first_overlap("s3://b/root/tables", ignore=lambda v: v == "root") == ("s3://b/root/tables/t", "t")
+    assert trie.remove_node(root) == "root"
+    assert trie.first_overlap("s3://b/root/x") is None and trie.first_overlap("s3://b") == ("s3://b/root/tables/t", "t")
+    assert trie.remove_node(table) == "t"
+    with pytest.raises(KeyError):                       # a spent handle stays spent
+        trie.remove_node(table)
+    assert len(trie) == 0 and _node_count(trie) == 0
+
+
+def test_a_value_keeps_its_node_alive_and_nothing_else_does():
+    # Removal prunes a whole chain of single children, and the trie counts entries, not nodes.
+    trie = UrlTrie()
+    deep = trie.insert_node("s3://b/" + "/".join(f"d{i}" for i in range(50)), "deep")
+    shallow = trie.insert_node("s3://b/d0/d1", "shallow")
+    assert len(trie) == 2 and _node_count(trie) == 51
+    trie.remove_node(deep)
+    assert len(trie) == 1 and _node_count(trie) == 3 and shallow.kids is None
+    _assert_compact(trie)
