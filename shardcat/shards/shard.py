@@ -29,9 +29,11 @@ from ..store import history
 from ..store.errors import GroupSpoiled, MetastoreGone, VersionConflict, is_db_unavailable
 from ..store.protocol import CatalogStore
 from ..store.writes import WriteTx
+from .cold_paths import ColdTrie, PathsNeeded, TriesChanged, cold_tries, same_tries
 from .followers import CacheFollower, Follower, Reconciled
 from .group_commit import GroupCommitConfig, PendingWrite, speculate, tries_of, undo_speculation
 from .session import current, past_read
+from .path_waits import PathWaits
 from .state import CacheConfig, MetastoreState, PathOwner, warm_paths
 
 __all__ = ["CacheConfig", "MetastoreState", "PathOwner", "Shard", "Snapshot"]   # the state types live in state.py
@@ -84,7 +86,7 @@ class _Made:
     version: int
 
 
-class Shard:
+class Shard(PathWaits):
     """`claim_on_demand`: serve any metastore asked for (one shard in-process); otherwise only
     those the router assigned, answering NOT_OWNER for the rest."""
 
@@ -100,7 +102,7 @@ class Shard:
         self._clock = clock       # idle eviction's (tests pass their own)
         self._swept = self._clock()
         self.stats = {"idle_evictions": 0, "reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
-                      "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0}
+                      "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0, "cold_path_loads": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.budget = CacheBudget(cache.max_bytes)      # --cache-mb: all this shard's caches together
@@ -136,7 +138,7 @@ class Shard:
         """The metastore's state, at least as new as `min_version` (a version the client saw acknowledged).
 
         `paths`: with its path index whole (waiting for it on a cold owner). Reads by name or id pass
-        False: a cold owner answers them at once while its path index is built aside."""
+        False, and writes (cold_paths.py): a cold owner answers them at once while its index is built aside."""
         state = self.states.get(metastore_id)
         if state is None:
             if not self.claim_on_demand:
@@ -159,10 +161,6 @@ class Shard:
             await self._paths_whole(state)
         return state
 
-    async def warmed(self, metastore_id: str) -> MetastoreState:
-        """The metastore's state once its path index is whole (benchmarks and tests wait for it)."""
-        return await self.state(metastore_id, paths=True)
-
     def evict_idle(self, now: float | None = None, keep=()) -> int:
         """Let metastores unused for the cache's `idle_timeout` go cold: their state, path index, cache and
         privilege index are freed (ownership stays; the next request warms them again). Returns how many."""
@@ -174,18 +172,6 @@ class Shard:
             self.states[ms] = MetastoreState(ms)
         self.stats["idle_evictions"] += len(idle)
         return len(idle)
-
-    async def _paths_whole(self, state: MetastoreState) -> None:
-        """Wait until the state's path index is whole; a build that failed (the database away) is
-        started again by the next one who needs it, and its error is this caller's."""
-        while not state.paths_ready.is_set():
-            task = state.warming
-            if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-                task = self._start_warming(state)
-            await asyncio.wait([task])
-            if state.warming is task and not task.cancelled() and task.exception() is not None:
-                state.warming = None
-                raise task.exception()
 
     def _start_warming(self, state: MetastoreState) -> asyncio.Task:
         if state.warming is not None:
@@ -243,12 +229,14 @@ class Shard:
 
     async def _rebuild(self, state: MetastoreState) -> None:
         """Start the metastore's state afresh: its version and storage root now (two small reads),
-        an empty cache at that version, and its path index built aside (state.py `warm_paths`). Reads by name go
-        on at once; whoever needs the paths waits for the whole index, never sees half of one."""
+        an empty cache at that version, and its path index built aside (state.py `warm_paths`). Reads by name and
+        writes (cold tries meanwhile: cold_paths.py) go on at once; reads by path wait for the whole index."""
         self.stats["rebuilds"] += 1
         version = await self.store.metastore_version(state.id)
         meta = await self.store.get_metastore(state.id)
         state.storage_root = meta.info.get("storage_root") if meta else None
+        if state.version < 0 or isinstance(state.trie, ColdTrie):    # a warm state's writes wait as its reads do
+            cold_tries(state, PathOwner(meta.id, "metastore", meta.name, is_root=True) if meta else None)
         self._start_warming(state)
         for follower in self.followers:
             follower.rebuilt(state, version)
@@ -441,7 +429,7 @@ class Shard:
         names what the body will read first (`WriteBatch.lock`), which a group reads for all
         its writes as it locks the metastore.
         """
-        state = await self.state(metastore_id)
+        state = await self.state(metastore_id, paths=False)   # a cold owner's writes go on (cold_paths.py)
         session = current()     # the request's (shards/session.py): its writer in, the version made out
         body = _written_by(session.writer if session is not None else None, body)
         if not self.group_commit.enabled:
@@ -468,11 +456,16 @@ class Shard:
         """The write in a transaction of its own: its result, and the version it made."""
         metastore_id = state.id
         async with state.write_lock:   # this shard's own writes queue here instead of conflicting
-            for _ in range(WRITE_ATTEMPTS):
-                await self._paths_whole(state)   # a reconcile may have started the path index afresh
+            attempts = loads = 0
+            while (attempts := attempts + 1) <= WRITE_ATTEMPTS + loads:    # a cold path's load is not an attempt
+                tries = await self._write_tries(state)
                 try:
                     async with self.store.write(metastore_id, state.version) as tx:
                         result = await body(tx, state)
+                        same_tries(state, tries)
+                except (PathsNeeded, TriesChanged) as again:    # rolled back: load the path, or go again
+                    await self._cold_again(state, again, loads := loads + 1)
+                    continue
                 except VersionConflict:
                     self.stats["write_conflicts"] += 1
                     await self.reconcile(state)
@@ -524,8 +517,9 @@ class Shard:
             return
         savepoints = False      # optimistic first: a write that cannot fail alone spoils the group
         async with state.write_lock:
-            for _ in range(WRITE_ATTEMPTS):
-                await self._paths_whole(state)
+            attempts = loads = 0
+            while (attempts := attempts + 1) <= WRITE_ATTEMPTS + loads:    # a cold path's load is not an attempt
+                tries = await self._write_tries(state)
                 for pending in batch:
                     pending.reset()
                 try:
@@ -533,6 +527,11 @@ class Shard:
                                                       prefetch=[k for p in batch for k in p.prefetch]) as group:
                         for pending in batch:
                             await self._write_in_group(state, group, pending)
+                            same_tries(state, tries)    # its later writes must see the earlier ones' paths
+                except (PathsNeeded, TriesChanged) as again:     # rolled back whole: load the path, or go again
+                    undo_speculation(state, batch)
+                    await self._cold_again(state, again, loads := loads + 1)
+                    continue
                 except GroupSpoiled:
                     # Rolled back whole: again with a savepoint per write, so the failing one fails alone.
                     undo_speculation(state, batch)

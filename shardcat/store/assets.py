@@ -223,6 +223,36 @@ class AssetReads:
         return version, [StoragePath(str(r["id"]), shared(r["type"]), r["full_name"], r["storage_path"]) for r in rows]
 
     @homed
+    async def paths_near(self, metastore_id: str, at: list[str], below: list[str],
+                         locations: bool) -> tuple[int, list[StoragePath]]:
+        """The assets whose storage path is one of `at` (canonical urls) or starts with one of `below`
+        (each ending in "/"), and with `locations` every external location, with the version the read
+        saw: what a cold owner's path index needs to answer for those paths (shards/cold_paths.py).
+        Each prefix is a range of the byte-ordered index assets_paths (migration 0018)."""
+        ms = uuid.UUID(metastore_id)
+        ends = [prefix[:-1] + chr(ord(prefix[-1]) + 1) for prefix in below]   # just past every path under it
+        async with (await self.home(metastore_id)).acquire() as conn, \
+                conn.transaction(isolation="repeatable_read", readonly=True):
+            version = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", ms)
+            if version is None:
+                raise MetastoreGone(metastore_id)
+            rows = await conn.fetch(
+                """SELECT id, type, full_name, storage_path FROM assets
+                   WHERE metastore_id = $1 AND storage_path = ANY($2::text[])
+                   UNION
+                   SELECT a.id, a.type, a.full_name, a.storage_path
+                   FROM unnest($3::text[], $4::text[]) AS r(lo, hi)
+                   CROSS JOIN LATERAL (SELECT id, type, full_name, storage_path FROM assets
+                                       WHERE metastore_id = $1 AND storage_path >= r.lo AND storage_path < r.hi) a
+                   UNION
+                   SELECT id, type, full_name, storage_path FROM assets
+                   WHERE $5 AND metastore_id = $1 AND namespace = 'external_location'
+                     AND type = 'external_location' AND storage_path IS NOT NULL""",
+                ms, at, below, ends, locations,
+            )
+        return version, [StoragePath(str(r["id"]), shared(r["type"]), r["full_name"], r["storage_path"]) for r in rows]
+
+    @homed
     async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:
         """Change-log rows for versions > after, oldest first, at most `limit`."""
         rows = await (await self.home(metastore_id)).fetch(

@@ -133,6 +133,15 @@ class MemoryStore:
         return ms.meta.version, [StoragePath(a.id, a.type, a.full_name, a.storage_path)
                                  for a in ms.assets.values() if a.storage_path is not None]
 
+    async def paths_near(self, metastore_id: str, at: list[str], below: list[str],
+                         locations: bool) -> tuple[int, list[StoragePath]]:
+        ms = self._ms(metastore_id)
+        wanted = set(at)
+        return ms.meta.version, [
+            StoragePath(a.id, a.type, a.full_name, a.storage_path) for a in ms.assets.values()
+            if a.storage_path is not None and (a.storage_path in wanted or a.storage_path.startswith(tuple(below))
+                                               or (locations and a.type == "external_location"))]
+
     async def changes(self, metastore_id: str, after: int, limit: int) -> list[Change]:
         return [c for c in self._ms(metastore_id).log if c.version > after][:limit]
 

@@ -7,6 +7,7 @@ import uuid
 
 from shardcat.auth import Caller
 from shardcat.shards import shard as shard_module
+from shardcat.shards.cold_paths import ColdTrie
 from shardcat.catalog.tree.service import CatalogService
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
@@ -44,8 +45,9 @@ def test_a_rebuild_yields_and_swaps_its_tries_in_whole(pg_url, tmp_path, monkeyp
                                 lambda self, path: (remembered.append(path), remember(self, path)))
 
             async def watch():      # runs while the rebuild yields: the live trie is either empty or whole
-                while not state.paths_ready.is_set():
-                    seen.append((len(remembered), len(list(state.trie.descendants(f"file://{tmp_path}/ext")))))
+                while not state.paths_ready.is_set():   # (cold meanwhile: what its writes loaded, here nothing)
+                    live = state.trie.known if isinstance(state.trie, ColdTrie) else state.trie
+                    seen.append((len(remembered), len(list(live.descendants(f"file://{tmp_path}/ext")))))
                     await asyncio.sleep(0)
 
             watcher = asyncio.create_task(watch())

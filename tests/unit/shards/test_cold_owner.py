@@ -1,7 +1,7 @@
-"""A cold owner (shards/state.py): it answers reads by name before its path index is whole, its path
-users and writes wait for the whole index, and the index it builds aside while another writer goes on
-answers every ownership and overlap question exactly as a trie built from scratch does. Idle
-metastores go cold and are served again correctly."""
+"""A cold owner (shards/state.py): it answers reads by name and writes (their paths from cold tries,
+shards/cold_paths.py) before its path index is whole, its readers by path wait for the whole index,
+and the index it builds aside while another writer goes on answers every ownership and overlap
+question exactly as a trie built from scratch does. Idle metastores go cold and are served again correctly."""
 
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ class _Strip:
         return None if v is None and url not in self.trie else self._v(v)
 
 
-def test_a_cold_owner_answers_by_name_at_once_and_a_write_waits_for_the_whole_index():
+def test_a_cold_owner_answers_by_name_and_writes_at_once_and_a_path_read_waits_for_the_whole_index():
     async def scenario():
         store = MemoryStore()
         ms = await _metastore(store)
@@ -202,12 +202,13 @@ def test_a_cold_owner_answers_by_name_at_once_and_a_write_waits_for_the_whole_in
             hit = state.trie.first_overlap(f"{ROOT}/a/b/c")                 # what a create checks
             return None if hit is None else hit[1].asset_id
 
-        write = asyncio.create_task(shard.write(ms, body))
         path_read = asyncio.create_task(shard.snapshot(ms, [], [f"{ROOT}/a/b/c"]))
+        # The write asks its cold tries, which load that path from the store: the table's, exactly.
+        assert await asyncio.wait_for(shard.write(ms, body), 5) == table.id
+        assert shard.stats["cold_path_loads"] == 1 and not state.paths_ready.is_set()
         await _turns()
-        assert not write.done() and not path_read.done()                  # both wait for the whole index
+        assert not path_read.done()                                        # a read by path waits for the whole index
         gate.set()
-        assert await write == table.id                                     # and then see the table's path
         snap = await path_read
         assert snap.by_path[f"{ROOT}/a/b/c"][0].asset_id == table.id
 

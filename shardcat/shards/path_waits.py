@@ -1,0 +1,53 @@
+"""How a shard's requests get the path answers they need (the Shard's part that waits for or loads paths).
+
+Reads by path wait for the whole path index (`_paths_whole`); a write on a cold owner does not: it asks
+cold tries (cold_paths.py), and when it asked about a path not loaded yet it is rolled back, the path is
+loaded and the write runs again (`_cold_again`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .cold_paths import ColdTrie, PathsNeeded, load_paths
+from .group_commit import tries_of
+from .state import MetastoreState
+
+# A cold write loads at most this many paths before it waits for the whole index instead.
+COLD_LOADS = 64
+
+
+class PathWaits:
+    """Mixed into Shard: uses its store, stats, state(), reconcile() and _start_warming()."""
+
+    async def warmed(self, metastore_id: str) -> MetastoreState:
+        """The metastore's state once its path index is whole (benchmarks and tests wait for it)."""
+        return await self.state(metastore_id, paths=True)
+
+    async def _paths_whole(self, state: MetastoreState) -> None:
+        """Wait until the state's path index is whole; a build that failed (the database away) is
+        started again by the next one who needs it, and its error is this caller's."""
+        while not state.paths_ready.is_set():
+            task = state.warming
+            if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+                task = self._start_warming(state)
+            await asyncio.wait([task])
+            if state.warming is task and not task.cancelled() and task.exception() is not None:
+                state.warming = None
+                raise task.exception()
+
+    async def _write_tries(self, state: MetastoreState) -> tuple:
+        """The tries a write attempt asks (group_commit.tries_of): cold ones as they are; a warm
+        state's being rebuilt (its old tries stale) once they are whole again."""
+        if not state.paths_ready.is_set() and not isinstance(state.trie, ColdTrie):
+            await self._paths_whole(state)
+        return tries_of(state)
+
+    async def _cold_again(self, state: MetastoreState, again: BaseException, loads: int) -> None:
+        """A write rolled back on cold tries: load the path it asked about (PathsNeeded) or just go
+        again (TriesChanged); past COLD_LOADS loads, wait for the whole index instead."""
+        if loads > COLD_LOADS:
+            await self._paths_whole(state)
+        elif isinstance(again, PathsNeeded):
+            self.stats["cold_path_loads"] += 1
+            await load_paths(self.store, state, again, self.reconcile, self._paths_whole)
