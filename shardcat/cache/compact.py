@@ -97,8 +97,11 @@ def share_info(info, pool: ColumnPool = COLUMNS) -> int:
         return 0
     saved = 0
     items = []
+    ints: dict[int, int] = {}   # its equal numbers as one object: updated_at is created_at until a change
     for key, item in info.items():
-        if key == "columns" and type(item) is list:
+        if type(item) is int:
+            item = ints.setdefault(item, item)
+        elif key == "columns" and type(item) is list:
             for i, column in enumerate(item):
                 pooled, length = pool.column(column)
                 saved += length

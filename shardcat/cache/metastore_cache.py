@@ -29,11 +29,11 @@ from typing import Callable, Iterable
 import orjson
 
 from ..entities.asset import Asset
-from .chains import LISTING_OVERHEAD, Chain, Entry, History, Listing
+from .chains import LISTING_OVERHEAD, Chain, Entry, Listing, Record
 from .compact import share_asset
 
 # Rough sizes (bytes) of what surrounds a record in memory; only the LRU bound uses them.
-ASSET_OVERHEAD = 1280    # the Asset, its strings and the cache's own records of it (chains.py)
+ASSET_OVERHEAD = 800     # the Asset, its strings and the cache's own record of it (chains.py)
 # A served asset keeps its encoded answer (Asset.memo): its text and a quarter more (the answer's own
 # fields, the bytes object). Its decoded info costs about three times its text once its keys and short
 # strings are shared (compact.py; ~3.7 times before), less what it shares with other cached assets.
@@ -64,6 +64,11 @@ class _Miss:
 
 MISS = _Miss()
 """The cache cannot answer (not cached, or not for that snapshot): read the database."""
+
+
+def _holder_id(holder: Record | Chain) -> str | None:
+    """The id holding a name now (None: free): a record's own, or its chain's newest entry's."""
+    return holder.value.id if type(holder) is Record else holder.newest.value
 
 
 class StaleCache(Exception):
@@ -105,13 +110,15 @@ class MetastoreCache:
 
     def _reset(self, version: int) -> None:
         self._version = version
-        self._ids: dict[str, History] = {}
-        self._names: dict[tuple[str, str], Chain] = {}
+        # Each cached asset's record by id, and the cached listings' keys (tuples, never an id): in
+        # LRU order, the oldest first. One map for both, and no second one of ids (issue #48).
+        self._ids: OrderedDict[object, Record | None] = OrderedDict()
+        # A name held by one cached asset points at its record; a name with more in its story (freed,
+        # or held by another before) has a Chain of holders' ids.
+        self._names: dict[tuple[str, str], Record | Chain] = {}
         self._free_names: set[tuple[str, str]] = set()   # name chains whose newest entry says "free"
         self._listings: dict[tuple[str, str], Listing] = {}
         self._listings_of: dict[str, set[str]] = {}      # parent id -> namespaces of its cached listings
-        # LRU order over asset ids (str) and listing keys (tuple); the oldest is first.
-        self._lru: OrderedDict[object, None] = OrderedDict()
         self._bytes = 0
         self._versions = 0
 
@@ -132,7 +139,7 @@ class MetastoreCache:
         value = self._state_at(asset_id, at)
         if value is MISS:
             return self._miss()
-        self._lru.move_to_end(asset_id)
+        self._ids.move_to_end(asset_id)
         return self._hit(value)
 
     def get_by_name(self, namespace: str, full_name: str, at: int):
@@ -149,26 +156,27 @@ class MetastoreCache:
         if at > self._version:
             self._counts["misses"] += len(keys)
             return found
-        names, ids, lru = self._names, self._ids, self._lru
+        names, ids, lru = self._names, self._ids, self._ids
         deadline = self._clock() - self.version_timeout     # states superseded before it can go
         hits = 0
         for key in keys:
-            chain = names.get(key)
-            if chain is None:
+            rec = names.get(key)
+            if rec is None:
                 continue
-            entries = chain.entries     # one state (the common case): no call, nothing to prune
-            entry = entries[0] if len(entries) == 1 and entries[0].at <= at else self._newest_at(chain, at, deadline)
-            if entry is None:
-                continue
-            if entry.value is None:
-                found[key] = None
-                hits += 1
-                continue
-            hist = ids.get(entry.value)
-            if hist is None:
-                continue
-            entries = hist.entries
-            state = entries[0] if len(entries) == 1 and entries[0].at <= at else self._newest_at(hist, at, deadline)
+            if type(rec) is not Record:     # a Chain: the name's holder at `at`, if known
+                entries = rec.entries
+                entry = entries[0] if len(entries) == 1 and entries[0].at <= at else self._newest_at(rec, at, deadline, key)
+                if entry is None:
+                    continue
+                if entry.value is None:
+                    found[key] = None
+                    hits += 1
+                    continue
+                rec = ids.get(entry.value)
+                if rec is None:
+                    continue
+            # one state (the common case): no call, nothing to prune
+            state = rec if rec.older is None and rec.at <= at else self._record_at(rec, at, deadline)
             asset = None if state is None else state.value
             if asset is None or asset.full_name != key[1] or asset.namespace != key[0]:
                 continue        # the holder's state at `at` was pruned (or disagrees: be safe)
@@ -179,16 +187,19 @@ class MetastoreCache:
         self._counts["misses"] += len(keys) - hits
         return found
 
-    def _newest_at(self, chain: Chain, at: int, deadline: float) -> Entry | None:
-        """The chain's entry holding at `at`, after dropping states superseded before `deadline`."""
+    def _newest_at(self, chain: Chain, at: int, deadline: float, key: tuple[str, str]) -> Entry | None:
+        """The name chain's entry holding at `at`, after dropping entries superseded before `deadline`."""
         entries = chain.entries
         if len(entries) == 1:       # the common case: nothing to prune
             return entries[0] if entries[0].at <= at else None
-        if isinstance(chain, History):
-            self._prune(chain, deadline)
-        else:
-            self._prune_chain(chain, deadline)
+        self._prune_chain(key, chain, deadline)
         return chain.find(at)
+
+    def _record_at(self, rec: Record, at: int, deadline: float):
+        """The record's state (it, or an Entry) holding at `at`, after dropping states superseded
+        before `deadline`; None if no kept state does."""
+        self._prune(rec, deadline)
+        return rec.find(at)
 
     def children(self, parent_id: str, namespace: str, at: int):
         """The children of (parent_id, namespace) visible at `at`, sorted by full_name; or MISS.
@@ -210,8 +221,8 @@ class MetastoreCache:
             # The listing needs every member to answer: near the bound they must not age without it.
             # Far from it nothing is evicted, and a page of a large listing costs O(page), not O(members).
             for member in listing.members:
-                self._lru.move_to_end(member)
-        self._lru.move_to_end(key)
+                self._ids.move_to_end(member)
+        self._ids.move_to_end(key)
         return self._hit(found)
 
     def _read_listing(self, key: tuple[str, str], listing: Listing, at: int):
@@ -226,7 +237,7 @@ class MetastoreCache:
             elif not self._ids[member].ever_in(parent_id, namespace):
                 # Pruning left no state of it under this parent: it can't show up at any snapshot
                 # from its oldest state on, so drop it and stop answering for older snapshots.
-                self._leave(key, member, floor=self._ids[member].entries[0].at)
+                self._leave(key, member, floor=self._ids[member].oldest_at)
         found.sort(key=lambda a: a.full_name)
         return found
 
@@ -257,7 +268,7 @@ class MetastoreCache:
         if key not in self._listings:    # an existing listing is just as current and knows more history
             self._listings[key] = Listing(read_version)
             self._listings_of.setdefault(parent_id, set()).add(namespace)
-            self._lru[key] = None
+            self._ids[key] = None
             self._bytes += LISTING_OVERHEAD
             for asset in assets:
                 self._join(key, asset.id)
@@ -269,17 +280,16 @@ class MetastoreCache:
             raise ValueError(f"{asset.id} written at {asset.written_at}, after version {self._version}")
         if asset.id in self._ids:
             return
-        hist = self._new_history(asset.id)
-        self._push(hist, asset.written_at, asset, asset_size(asset, share_asset(asset)))
+        rec = self._new_record(asset.id, asset.written_at, asset, asset_size(asset, share_asset(asset)))
         key = asset.name_key
-        chain = self._names.get(key)
-        if chain is not None and chain.newest.value != asset.id:
+        holder = self._names.get(key)
+        if holder is not None and _holder_id(holder) != asset.id:
             # The database disagrees with what we knew of this name: trust it, forget the rest.
             self._drop_name(key)
-            chain = None
-        if chain is None:
+            holder = None
+        if holder is None:
             self._name_push(key, asset.written_at, asset.id)
-        hist.add_name(key)
+        rec.add_name(key)
 
     # ---- writes ------------------------------------------------------------
 
@@ -305,11 +315,11 @@ class MetastoreCache:
         # in change from this version on.
         before = {}
         for asset_id in (*changes, *deleted):
-            hist = self._ids.get(asset_id)
-            if hist is not None:
-                self._prune(hist)
-                before[asset_id] = hist.newest.value
-                for key in hist.listing_keys():
+            rec = self._ids.get(asset_id)
+            if rec is not None:
+                self._prune(rec)
+                before[asset_id] = rec.value
+                for key in rec.listing_keys():
                     self._listings[key].changed(new_version)
 
         # Free names first, so a name freed and taken in one write ends up taken.
@@ -318,33 +328,36 @@ class MetastoreCache:
                 continue
             new = changes.get(asset_id)
             if new is None or new.name_key != old.name_key:
-                chain = self._names.get(old.name_key)
-                if chain is not None and chain.newest.value == asset_id:
+                holder = self._names.get(old.name_key)
+                if holder is not None and _holder_id(holder) == asset_id:
                     self._name_push(old.name_key, new_version, None)
 
         for asset_id in deleted:
-            hist = self._ids.get(asset_id)
-            if hist is None:
-                self._push(self._new_history(asset_id), new_version, None, TOMBSTONE_SIZE)
-            elif hist.newest.value is not None:
-                self._push(hist, new_version, None, TOMBSTONE_SIZE)
-                self._lru.move_to_end(asset_id)
+            rec = self._ids.get(asset_id)
+            if rec is None:
+                self._new_record(asset_id, new_version, None, TOMBSTONE_SIZE)
+            elif rec.value is not None:
+                self._push(rec, new_version, None, TOMBSTONE_SIZE)
+                self._ids.move_to_end(asset_id)
 
         for asset in changes.values():
-            hist = self._ids.get(asset.id)
-            if hist is None:
-                hist = self._new_history(asset.id)
+            rec = self._ids.get(asset.id)
+            size = asset_size(asset, share_asset(asset))
+            if rec is None:
                 if asset.id in created:   # ids are never reused: it did not exist at any older snapshot
-                    self._push(hist, _BEGINNING, None, TOMBSTONE_SIZE)
+                    rec = self._new_record(asset.id, _BEGINNING, None, TOMBSTONE_SIZE)
+                    self._push(rec, new_version, asset, size)
+                else:
+                    rec = self._new_record(asset.id, new_version, asset, size)
             else:
-                self._lru.move_to_end(asset.id)
-            self._push(hist, new_version, asset, asset_size(asset, share_asset(asset)))
+                self._ids.move_to_end(asset.id)
+                self._push(rec, new_version, asset, size)
 
             key = asset.name_key
-            chain = self._names.get(key)
-            if chain is None or chain.newest.value != asset.id:
+            holder = self._names.get(key)
+            if holder is None or _holder_id(holder) != asset.id:
                 self._name_push(key, new_version, asset.id)
-            hist.add_name(key)
+            rec.add_name(key)
 
             # A listing that is cached must show the newcomer from now on.
             lkey = (asset.parent_id, asset.namespace)
@@ -379,12 +392,12 @@ class MetastoreCache:
 
     def clear(self, new_version: int) -> None:
         """Forget everything (e.g. the change log gap is too large) and start at `new_version`."""
-        self._counts["invalidations"] += len(self._ids)
+        self._counts["invalidations"] += len(self._ids) - len(self._listings)
         self._reset(new_version)
         self._shrink()
 
     def stats(self) -> dict:
-        return {"entries": len(self._ids), "versions": self._versions, "bytes": self._bytes,
+        return {"entries": len(self._ids) - len(self._listings), "versions": self._versions, "bytes": self._bytes,
                 "listings": len(self._listings), "names": len(self._names), **self._counts}
 
     # ---- internals ---------------------------------------------------------
@@ -399,56 +412,68 @@ class MetastoreCache:
 
     def _state_at(self, asset_id: str, at: int):
         """The asset's state at `at` (Asset or None) or MISS, pruning old states on the way."""
-        hist = self._ids.get(asset_id)
-        if hist is None or at > self._version:
+        rec = self._ids.get(asset_id)
+        if rec is None or at > self._version:
             return MISS
-        self._prune(hist)
-        entry = hist.find(at)
+        if rec.older is not None:
+            self._prune(rec)
+        entry = rec.find(at)
         return MISS if entry is None else entry.value
 
-    def _new_history(self, asset_id: str) -> History:
-        hist = self._ids[asset_id] = History()
-        self._lru[asset_id] = None
-        return hist
+    def _new_record(self, asset_id: str, at: int, value, size: int) -> Record:
+        rec = self._ids[asset_id] = Record(at, value, size)
+        self._bytes += size
+        self._versions += 1
+        return rec
 
-    def _push(self, hist: History, at: int, value, size: int) -> None:
-        if hist.entries:
-            hist.newest.retired = self._clock()   # in-flight readers may use it for one more timeout
-        hist.entries.append(Entry(at, value, size))
-        hist.size += size
+    def _push(self, rec: Record, at: int, value, size: int) -> None:
+        rec.push(at, value, size, self._clock())    # in-flight readers may use the old one for one more timeout
         self._bytes += size
         self._versions += 1
 
-    def _prune(self, hist: History, deadline: float | None = None) -> None:
+    def _prune(self, rec: Record, deadline: float | None = None) -> None:
         """Drop states superseded for longer than the timeout (before `deadline`); never the newest."""
-        entries = hist.entries
-        if len(entries) == 1:       # the common case: no clock read
+        if rec.older is None:       # the common case: no clock read
             return
         if deadline is None:
             deadline = self._clock() - self.version_timeout
-        while len(entries) > 1 and entries[0].retired < deadline:
-            gone = entries.pop(0)
-            hist.size -= gone.size
-            self._bytes -= gone.size
-            self._versions -= 1
-            self._counts["pruned"] += 1
+        count, size = rec.prune(deadline)
+        self._bytes -= size
+        self._versions -= count
+        self._counts["pruned"] += count
 
-    def _prune_chain(self, chain: Chain, deadline: float | None = None) -> None:
+    def _prune_chain(self, key: tuple[str, str], chain: Chain, deadline: float | None = None) -> None:
         if len(chain.entries) == 1:
             return
         if deadline is None:
             deadline = self._clock() - self.version_timeout
         while len(chain.entries) > 1 and chain.entries[0].retired < deadline:
             chain.entries.pop(0)
+        holder = chain.entries[0].value
+        if len(chain.entries) == 1 and holder is not None:
+            # One holder left: the name can point at its record again, if it still holds the name.
+            rec = self._ids.get(holder)
+            if rec is not None and rec.value is not None and rec.value.name_key == key:
+                self._names[key] = rec
 
     def _name_push(self, key: tuple[str, str], at: int, holder: str | None) -> None:
         chain = self._names.get(key)
         if chain is None:
             if holder is None:
                 return
-            chain = self._names[key] = Chain()
+            # Held by one cached asset (whose newest state has this name): its record is the entry.
+            self._names[key] = self._ids[holder]
+            self._free_names.discard(key)
+            return
+        if type(chain) is Record:
+            # Another holder, or the name freed: from now on the name needs a chain. Its holder so far
+            # answers for any snapshot at which its own kept state bears the name (readers check).
+            chain = self._names[key] = Chain([Entry(_BEGINNING, chain.value.id, 0)])
         else:
-            self._prune_chain(chain)
+            self._prune_chain(key, chain)
+            chain = self._names[key]
+            if type(chain) is Record:
+                chain = self._names[key] = Chain([Entry(_BEGINNING, chain.value.id, 0)])
         if chain.entries and chain.newest.at == at:
             chain.entries.pop()       # freed and taken again in the same write: the taking wins
         if chain.entries:
@@ -467,6 +492,10 @@ class MetastoreCache:
         """An evicted id leaves a name chain: what came before its last entry goes with it."""
         chain = self._names.get(key)
         if chain is None:
+            return
+        if type(chain) is Record:
+            if chain.value is not None and chain.value.id == asset_id:
+                self._drop_name(key)
             return
         entries = chain.entries
         last = max((i for i, e in enumerate(entries) if e.value == asset_id), default=-1)
@@ -493,7 +522,7 @@ class MetastoreCache:
         listing = self._listings.pop(key, None)
         if listing is None:
             return
-        del self._lru[key]
+        del self._ids[key]
         self._bytes -= listing.size
         parent_id, namespace = key
         namespaces = self._listings_of[parent_id]
@@ -508,35 +537,34 @@ class MetastoreCache:
     def _evict(self, asset_id: str) -> bool:
         """Forget an asset entirely: all its states, its name entries, and the listings it is a child
         of in its newest state (a listing it had left before then still answers from then on)."""
-        hist = self._ids.get(asset_id)
-        if hist is None:
+        rec = self._ids.get(asset_id)
+        if rec is None:
             return False
-        newest = hist.newest
-        for key in hist.listing_keys():
-            if newest.value is not None and (newest.value.parent_id, newest.value.namespace) == key:
+        newest = rec.value
+        for key in rec.listing_keys():
+            if newest is not None and (newest.parent_id, newest.namespace) == key:
                 self._drop_listing(key)
             else:
-                self._leave(key, asset_id, floor=newest.at)
+                self._leave(key, asset_id, floor=rec.at)
         del self._ids[asset_id]
-        del self._lru[asset_id]
-        self._bytes -= hist.size
-        self._versions -= len(hist.entries)
-        for key in hist.names:
+        self._bytes -= rec.total
+        self._versions -= rec.count
+        for key in rec.name_keys():
             self._forget_name(key, asset_id)
         return True
 
     def _shrink(self) -> None:
-        while self._bytes > self.max_bytes and self._lru:
+        while self._bytes > self.max_bytes and self._ids:
             self.evict_oldest()
         if self._budget is not None:
             self._budget.settle(self)
 
     def evict_oldest(self) -> int | None:
         """Evict the least recently used asset or listing: the bytes it freed (None: nothing is cached)."""
-        if not self._lru:
+        if not self._ids:
             return None
         before = self._bytes
-        key = next(iter(self._lru))
+        key = next(iter(self._ids))
         if isinstance(key, str):
             self._evict(key)
             self._counts["evictions"] += 1
@@ -546,14 +574,18 @@ class MetastoreCache:
 
     def _audit(self) -> None:
         """Check the internal bookkeeping (tests call this; O(size))."""
-        assert set(self._lru) == set(self._ids) | set(self._listings)
+        assert {k for k in self._ids if type(k) is tuple} == set(self._listings)
+        assert all(self._ids[k] is None for k in self._listings)
         total = versions = 0
-        for asset_id, hist in self._ids.items():
-            assert hist.entries and hist.size == sum(e.size for e in hist.entries)
-            assert all(a.at < b.at for a, b in zip(hist.entries, hist.entries[1:]))
-            assert all(e.value is None or e.value.id == asset_id for e in hist.entries)
-            total += hist.size
-            versions += len(hist.entries)
+        for asset_id, rec in self._ids.items():
+            if type(asset_id) is tuple:
+                continue
+            states = rec.states()
+            assert rec.older is None or rec.older
+            assert all(a.at < b.at for a, b in zip(states, states[1:]))
+            assert all(e.value is None or e.value.id == asset_id for e in states)
+            total += rec.total
+            versions += rec.count
         for key, listing in self._listings.items():
             assert listing.size == LISTING_OVERHEAD + MEMBER_SIZE * len(listing.members)
             assert key[1] in self._listings_of[key[0]]
@@ -561,9 +593,14 @@ class MetastoreCache:
                 assert key in self._ids[member].listing_keys()
             total += listing.size
         for key, chain in self._names.items():
+            if type(chain) is Record:   # held by one cached asset, whose newest state bears the name
+                assert chain.value is not None and chain.value.name_key == key
+                assert self._ids.get(chain.value.id) is chain and key in chain.name_keys()
+                assert key not in self._free_names
+                continue
             assert chain.entries
             assert (chain.newest.value is None) == (key in self._free_names)
             for e in chain.entries:
-                assert e.value is None or key in self._ids[e.value].names
+                assert e.value is None or key in self._ids[e.value].name_keys()
         assert self._free_names <= set(self._names)
         assert total == self._bytes and versions == self._versions

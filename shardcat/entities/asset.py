@@ -19,7 +19,16 @@ class Asset:
     written_at: int = 0     # metastore version at which this state was written
     # What is derived from this state once and kept with it (its encoded API JSON): a changed
     # asset is a new Asset, so nothing here goes stale. Not an init field: `replace` starts afresh.
-    memo: dict = field(default_factory=dict, init=False, hash=False, compare=False, repr=False)
+    # Made on first use (`memo`): an asset read but never served costs no dict (issue #48).
+    _memo: dict | None = field(default=None, init=False, hash=False, compare=False, repr=False)
+
+    @property
+    def memo(self) -> dict:
+        memo = self._memo
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)     # frozen: the memo is not part of the state
+        return memo
 
     @property
     def name_key(self) -> tuple[str, str]:

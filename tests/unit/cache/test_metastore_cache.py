@@ -714,6 +714,6 @@ def test_the_memory_bound_counts_what_cached_tables_really_take(columns_alike):
     # Served is the state the bound must hold for (and what a kept encoding really costs: orjson's
     # own result would hold its whole working buffer, several times the answer; 0.89 here).
     assert 0.95 <= estimate / served <= 1.5, (estimate, served)
-    # Before it is served a table has no answer yet, and shares what it can: the bound overcounts
-    # it then, but within reason (~2.3x with columns alike, ~1.7x without).
-    assert 0.8 <= estimate / filled <= 2.5, (estimate, filled)
+    # Before it is served a table has no answer yet (its memo not even a dict), and shares what it
+    # can: the bound overcounts it then, but within reason (~2.7x with columns alike, ~1.8x without).
+    assert 0.8 <= estimate / filled <= 3.0, (estimate, filled)
