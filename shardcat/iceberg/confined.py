@@ -1,8 +1,9 @@
-"""Which of the files an Iceberg table's metadata names lie outside the table. A writer chooses every path in
-its manifest lists and manifests; the catalog reads them with its own rights (server-side scan planning), so
-a path outside the table's location, or on a local file system one reached through a symbolic link below it,
-is another's file and is not read. Pure checks over canonical URLs (entities/urls.py), and the local disk's
-links for file://.
+"""Whether what an Iceberg table's metadata names is the table's own. A writer chooses every path in its
+manifest lists and manifests, and can overwrite the metadata file itself in storage (its credentials reach
+the table's whole prefix); the catalog reads them with its own rights (scan planning, the maintenance jobs
+through its load), so a metadata file naming another location than its table's, and a path outside the
+table's location (on a local file system, one reached through a symbolic link below it), are another's and
+are not read. Pure checks over canonical URLs (entities/urls.py), and the local disk's links for file://.
 """
 
 from __future__ import annotations
@@ -10,6 +11,22 @@ from __future__ import annotations
 import os
 
 from ..entities.urls import InvalidUrl, is_within, local_path, normalize_url
+from ..errors import CatalogError
+
+
+def own_location(metadata, table_location: str | None) -> None:
+    """Refuse a table's metadata whose location is not the table's (`table_location`, canonical): commits never
+    move a table, so the file was changed in storage. Not quoted: it is the writer's."""
+    if table_location is None:          # (a foreign table whose storage is not served: its metadata is not read)
+        return
+    try:
+        same = normalize_url(metadata.location) == table_location
+    except InvalidUrl:
+        same = False
+    if not same:
+        raise CatalogError("FAILED_PRECONDITION", "The table's metadata file names another location than the "
+                                                  "table's: it was changed in storage, not by a commit, and is "
+                                                  "not read.")
 
 
 def outside(location: str, paths) -> list[str]:

@@ -13,6 +13,7 @@ import asyncio
 import json
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
@@ -79,3 +80,51 @@ async def test_planning_reads_no_manifest_outside_the_table(ws, server):
     assert "4242" not in said and "777" not in said, answer             # ... nor its values (the bounds)
     assert not any(m.manifest_path in said for m in theirs), answer    # nor where its manifests are
     assert status == 400 and "outside" in answer["error"]["message"], (status, answer)
+
+
+def tampered(mine, victim) -> None:
+    """The writer overwrites its table's current metadata file in storage (its credentials reach its whole
+    prefix; on file:// it writes the disk): the file now says the table lies at the victim's location, with
+    no snapshot of its own. The catalog's cache of metadata files (512, least recently used) is emptied as
+    512 other metadata reads would empty it."""
+    from shardcat.entities.urls import local_path
+    from shardcat.iceberg import metadata as md
+    forged = mine.metadata.model_copy(update={"location": victim.location()})
+    with open(local_path(mine.metadata_location), "w") as f:
+        f.write(forged.model_dump_json())
+    md._READ.clear()
+
+
+async def test_a_metadata_file_rewritten_in_storage_cannot_move_its_table(ws, server):
+    """Planning, the Iceberg REST load and the maintenance jobs read the table's metadata file; its location
+    must be the table's own, whatever the file in storage says: else the orphan job (run by the schedule
+    with the catalog's rights) lists and deletes the victim's files, and planning reads its manifests."""
+    import os
+    from shardcat.entities.urls import local_path
+    from shardcat.entities.values import now_ms
+    from shardcat.maintenance import iceberg_jobs
+    victim, attacker = await victim_and_attacker(ws, server)
+    root = local_path(victim.location())
+    victim_files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+    old = now_ms() / 1000 - 30 * 24 * 3600          # a table written a month ago
+    for path in victim_files:
+        os.utime(path, (old, old))
+
+    def forge():
+        mine = rest(ws, attacker.token).create_table("s.mine", SCHEMA)
+        mine.append(pa.table({"secret": pa.array([1], pa.int64())}))
+        tampered(rest(ws, attacker.token).load_table("s.mine"), victim)
+
+    await asyncio.to_thread(forge)
+    try:                                    # the job loads the table through the catalog: refused
+        result = await asyncio.to_thread(iceberg_jobs.remove_orphan_files, api_url=ws.api, token=ws.token,
+                                         warehouse="ice", identifier="s.mine", older_than_ms=now_ms() - 3600_000)
+    except Exception as e:                  # noqa: BLE001 -- refused: what is wanted
+        result = e
+    assert [p for p in victim_files if not os.path.exists(p)] == [], result      # all 9 were deleted
+    assert isinstance(result, Exception), result
+    status, answer = await attacker.call("POST", f"{P}/namespaces/s/tables/mine/plan", json={})
+    assert "4242" not in json.dumps(answer) and status >= 400, (status, answer)
+    status, loaded = await attacker.call("GET", f"{P}/namespaces/s/tables/mine")
+    assert status >= 400 and root not in json.dumps(loaded), (status, loaded)
+    assert (await asyncio.to_thread(lambda: rest(ws, ws.token).load_table("s.events").scan().to_arrow().num_rows)) == 2

@@ -119,7 +119,7 @@ class Planning(IcebergBase):
             location = properties_of(asset)[md.METADATA_LOCATION]
             io = await self._io(caller, asset.storage_path, write=False)
             metadata = await asyncio.to_thread(md.read_metadata, location, io)
-            tasks = await asyncio.to_thread(scan.plan_files, metadata, location, io, request)
+            tasks = await asyncio.to_thread(scan.plan_files, metadata, location, io, request, asset.storage_path)
             pages = scan.task_pages(metadata, tasks, request, scan.PAGE_TASKS)
             granted = await vend_objects(self.shard, caller, asset.storage_path, scan.planned_paths(pages))
             plan.credentials = [{"prefix": url, "config": md.storage_properties(

@@ -21,7 +21,7 @@ from pyiceberg.io import load_file_io
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
 
-from ....iceberg.confined import outside
+from ....iceberg.confined import outside, own_location
 
 PAGE_TASKS = 1000          # file scan tasks in one answer; a larger plan hands out the rest as plan tasks
 
@@ -68,8 +68,11 @@ def scan_request(body: dict) -> PlanTableScanRequest:
     return request
 
 
-def plan_files(metadata, metadata_location: str, io_properties: dict, request: PlanTableScanRequest) -> list:
-    """pyiceberg's FileScanTasks for the request (blocking: run it in a worker thread)."""
+def plan_files(metadata, metadata_location: str, io_properties: dict, request: PlanTableScanRequest,
+               table_location: str) -> list:
+    """pyiceberg's FileScanTasks for the request (blocking: run it in a worker thread), over the table at
+    `table_location` (canonical: the catalog's record, not the metadata file's say)."""
+    own_location(metadata, table_location)
     io = load_file_io(io_properties, metadata_location)
     table = Table(("planned",), metadata, metadata_location, io, None)      # no catalog: planned locally, here
     schema = metadata.schema()
@@ -81,7 +84,7 @@ def plan_files(metadata, metadata_location: str, io_properties: dict, request: P
     scan = table.scan(row_filter=request.filter if request.filter is not None else table.scan().row_filter,
                       selected_fields=tuple(request.select) if request.select else ("*",),
                       case_sensitive=request.case_sensitive, snapshot_id=request.snapshot_id)
-    _confined(metadata.location, scan.snapshot(), io)
+    _confined(table_location, scan.snapshot(), io)
     try:
         return list(scan.plan_files())
     except ValueError as e:           # the filter names a missing column, or compares it to a wrong type

@@ -17,6 +17,7 @@ from ....entities.asset import Asset
 from ....errors import CatalogError
 from ....governance.authorize import authorizer
 from ....iceberg import metadata as md
+from ....iceberg.confined import own_location
 from ....iceberg.tables import is_iceberg_table, is_iceberg_view
 from ....iceberg.tables import props as properties_of
 from ....shards.session import current
@@ -85,7 +86,9 @@ class Tables(IcebergBase):
             credentials = await self._credentials(caller, asset, authz)
             config = dict(credentials[0]["config"]) if credentials else {}
             io = credentials[0]["config"] if credentials else {}
-        metadata = md.metadata_json(await asyncio.to_thread(md.read_metadata, location, io))
+        read = await asyncio.to_thread(md.read_metadata, location, io)
+        own_location(read, asset.storage_path)          # a file a writer overwrote in storage is not answered
+        metadata = md.metadata_json(read)
         if snapshots == "refs":
             named = {ref["snapshot-id"] for ref in (metadata.get("refs") or {}).values()}
             metadata["snapshots"] = [s for s in metadata.get("snapshots") or [] if s["snapshot-id"] in named]
