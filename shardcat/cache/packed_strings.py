@@ -43,6 +43,11 @@ class PackedStrings:
     def set(self, slot: int, value: str) -> None:
         data = value.encode()
         size = len(data)
+        if slot == len(self._start) and size <= 0xFFFF and len(self._bytes) <= 0xFFFFFFFF:
+            self._start.append(len(self._bytes))     # a new slot at the end (a load's every call)
+            self._len.append(size)
+            self._bytes += data
+            return
         if slot >= len(self._start):
             grow = slot + 1 - len(self._start)
             self._start.frombytes(bytes(grow * self._start.itemsize))

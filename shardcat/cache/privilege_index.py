@@ -186,14 +186,16 @@ class PrivilegeIndex:
         """Add or update a securable: its parent, type, owner and full name."""
         n, p = self.num(sid), self.num(parent_sid)
         self._names.set(n, name)
-        self._root_named = self._root_named or n == 0
+        if n == 0:
+            self._root_named = True
         old_parent = self._parent[n]
         if old_parent != NONE and old_parent != p and old_parent in self.children:
             self.children[old_parent].discard(n)
         self._parent[n] = p
-        self._kind[n] = self._code_of_kind(kind)
+        self._kind[n] = self._kind_code.get(kind) or self._code_of_kind(kind)
         self.children.setdefault(p, BitMap()).add(n)
-        old_owner = self.owner_of(n)
+        code = self._owner[n]
+        old_owner = None if code == NONE else self._owners[code]
         if old_owner != owner:
             if old_owner is not None:
                 self.owned[old_owner].discard(n)

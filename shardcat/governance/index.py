@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..cache.privilege_index import PrivilegeIndex
 from ..entities.asset import Asset
-from ..entities.shared_strings import shared
 from ..errors import CatalogError
 from ..store.writes import WriteTx
 from ..store.grants import grants_of, privilege_snapshot
@@ -24,10 +23,8 @@ async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
     # Parents first, so that dense ids follow the hierarchy (not needed for correctness).
     order = {"catalog": 0, "schema": 1, "registered_model": 3}
     for r in sorted(assets, key=lambda r: order.get(r["type"], 2)):
-        # Types and owners repeat across the metastore: one string each, not one per securable.
-        owner = r["owner"]
-        index.put(str(r["id"]), str(r["parent_id"]), shared(r["type"]),
-                  shared(owner) if type(owner) is str else owner, r["full_name"])
+        # Types and owners are kept as codes, full names packed (cache/privilege_index.py): only the id stays a str.
+        index.put(str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
     for sid, held in grants.items():
         index.set_grants(sid, held)
     return version, index
