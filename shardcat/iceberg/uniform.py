@@ -45,7 +45,7 @@ from pyiceberg.types import (BinaryType, BooleanType, DateType, DecimalType, Dou
 from ..delta import log as dlog
 from ..delta import partitions as dparts
 from ..delta.replay import Unconvertible, check_actions, commit_timestamp, file_url, stats
-from ..entities.urls import storage_names
+from ..entities.urls import InvalidUrl, normalize_url, storage_names
 from . import metadata as md
 
 ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
@@ -335,11 +335,16 @@ def convert(location: str, storage: dlog.Storage, table_uuid: str, previous: str
         check_actions(location, actions)
     writer = _Writer(io)
     file_io = load_file_io(io, location)
-    if previous is None:
+    last = md.read_metadata(previous, io) if previous is not None else None
+    if last is not None and not _located(last, location):
+        # The file lies in the table's metadata/, which its Delta writers reach: one naming another location
+        # was changed there, and would have this conversion write into that place. Begin again from `since`.
+        previous = last = None
+    if last is None:
         meta = _new_metadata(location, table_uuid, since)
         table = Table(("uniform", table_uuid), meta, "", file_io, writer)
     else:
-        table = Table(("uniform", table_uuid), md.read_metadata(previous, io), previous, file_io, writer)
+        table = Table(("uniform", table_uuid), last, previous, file_io, writer)
     run = _Run(table, location, storage, since.metadata)
     version, when = since.version, since.ict or None
     if previous is None:
@@ -363,6 +368,13 @@ def convert(location: str, storage: dlog.Storage, table_uuid: str, previous: str
             return Converted(_write_first(table, writer), version, when)
         return Converted(previous, version, when)
     return Converted(run.commit(), version, when)
+
+
+def _located(metadata, location: str) -> bool:
+    try:
+        return normalize_url(metadata.location) == normalize_url(location)
+    except InvalidUrl:
+        return False
 
 
 def _write_first(table: Table, writer: _Writer) -> str:

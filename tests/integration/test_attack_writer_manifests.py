@@ -128,3 +128,43 @@ async def test_a_metadata_file_rewritten_in_storage_cannot_move_its_table(ws, se
     status, loaded = await attacker.call("GET", f"{P}/namespaces/s/tables/mine")
     assert status >= 400 and root not in json.dumps(loaded), (status, loaded)
     assert (await asyncio.to_thread(lambda: rest(ws, ws.token).load_table("s.events").scan().to_arrow().num_rows)) == 2
+
+
+async def test_a_uniform_tables_iceberg_metadata_rewritten_in_storage_steers_no_conversion(ws, server):
+    """A Delta writer of a UniForm table overwrites the Iceberg metadata the catalog converted last (it lies
+    in the table's own metadata/, which the writer reaches) to say the table lies at another's location: the
+    next conversion, which writes with the catalog's rights, must write nothing there."""
+    import os
+    import deltalake
+    from shardcat.entities.urls import local_path
+    from shardcat.iceberg import metadata as md
+    columns = [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '{"type":"long"}',
+                "position": 0}]
+    for path, body in (("/catalogs", {"name": "main"}), ("/schemas", {"name": "s", "catalog_name": "main"})):
+        assert (await ws.call("POST", path, json=body))[0] == 200
+    attacker = await user(server, ws)
+    await grant(ws, "catalog", "main", attacker.name, "USE CATALOG", "USE SCHEMA", "CREATE TABLE")
+    made = {}
+    for who, name in ((ws, "victim"), (attacker, "mine")):
+        status, made[name] = await who.call("POST", "/tables", json={
+            "name": name, "catalog_name": "main", "schema_name": "s", "table_type": "MANAGED",
+            "data_source_format": "DELTA", "columns": columns,
+            "properties": {"delta.universalFormat.enabledFormats": "iceberg"}})
+        assert status == 200, made[name]
+        deltalake.write_deltalake(made[name]["storage_location"], pa.table({"id": pa.array([1], pa.int64())}))
+    victim_root = local_path(made["victim"]["storage_location"])
+    before = sorted(os.path.join(d, f) for d, _, fs in os.walk(victim_root) for f in fs)
+    status, loaded = await attacker.call("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/mine")
+    assert status == 200, loaded
+    forged = loaded["metadata"] | {"location": made["victim"]["storage_location"]}
+    with open(local_path(loaded["metadata-location"]), "w") as f:
+        json.dump(forged, f)
+    md._READ.clear()                       # as 512 other metadata reads would
+    deltalake.write_deltalake(made["mine"]["storage_location"], pa.table({"id": pa.array([2], pa.int64())}),
+                              mode="append")
+    status, again = await attacker.call("GET", "/iceberg/v1/catalogs/main/namespaces/s/tables/mine")
+    after = sorted(os.path.join(d, f) for d, _, fs in os.walk(victim_root) for f in fs)
+    assert after == before
+    # The table's own Iceberg metadata is made again from its Delta log, where it lies.
+    assert status == 200 and again["metadata"]["location"] == made["mine"]["storage_location"], again
+    assert again["metadata-location"].startswith(made["mine"]["storage_location"] + "/metadata/"), again
