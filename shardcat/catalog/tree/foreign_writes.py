@@ -290,8 +290,10 @@ class ForeignWrites:
             raise invalid("An EXTERNAL table needs storage_location; a MANAGED one takes none (the foreign catalog "
                           "places it).")
         properties = body.get("properties") or {}
-        if not isinstance(properties, dict):
-            raise invalid("Field 'properties' must be an object.")
+        # Checked here as sent on: the native type checks are not on this path, and a path property that
+        # is not text would reach the storage rules as something else.
+        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+            raise invalid("Field 'properties' must be an object whose values are strings.")
         if await self.shard.lookup(target.ms, "table", full_name, caller.min_version) is not None:
             raise CatalogError("ALREADY_EXISTS", f"Table '{full_name}' already exists.")
 
@@ -301,7 +303,7 @@ class ForeignWrites:
         if location:
             await check(location)
         await self.create_table(caller, target, schema, name, iceberg_schema_of(body.get("columns")), location,
-                                None, None, {k: str(v) for k, v in properties.items()}, check)
+                                None, None, dict(properties), check)
         return full_name
 
     async def check_new_location(self, caller: Caller, location: str, paths: list) -> None:
