@@ -69,9 +69,11 @@ def scan_request(body: dict) -> PlanTableScanRequest:
 
 
 def plan_files(metadata, metadata_location: str, io_properties: dict, request: PlanTableScanRequest,
-               table_location: str) -> list:
+               table_location: str | None) -> list:
     """pyiceberg's FileScanTasks for the request (blocking: run it in a worker thread), over the table at
     `table_location` (canonical: the catalog's record, not the metadata file's say)."""
+    if table_location is None:          # a foreign table whose storage is not served here
+        raise BadScan("The table's storage is not served by this catalog: its scan is not planned here.")
     own_location(metadata, table_location)
     io = load_file_io(io_properties, metadata_location)
     table = Table(("planned",), metadata, metadata_location, io, None)      # no catalog: planned locally, here
