@@ -7,6 +7,10 @@ delegation key with it, at the credential's `endpoint_url` when one is given. Th
 credential's creator's choice: the machine's managed identity token (storage-wide, for every account the
 identity has roles on) went to whatever host the creator named. Tokens now go only to the account's own
 Azure endpoint or to endpoints the operator named ($SHARDCAT_AZURE_STORAGE_ENDPOINTS).
+
+Beside it: a credential's owner (not an admin, not every reader) changed where readers' engines send the SAS
+they are vended (`endpoint_url`) and how far every SAS reaches (`hierarchical_namespace: false`: the whole
+container). Only a metastore admin changes those of an existing credential.
 """
 
 from __future__ import annotations
@@ -93,7 +97,8 @@ async def test_the_machines_identity_token_goes_to_no_endpoint_a_credential_name
 
 async def test_a_service_principals_token_goes_to_no_endpoint_its_owner_moved(ws, server, collector):
     """The admin's service principal (its secret sealed here) is handed to a user to own; the owner points its
-    endpoint elsewhere: the token signed in with the admin's secret must not follow."""
+    endpoint elsewhere: the token signed in with the admin's secret must not follow (the change is refused, and
+    an endpoint the operator did not list gets no token whoever set it)."""
     found, _, entra = collector
     [(app, secret)] = entra.apps.items()
     owner = await user(server, ws)
@@ -103,10 +108,42 @@ async def test_a_service_principals_token_goes_to_no_endpoint_its_owner_moved(ws
     assert (await ws.call("PATCH", "/storage-credentials/sp", json={"owner": owner.name}))[0] == 200
     status, body = await owner.call("PATCH", "/storage-credentials/sp", json={"azure_service_principal": {
         "endpoint_url": found.url}})
-    assert status == 200, body
+    assert status == 403, body
+    # Moved by an admin (by mistake, or to an endpoint not listed), the token still does not go there.
+    assert (await ws.call("PATCH", "/storage-credentials/sp", json={"azure_service_principal": {
+        "endpoint_url": found.url}}))[0] == 200
     url = f"abfss://lake@{ACCOUNT}.dfs.core.windows.net/sp"
     assert (await ws.call("POST", "/external-locations", json={"name": "sp", "url": url,
                                                              "credential_name": "sp"}))[0] == 200
     status, body = await ws.call("POST", "/temporary-path-credentials", json={"url": url, "operation": "PATH_READ"})
     assert found.seen == []
     assert status == 400 and "SHARDCAT_AZURE_STORAGE_ENDPOINTS" in body["message"], body
+
+
+@pytest.mark.parametrize("change", [{"endpoint_url": "https://attacker.example/victimlake"},
+                                    {"hierarchical_namespace": False}])
+async def test_a_credentials_owner_cannot_redirect_or_widen_what_readers_are_given(ws, server, change):
+    """An admin's azure_storage_key credential serves a location whose tables others read; a user made the
+    credential's owner (not an admin, holding nothing on the tables) changes where readers' engines send their
+    SAS (`endpoint_url`) or widens every SAS to the whole container (`hierarchical_namespace: false`). Only a
+    metastore admin changes those of an existing credential; the readers' answers stay as they were."""
+    import base64
+    owner = await user(server, ws)
+    key = base64.b64encode(b"k" * 32).decode()
+    assert (await ws.call("POST", "/storage-credentials", json={"name": "key", "azure_storage_key": {
+        "account_name": ACCOUNT, "account_key": key}}))[0] == 200
+    url = f"abfss://lake@{ACCOUNT}.dfs.core.windows.net/data"
+    assert (await ws.call("POST", "/external-locations", json={"name": "data", "url": url,
+                                                             "credential_name": "key"}))[0] == 200
+    before = await ws.call("POST", "/temporary-path-credentials", json={"url": f"{url}/t", "operation": "PATH_READ"})
+    assert before[0] == 200, before
+    assert (await ws.call("PATCH", "/storage-credentials/key", json={"owner": owner.name}))[0] == 200
+    status, body = await owner.call("PATCH", "/storage-credentials/key", json={"azure_storage_key": change})
+    assert status == 403, body
+    vending_azure.AZURE.cache.clear()
+    status, after = await ws.call("POST", "/temporary-path-credentials", json={"url": f"{url}/t",
+                                                                              "operation": "PATH_READ"})
+    assert status == 200 and "endpoint_url" not in after, after
+    assert "sr=d" in after["azure_user_delegation_sas"]["sas_token"], after      # still the directory's SAS
+    # A metastore admin may still move the credential (an emulator, Azure Stack).
+    assert (await ws.call("PATCH", "/storage-credentials/key", json={"azure_storage_key": change}))[0] == 200

@@ -108,6 +108,19 @@ def _check_kind(kind: str, value: dict, old: dict | None) -> dict:
     return out
 
 
+# Fields that decide where the engines reading a credential's locations send what they are given, and how far
+# an Azure SAS reaches: an owner is not every reader, so only a metastore admin changes them once they are set.
+_REACH_FIELDS = ("endpoint_url", "hierarchical_namespace")
+
+
+def _keep_reach(before: dict, after: dict, name: str) -> None:
+    changed = [f for f in _REACH_FIELDS if before.get(f) != after.get(f)]
+    if changed:
+        raise CatalogError("PERMISSION_DENIED", f"Only a metastore admin may change {', '.join(changed)} of credential "
+                                                f"'{name}': readers of its locations' tables are sent there, or given "
+                                                "that reach.")
+
+
 def _given_kinds(fields: dict) -> list[str]:
     return [k for k in CREDENTIAL_KINDS if k in fields]
 
@@ -155,6 +168,9 @@ class Credentials(MetastoreLevel):
                 if other != kind:
                     info.pop(other, None)
             info[kind] = _check_kind(kind, fields[kind], old.info.get(kind))
+            authz = flags.get("authz")
+            if authz is not None and not authz.admin:
+                _keep_reach(old.info.get(kind) or {}, info[kind], new.name)
         return dataclasses.replace(new, info=self._sealed(info))
 
     def _sealed(self, info: dict) -> dict:
