@@ -121,22 +121,22 @@ async def test_pyiceberg_writes_and_reads_through_the_signer(ws, store, signed_t
     io, appended, read, again = await pyiceberg(client_python, ws, [
         {"action": "append", "ids": [1, 2, 3]}, {"action": "read"}, {"action": "append", "ids": [4]}])
     assert io["ok"] == {"io": "FsspecFileIO", "keys": [], "signing": "true"}, io
-    assert "ok" in appended, appended
+    assert "ok" in appended, json.dumps(appended)
     assert appended["ok"]["files"] and all(f.startswith(f"s3://{b}/lake/reg/data/") for f in appended["ok"]["files"])
-    assert read == {"ok": [1, 2, 3]}, read
-    assert "ok" in again, again
+    assert read == {"ok": [1, 2, 3]}, json.dumps(read)
+    assert "ok" in again, json.dumps(again)   # a failure names the S3 requests sent
     written = objects(store, "lake/reg/") - before
     assert {f"lake/reg/data/{f.rsplit('/', 1)[1]}" for f in appended["ok"]["files"]} <= written
     assert any(k.startswith("lake/reg/metadata/") and k.endswith(".avro") for k in written)   # manifests, by the client
     [_, after] = await pyiceberg(client_python, ws, [{"action": "read"}])
-    assert after == {"ok": [1, 2, 3, 4]}
+    assert after == {"ok": [1, 2, 3, 4]}, json.dumps(after)
     assert await signed(ws, "admin") >= 6                   # every object went through the catalog's signer
 
 
 async def test_a_reader_with_select_only_reads_and_writes_nothing(ws, server, store, signed_table, client_python):
     b = signed_table["bucket"]
     [_, seeded] = await pyiceberg(client_python, ws, [{"action": "append", "ids": [7]}])
-    assert "ok" in seeded, seeded
+    assert "ok" in seeded, json.dumps(seeded)
     reader = await user(server, ws)
     await grant(ws, "catalog", "main", reader.name, "USE_CATALOG")
     await grant(ws, "schema", "main.s", reader.name, "USE_SCHEMA", "SELECT")
