@@ -1,0 +1,193 @@
+"""A cold owner's writes answer their path questions from PostgreSQL (shards/cold_paths.py), exactly.
+
+1. Hypothesis, on real PostgreSQL: random trees of storage paths (tables, volumes, catalogs and
+   schemas with managed roots, external locations), changed further while the owner is cold (by its
+   own writes and by another writer), asked every ownership and overlap question through cold tries
+   (each path loaded by `Store.paths_near` when first asked): every answer equals the full trie's
+   built from every path. The whole index is held back throughout.
+2. A cold owner whose path index build is held back takes a managed and an external createTable,
+   refuses an external table overlapping another (one it read, one it just wrote, one of the same
+   group commit) or outside every external location, before the build finishes; once the index is
+   in, its tries are a fresh shard's.
+3. The byte-ordered index serves a prefix as a range (EXPLAIN), whatever the database's locale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+
+import asyncpg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardcat.auth import Caller
+from shardcat.cache.url_trie import UrlTrie
+from shardcat.catalog.tree.service import CatalogService
+from shardcat.entities.asset import Asset
+from shardcat.errors import CatalogError
+from shardcat.shards.cold_paths import ColdTrie, PathsNeeded, load_paths
+from shardcat.shards.shard import Shard
+from shardcat.shards.state import PathOwner
+from shardcat.store.db import Store
+
+ROOT = "file:///w/r"
+BUCKETS = ("file:///w", "s3://bk", "s3://other")
+SEGMENTS = ("a", "b", "r", "a-b")      # "a-b" sorts between "a" and "a/…" in bytes: a prefix range must not take it
+KINDS = ("table", "volume", "schema", "catalog", "external_location")
+
+
+def _gate_paths(store: Store) -> asyncio.Event:
+    """The whole index's read (Store.paths) is held until the event: the owner stays cold."""
+    gate, original = asyncio.Event(), store.paths
+
+    async def paths(metastore_id):
+        read = await original(metastore_id)
+        await gate.wait()
+        return read
+    paths.__wrapped__ = original
+    store.paths = paths
+    return gate
+
+
+def _asset(ms: str, kind: str, path: str, n: int) -> Asset:
+    name = f"x{n}" if kind in ("external_location", "catalog") else f"c.s{n}" if kind == "schema" else f"c.s.t{n}"
+    return Asset(id=str(uuid.uuid4()), metastore_id=ms, type=kind, namespace=kind if kind != "volume" else "volume",
+                 parent_id=ms, name=name.rsplit(".", 1)[-1], full_name=name, storage_path=path, info={})
+
+
+def _owner(entry):
+    """An answer as compared: (url, asset id; "root" for the metastore's storage root)."""
+    if entry is None:
+        return None
+    url, owner = entry
+    return url, "root" if owner.type == "metastore" else owner.asset_id
+
+
+def _answers(trie, locations, url: str) -> tuple:
+    """Every question a write asks about `url`; an overlap below it may be any one (UrlTrie's
+    contract), so it compares as "one of these"."""
+    def overlap(trie, ignore=None):
+        hit = _owner(trie.first_overlap(url, ignore=ignore))
+        below = {_owner(e) for e in trie.descendants(url) if ignore is None or not ignore(e[1])}
+        return ("below", frozenset(below)) if hit in below else hit
+
+    at = trie.get(url)
+    return (_owner(trie.owner(url)), overlap(trie), overlap(trie, lambda o: o.is_root),
+            sorted(_owner(e) for e in trie.descendants(url)), None if at is None else _owner((url, at)),
+            _owner(locations.owner(url)), overlap(locations), len(locations))
+
+
+async def _ask(shard: Shard, state, question):
+    """`question()`, loading what the cold tries need first, as a cold write does."""
+    while True:
+        try:
+            return question()
+        except PathsNeeded as need:
+            await load_paths(shard.store, state, need, shard.reconcile, shard._paths_whole)
+
+
+def _full_tries(store_paths, meta_id: str) -> tuple[UrlTrie, UrlTrie]:
+    trie, locations = UrlTrie(), UrlTrie()
+    trie.insert(ROOT, PathOwner(meta_id, "metastore", "m", True))
+    for p in store_paths:
+        if p.type == "external_location":
+            locations.insert(p.storage_path, PathOwner(p.id, p.type, p.full_name, True))
+        else:
+            trie.insert(p.storage_path, PathOwner(p.id, p.type, p.full_name, p.type in ("catalog", "schema")))
+    return trie, locations
+
+
+paths = st.builds(lambda b, segs: "/".join((b, *segs)), st.sampled_from(BUCKETS),
+                  st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=3))
+entries = st.tuples(st.sampled_from(KINDS), paths)
+# A later write: ("add", kind, path), ("drop", index), ("move", index, path); by the cold owner or by another writer.
+ops = st.tuples(st.one_of(st.tuples(st.just("add"), st.sampled_from(KINDS), paths),
+                          st.tuples(st.just("drop"), st.integers(0, 50)),
+                          st.tuples(st.just("move"), st.integers(0, 50), paths)), st.booleans())
+QUESTIONS = sorted({"/".join((b, *s[:k])) for b in BUCKETS for s in
+                    [(x, y, z) for x in SEGMENTS for y in SEGMENTS for z in SEGMENTS] for k in range(4)})
+
+
+def test_cold_tries_answer_every_path_question_as_the_full_trie(pg_url):
+    async def setup():
+        store = await Store.open(pg_url, min_size=1, max_size=2)
+        await store.migrate()
+        await store.close()
+    asyncio.run(setup())
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                       HealthCheck.function_scoped_fixture])
+    @given(initial=st.lists(entries, max_size=14), later=st.lists(ops, max_size=8),
+           order=st.permutations(range(len(QUESTIONS))), early=st.lists(st.sampled_from(QUESTIONS), max_size=6))
+    def check(initial, later, order, early):
+        asyncio.run(_scenario(pg_url, initial, later, [QUESTIONS[i] for i in order], early))
+
+    check()
+
+
+async def _scenario(pg_url: str, initial, later, questions: list[str], early: list[str]) -> None:
+    store = await Store.open(pg_url, min_size=1, max_size=3)
+    try:
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"cp-{ms[:8]}", {"storage_root": ROOT})
+        live: dict[str, Asset] = {}
+        used: set[tuple[bool, str]] = set()     # (is a location, path): one entry per path in each trie
+
+        def free(kind: str, path: str) -> bool:     # (the metastore's root is its own, as the catalog keeps it)
+            return (kind == "external_location", path) not in used and (path != ROOT or kind == "external_location")
+
+        async with store.write(ms, await store.metastore_version(ms)) as tx:
+            for n, (kind, path) in enumerate(initial):
+                if free(kind, path):
+                    live_asset = await tx.put(_asset(ms, kind, path, n), new=True)
+                    live[live_asset.id] = live_asset
+                    used.add((kind == "external_location", path))
+        gate = _gate_paths(store)
+        shard = Shard(store, "cold")
+        try:
+            await shard.lookup(ms, "table", "c.s.nothing")            # cold: its index is built aside, held
+            state = shard.states[ms]
+            assert isinstance(state.trie, ColdTrie) and not state.paths_ready.is_set()
+            for url in early:                                          # some paths loaded before the writes
+                await _ask(shard, state, lambda url=url: _answers(state.trie, state.locations, url))
+            for n, (op, by_owner) in enumerate(later):
+                async def body(tx, state, op=op, n=n):
+                    ids = sorted(live, key=lambda i: (live[i].storage_path, live[i].type))   # not by random ids
+                    if op[0] == "add" and free(op[1], op[2]):
+                        added = await tx.put(_asset(ms, op[1], op[2], 100 + n), new=True)
+                        live[added.id] = added
+                        used.add((op[1] == "external_location", op[2]))
+                    elif op[0] == "drop" and ids:
+                        gone = live.pop(ids[op[1] % len(ids)])
+                        await tx.delete([gone])
+                        used.discard((gone.type == "external_location", gone.storage_path))
+                    elif op[0] == "move" and ids and free(live[ids[op[1] % len(ids)]].type, op[2]):
+                        old = live[ids[op[1] % len(ids)]]
+                        used.discard((old.type == "external_location", old.storage_path))
+                        live[old.id] = await tx.put(dataclasses.replace(old, storage_path=op[2]))
+                        used.add((old.type == "external_location", op[2]))
+                if by_owner:
+                    await shard.write(ms, body)                        # applied to its cold tries
+                else:
+                    async with store.write(ms, await store.metastore_version(ms)) as tx:
+                        await body(tx, state)
+                    await shard.observed(ms, await store.metastore_version(ms))   # reconciled into them
+            truth, truth_locations = _full_tries((await store.paths.__wrapped__(ms))[1], ms)
+            for url in questions:
+                cold = await _ask(shard, state, lambda url=url: _answers(state.trie, state.locations, url))
+                expected = _answers(truth, truth_locations, url)
+                assert cold == expected, (url, cold, expected)
+            assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)   # all of it while cold
+            gate.set()
+            whole = await shard.warmed(ms)
+            for url in questions:
+                expected = _answers(truth, truth_locations, url)
+                assert _answers(whole.trie, whole.locations, url) == expected, (url, expected)
+        finally:
+            gate.set()
+            for task in [s.warming for s in shard.states.values() if s.warming is not None]:
+                await asyncio.wait([task])
+    finally:
+        await store.close()
