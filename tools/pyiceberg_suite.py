@@ -103,7 +103,9 @@ def ensure_dependencies() -> None:
 
 def start_shardcat(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     """`shardcat serve` on a free port with its own embedded PostgreSQL: (process, API base URL, admin token)."""
-    process = subprocess.Popen([sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir)],
+    # the suite's MinIO is on loopback: listed, or the catalog would not call it (docs/storage.md)
+    process = subprocess.Popen([sys.executable, "-m", "shardcat", "serve", "--port", "0", "--data-dir", str(data_dir),
+                                "--s3-compatible-endpoint", f"127.0.0.1:{servers.S3_PORT}"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
         found = re.search(r"listening on (http://\S+/api/2\.1/unity-catalog)", line)

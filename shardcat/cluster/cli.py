@@ -60,6 +60,7 @@ def run_server(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.request_log:
         request_log.turn_on()
+    export_endpoint_lists(args)
     if args.event_loop == "asyncio":
         asyncio.run(serve_forever(serve_config(args)))
     else:
@@ -118,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--webhook-allow-host", action="append", default=[], metavar="HOST",
                        help="let webhooks reach HOST (as written in their URLs) although it is not a public "
                             "address, e.g. a receiver on loopback in tests (repeatable; docs/discovery.md)")
+    serve.add_argument("--s3-compatible-endpoint", action="append", default=[], metavar="HOST[:PORT]",
+                       help="let the catalog call an s3_compatible credential's endpoint on HOST (any port, or "
+                            "PORT) although it is not a public address, e.g. a MinIO in the operator's own "
+                            "network; added to $SHARDCAT_S3_COMPATIBLE_ENDPOINTS (repeatable; docs/storage.md)")
+    serve.add_argument("--azure-storage-endpoint", action="append", default=[], metavar="URL",
+                       help="let the catalog send Entra ID tokens to this blob endpoint (an Azure Stack's, an "
+                            "emulator's); added to $SHARDCAT_AZURE_STORAGE_ENDPOINTS (repeatable; docs/storage.md)")
     serve.add_argument("--request-log", action="store_true",
                        help="one JSON line per request on stderr (request id, principal, operation, path, "
                             "status, latency, metastore; never tokens, queries or bodies): docs/operations.md")
@@ -158,6 +166,21 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
                        group_commit=GroupCommitConfig(enabled=not args.no_group_commit),
                        webhook_allow_hosts=tuple(args.webhook_allow_host))
+
+
+# `shardcat serve` options that add to an allow-list read from the environment (where shards and Ray
+# workers started from this process find it): option -> variable.
+ENDPOINT_LISTS = {"s3_compatible_endpoint": "SHARDCAT_S3_COMPATIBLE_ENDPOINTS",
+                  "azure_storage_endpoint": "SHARDCAT_AZURE_STORAGE_ENDPOINTS"}
+
+
+def export_endpoint_lists(args: argparse.Namespace) -> None:
+    """Add the serve options' endpoints to their variables (comma-separated), keeping what the variables held."""
+    for option, variable in ENDPOINT_LISTS.items():
+        given = getattr(args, option, None) or []
+        if given:
+            held = [v for v in os.environ.get(variable, "").split(",") if v.strip()]
+            os.environ[variable] = ",".join(held + [v.strip() for v in given])
 
 
 def drain_node(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import os
 import time
 
 import psutil
@@ -54,6 +55,9 @@ from ..serving.actor import ShardActor
 from ..shards.group_commit import GroupCommitConfig
 from ..shards.shard import CacheConfig
 from ..router.routing import RoutingTable, ShardHandle
+
+# What a shard on a joined cluster's node must see as this process does: the addresses the catalog may call.
+PASSED_SETTINGS = ("SHARDCAT_S3_COMPATIBLE_ENDPOINTS", "SHARDCAT_AZURE_STORAGE_ENDPOINTS", "SHARDCAT_S3_ENDPOINT")
 
 log = logging.getLogger(__name__)
 
@@ -283,10 +287,15 @@ class RayCluster:
         options = {"name": f"shardcat-{name}-{time.time_ns()}"}
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        env = {}
         if self.event_loop == "asyncio":
             # Ray gives async actors uvloop unless their own environment says otherwise; the workers
             # of a joined cluster do not inherit this process's.
-            options["runtime_env"] = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
+            env["RAY_USE_UVLOOP"] = "0"
+        if self.ray_address is not None:     # nor the operator's allow-lists of store endpoints
+            env.update({name: os.environ[name] for name in PASSED_SETTINGS if os.environ.get(name)})
+        if env:
+            options["runtime_env"] = {"env_vars": env}
         actor = ShardActor.options(**options).remote(name, self.db_url, self.cache, self.secret_keys, self.oidc,
                                                      self.group_commit, self.webhook_allow_hosts)
         try:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ..entities.urls import adls_parts, normalize_url, storage_names
 from ..entities.values import now_ms
+from ..web import store_endpoints
 from .partitions import check_partition_columns
 
 LOG_DIR = "_delta_log"
@@ -126,9 +127,12 @@ def vended_s3(credentials: dict) -> pafs.S3FileSystem:
                "session_token": aws.get("session_token") or None}
     endpoint = credentials.get("endpoint_url")
     if endpoint:
-        scheme, _, host = endpoint.partition("://")
+        # a store's endpoint is its credential creator's choice: public or listed only, pinned to the address
+        # vetted now (web/store_endpoints.py), since the maintenance jobs read and delete through this
+        path_style = credentials.get("path_style_access", True)
+        scheme, _, host = store_endpoints.connect_url(endpoint, path_style=path_style).partition("://")
         options.update(endpoint_override=host, scheme=scheme, region=credentials.get("region") or "us-east-1",
-                       force_virtual_addressing=not credentials.get("path_style_access", True))
+                       force_virtual_addressing=not path_style)
     # Small files in one PutObject rather than a multipart upload (fewer requests; some
     # S3-compatible stores, moto among them, fail pyarrow's multipart completion).
     return pafs.S3FileSystem(**options, allow_delayed_open=True)

@@ -18,7 +18,9 @@ spec nor Databricks has a general one -- Databricks' `cloudflare_api_token` is R
 
 Vended answers add `endpoint_url`, `region` and `path_style_access` to the TemporaryCredentials
 shape, so an engine knows where to send the keys. This module checks the fields (pure), builds
-the vended answer, and makes a boto3 client for the store (GET /files).
+the vended answer, and makes a boto3 client for the store (GET /files). The catalog itself calls
+an endpoint only at public addresses or one the operator listed ($SHARDCAT_S3_COMPATIBLE_ENDPOINTS,
+web/store_endpoints.py): `check_reachable` when a credential is written, `client` at every request.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 
 from ..errors import CatalogError
 from ..store.sealing import SecretKeyError, is_sealed
+from ..web import store_endpoints
 
 KIND = "s3_compatible"
 REQUIRED = ("endpoint_url", "access_key_id", "secret_access_key")
@@ -71,6 +74,11 @@ def check(value: dict, out: dict) -> dict:
     return out
 
 
+def check_reachable(endpoint: str) -> None:
+    """400 unless the catalog may call `endpoint` (public addresses, or listed). Blocking: DNS."""
+    store_endpoints.vetted(endpoint, "INVALID_PARAMETER_VALUE")
+
+
 def opened(box, info: dict) -> dict:
     """The credential's fields with its secret usable: opened with the server's SecretBox
     (store/sealing.py) when sealed at rest."""
@@ -101,13 +109,14 @@ def static_answer(info: dict, url: str, now_ms: int) -> dict:
 
 
 def client(info: dict):
-    """A boto3 S3 client for the store, signed with the credential's static keys."""
+    """A boto3 S3 client for the store, signed with the credential's static keys; each request's host is
+    vetted as it is sent (store_endpoints.pin_client)."""
     import boto3.session
     from botocore.config import Config
 
     style = "path" if info.get("path_style_access", True) else "virtual"
-    return boto3.session.Session().client(
+    return store_endpoints.pin_client(boto3.session.Session().client(
         "s3", endpoint_url=info["endpoint_url"], region_name=info.get("region") or DEFAULT_REGION,
         aws_access_key_id=info["access_key_id"], aws_secret_access_key=info["secret_access_key"],
         config=Config(s3={"addressing_style": style}, connect_timeout=5, read_timeout=30,
-                      retries={"max_attempts": 2}))
+                      retries={"max_attempts": 2})))

@@ -47,6 +47,7 @@ from ..errors import CatalogError
 from ..entities.values import now_ms
 from ..shards.locations import location_of
 from . import clouds, s3_compatible
+from ..web import store_endpoints
 
 FILE_LIFETIME_MS = 60 * 60 * 1000        # file:// answers: what engines expect to cache a credential for
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 900, 43200, 3600   # STS's bounds on DurationSeconds
@@ -170,6 +171,8 @@ def _assume_role(endpoint: str, role_arn: str, external_id: str | None, policy: 
     sts = boto3.session.Session().client(
         "sts", endpoint_url=endpoint, **keys,
         config=Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2}))
+    if identity:                 # the store's own STS, at its creator's endpoint: public or listed only
+        store_endpoints.pin_client(sts)
     args = {"RoleArn": role_arn, "RoleSessionName": SESSION_NAME, "Policy": json.dumps(policy),
             "DurationSeconds": seconds}
     if external_id:

@@ -32,6 +32,7 @@ import uuid
 
 import pyarrow.fs as pafs
 from pyiceberg.catalog import load_catalog
+from pyiceberg.io import load_file_io
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.manifest import ManifestContent, write_manifest, write_manifest_list
 from pyiceberg.table import TableProperties
@@ -40,6 +41,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from ..entities.urls import InvalidUrl, is_within, normalize_url
+from ..web import store_endpoints
 
 ORPHAN_MIN_AGE_MS = 3 * 24 * 3600 * 1000
 MANIFEST_TARGET_BYTES = 8 * 1024 * 1024      # Iceberg's own default (commit.manifest.target-size-bytes)
@@ -49,7 +51,13 @@ COMMIT_ATTEMPTS = 4                          # a rewrite refused for a concurren
 def _table(api_url: str, token: str, warehouse: str, identifier: str):
     catalog = load_catalog("shardcat-maintenance", type="rest", uri=f"{api_url}/iceberg", warehouse=warehouse,
                            token=token)
-    return catalog.load_table(identifier)
+    table = catalog.load_table(identifier)
+    endpoint = table.io.properties.get("s3.endpoint")
+    if endpoint:        # the jobs read and delete with the catalog's rights: a store at a public or listed address only
+        pinned = store_endpoints.connect_url(endpoint,
+                                             path_style=table.io.properties.get("s3.force-virtual-addressing") != "true")
+        table.io = load_file_io({**table.io.properties, "s3.endpoint": pinned}, table.metadata_location)
+    return table
 
 
 def signals(metadata_location: str, small_file_bytes: int) -> dict:

@@ -15,6 +15,7 @@ import time
 
 import ray
 
+from ..web import store_endpoints
 from . import delta_jobs, iceberg_jobs
 
 MAX_RETRIES = 2            # a failed job is tried this many more times (and Ray reruns a task whose worker died)
@@ -37,10 +38,20 @@ def ensure_ray() -> None:
                  log_to_driver=False, configure_logging=False, ignore_reinit_error=True)
 
 
+# The stores a job may call (web/store_endpoints.py), as the asking process allows them now: a worker's own
+# environment is the one Ray started with.
+_ENDPOINT_SETTINGS = (store_endpoints.ENV, "SHARDCAT_S3_ENDPOINT")
+
+
 @ray.remote(max_retries=MAX_RETRIES, scheduling_strategy="SPREAD")
-def _task(action: str, spec: dict) -> dict:
+def _task(action: str, spec: dict, settings: dict | None = None) -> dict:
     """The job itself, on whichever node Ray picked (SPREAD: the tasks of a round go to different
     nodes). Ray runs it again when its worker or node is lost; an exception is `run`'s to retry."""
+    for name, value in (settings or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     started = time.time()
     out = ACTIONS[action](**spec)
     return {**out, "node": ray.get_runtime_context().get_node_id(), "seconds": round(time.time() - started, 3)}
@@ -61,7 +72,8 @@ async def run(action: str, spec: dict, *, attempts: int = 1 + MAX_RETRIES, backo
     error = None
     for attempt in range(1, attempts + 1):
         try:
-            return {**await _task.remote(action, spec), "attempt": attempt}
+            settings = {name: os.environ.get(name) for name in _ENDPOINT_SETTINGS}
+            return {**await _task.remote(action, spec, settings), "attempt": attempt}
         except (ray.exceptions.RayError, OSError) as e:
             error = e
             if attempt < attempts:

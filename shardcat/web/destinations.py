@@ -13,6 +13,8 @@ in the Host header and for TLS), resolving again for every request: a name that 
 differently a moment later (DNS rebinding) reaches no address that was not checked. It follows no
 redirect. Hosts the operator allowed by name (`shardcat serve --webhook-allow-host`) are posted to
 whatever they resolve to: for tests and receivers inside the operator's own network.
+`public_addresses` is the same judgement, blocking, for the S3-compatible stores the catalog calls
+(governance/s3_compatible.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,23 @@ def is_public(address: str) -> bool:
     return ip.is_global and not (ip.is_multicast or ip.is_reserved or getattr(ip, "is_site_local", False))
 
 
+def _judged(host: str, found: list, allowed: Collection[str]) -> list[str]:
+    addresses = list(dict.fromkeys(info[4][0] for info in found))
+    if not addresses or (host.lower() not in allowed and not all(is_public(a) for a in addresses)):
+        raise Refused(host)
+    return addresses
+
+
+def public_addresses(host: str, port: int | None, allowed: Collection[str] = ()) -> list[str]:
+    """The addresses `host` resolves to now, all public (or the host allowed); else Refused. Blocking:
+    for callers already in a worker thread (boto3's and pyarrow's S3 calls, governance/s3_compatible.py)."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        raise Refused(host) from None
+    return _judged(host, found, allowed)
+
+
 async def vetted_addresses(url: URL, allowed: Collection[str]) -> list[str]:
     """The addresses `url`'s host resolves to, all public (or the host allowed); else Refused."""
     host = url.raw_host
@@ -52,12 +71,9 @@ async def vetted_addresses(url: URL, allowed: Collection[str]) -> list[str]:
     try:
         found = await asyncio.wait_for(asyncio.to_thread(socket.getaddrinfo, host, url.port,
                                                          type=socket.SOCK_STREAM), RESOLVE_SECONDS)
-        addresses = list(dict.fromkeys(info[4][0] for info in found))
     except (OSError, UnicodeError, ValueError, asyncio.TimeoutError):
         raise Refused(host) from None
-    if not addresses or (host.lower() not in allowed and not all(is_public(a) for a in addresses)):
-        raise Refused(host)
-    return addresses
+    return _judged(host, found, allowed)
 
 
 def _host_header(url: URL) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import uuid
 
 import boto3
@@ -22,9 +23,25 @@ from botocore.exceptions import ClientError
 
 from governance_users import grant, user
 from shardcat.delta.client import DeltaCatalogClient
+from shardcat.web.store_endpoints import ENV
 from test_vending import ALLOW_ALL, TRUST_ANYONE, ok, session_policies_enforced  # noqa: F401
 
 COLS = [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '"long"', "position": 0}]
+
+
+@contextlib.contextmanager
+def listed_endpoint(netloc: str):
+    """The operator lists `netloc` (host:port) in $SHARDCAT_S3_COMPATIBLE_ENDPOINTS while the block runs
+    (web/store_endpoints.py): the catalog calls no store on loopback otherwise."""
+    before = os.environ.get(ENV)
+    os.environ[ENV] = ",".join(v for v in (before, netloc) if v)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +73,9 @@ def store():
     s3.put_object(Bucket=f"other-{suffix}", Key="x", Body=b"not the key's")
     s3.put_object(Bucket=bucket, Key="lake/free/f.csv", Body=b"a,b\n")
     requests.post(f"{url}/moto-api/reset-auth", data=b"0").raise_for_status()   # from now on: IAM enforced
-    yield {"url": url, "bucket": bucket, "other": f"other-{suffix}", "role": role,
-           "access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
+    with listed_endpoint(f"{host}:{port}"):    # on loopback: the catalog calls it only because it is listed
+        yield {"url": url, "bucket": bucket, "other": f"other-{suffix}", "role": role,
+               "access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
     requests.post(f"{url}/moto-api/reset-auth", data=b"inf").raise_for_status()
     server.stop()
 

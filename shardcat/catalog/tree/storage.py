@@ -121,6 +121,12 @@ def _keep_reach(before: dict, after: dict, name: str) -> None:
                                                 "that reach.")
 
 
+async def _reachable(kind: str, fields: dict) -> None:
+    """An s3_compatible endpoint the catalog would call (GET /files, STS, metadata): public or listed, else 400."""
+    if kind == s3_compatible.KIND:
+        await asyncio.to_thread(s3_compatible.check_reachable, fields["endpoint_url"])
+
+
 def _given_kinds(fields: dict) -> list[str]:
     return [k for k in CREDENTIAL_KINDS if k in fields]
 
@@ -153,6 +159,7 @@ class Credentials(MetastoreLevel):
             raise invalid("A credential needs exactly one of " + ", ".join(CREDENTIAL_KINDS)
                           + (f"; got {', '.join(kinds)}." if kinds else "; got none."))
         info[kinds[0]] = _check_kind(kinds[0], info[kinds[0]], None)
+        await _reachable(kinds[0], info[kinds[0]])
         info["purpose"] = purpose
         info.setdefault("read_only", False)
         return dataclasses.replace(asset, info=self._sealed(info))
@@ -171,6 +178,7 @@ class Credentials(MetastoreLevel):
             authz = flags.get("authz")
             if authz is not None and not authz.admin:
                 _keep_reach(old.info.get(kind) or {}, info[kind], new.name)
+            await _reachable(kind, info[kind])
         return dataclasses.replace(new, info=self._sealed(info))
 
     def _sealed(self, info: dict) -> dict:

@@ -26,6 +26,7 @@ from ....entities.values import now_ms
 from ....shards.locations import require_external_location
 from ....shards.shard import MetastoreState, Shard
 from ....store.writes import WriteTx
+from ....web import store_endpoints
 from ...tree import assets
 from ...tree.path_access import authorize_path, owner_label
 from ...tree.service import CatalogService
@@ -135,13 +136,25 @@ class IcebergBase:
         audit.annotate("TABLE", asset.full_name, asset.id)
         return asset
 
-    async def _io(self, caller: Caller, url: str, *, write: bool) -> dict:
+    async def _io(self, caller: Caller, url: str, *, write: bool, own: bool = True) -> dict:
         """FileIO properties for the catalog's own metadata reads and writes at `url` (authorized by the
-        caller): the same vended, down-scoped credentials an engine gets; none for file://."""
+        caller): the same vended, down-scoped credentials an engine gets; none for file://. For the
+        catalog's own calls (`own`) an s3_compatible store's endpoint must be public or listed, and is
+        given as the address just vetted (web/store_endpoints.py); engines get it as named."""
         if url.startswith("file:"):
             return {}
-        return md.storage_properties(await vend(self.shard, caller, url, write=write),
-                                     os.environ.get("SHARDCAT_S3_ENDPOINT"), vending.region())
+        config = md.storage_properties(await vend(self.shard, caller, url, write=write),
+                                       os.environ.get("SHARDCAT_S3_ENDPOINT"), vending.region())
+        return await self._own_io(config) if own else config
+
+    @staticmethod
+    async def _own_io(config: dict) -> dict:
+        """An engine's FileIO properties made the catalog's own: an S3 endpoint vetted now and pinned."""
+        if not config.get("s3.endpoint"):
+            return config
+        endpoint = await asyncio.to_thread(store_endpoints.connect_url, config["s3.endpoint"],
+                                           path_style=config.get("s3.force-virtual-addressing") != "true")
+        return {**config, "s3.endpoint": endpoint}
 
     async def _read_registered(self, caller: Caller, metadata_location: str, read, kind: str):
         """(metadata, its location) of a table's or view's metadata file to register: read only where
@@ -174,7 +187,7 @@ class IcebergBase:
         """The table's vended storage credentials as Iceberg storage-credentials (none for file://):
         read-write for a caller who may MODIFY the table, else read-only."""
         write = data_decision(authz, asset, write=True).allowed
-        config = await self._io(caller, asset.storage_path, write=write)
+        config = await self._io(caller, asset.storage_path, write=write, own=False)
         return [{"prefix": asset.storage_path, "config": config}] if config else []
 
     async def _schema(self, caller: Caller, schema_full: str) -> Asset:

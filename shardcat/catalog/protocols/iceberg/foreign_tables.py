@@ -141,6 +141,6 @@ class ForeignTables(IcebergBase):
             return []
         write = await self.foreign_writes.passes_writes(caller, asset) and \
             data_decision(authz, asset, write=True, passing_through=True).allowed
-        config = await self._io(caller, asset.storage_path, write=write)
+        config = await self._io(caller, asset.storage_path, write=write, own=False)
         return [{"prefix": asset.storage_path, "config": config}] if config else []
 

@@ -85,7 +85,7 @@ class Tables(IcebergBase):
         else:
             credentials = await self._credentials(caller, asset, authz)
             config = dict(credentials[0]["config"]) if credentials else {}
-            io = credentials[0]["config"] if credentials else {}
+            io = await self._own_io(credentials[0]["config"]) if credentials else {}
         read = await asyncio.to_thread(md.read_metadata, location, io)
         own_location(read, asset.storage_path)          # a file a writer overwrote in storage is not answered
         metadata = md.metadata_json(read)
