@@ -14,7 +14,7 @@ from .group_commit import tries_of
 from .state import MetastoreState
 
 # A cold write loads at most this many paths before it waits for the whole index instead.
-COLD_LOADS = 64
+COLD_LOADS = 16
 
 
 class PathWaits:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from shardcat.auth import Caller
 from shardcat.cache.url_trie import UrlTrie
 from shardcat.catalog.tree.service import CatalogService
+from shardcat.catalog.tree.storage import Credentials, ExternalLocations
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.cold_paths import ColdTrie, PathsNeeded, load_paths
@@ -191,3 +192,116 @@ async def _scenario(pg_url: str, initial, later, questions: list[str], early: li
                 await asyncio.wait([task])
     finally:
         await store.close()
+
+
+def _table(name: str, location: str | None = None) -> dict:
+    kind = {"table_type": "EXTERNAL", "storage_location": location} if location else {"table_type": "MANAGED"}
+    return {"name": name, "catalog_name": "c", "schema_name": "s", "data_source_format": "DELTA",
+            "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint", "type_json": '{"type":"long"}',
+                         "position": 0, "nullable": True}], **kind}
+
+
+async def _refused(coro) -> str:
+    try:
+        await coro
+    except CatalogError as e:
+        assert e.code == "INVALID_PARAMETER_VALUE", e
+        return e.message
+    raise AssertionError("the write was taken")
+
+
+def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_built(pg_url, tmp_path):
+    lake, root = f"file://{tmp_path}/lake", f"file://{tmp_path}/managed"
+
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=4)
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"cw-{ms[:8]}", {"storage_root": root})
+        caller = Caller("admin", 1, True, 1, ms)
+        warm = CatalogService(Shard(store, "before"))
+        await warm.create(caller, "catalog", {"name": "c"})
+        await warm.create(caller, "schema", {"name": "s", "catalog_name": "c"})
+        writer = Shard(store, "before")
+        await Credentials(writer, "STORAGE", "Storage credential").create(
+            caller, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
+        await ExternalLocations(writer).create(caller, {"name": "lake", "url": lake, "credential_name": "cred"})
+        old = await warm.create(caller, "table", _table("old", f"{lake}/old"))
+        managed_old = await warm.create(caller, "table", _table("managed_old"))
+
+        gate = _gate_paths(store)                 # the new owner's whole index: read, then held
+        shard = Shard(store, "after-failover")
+        service = CatalogService(shard)
+        try:
+            # Managed and external creates are taken while the index is held back.
+            made = await asyncio.wait_for(service.create(caller, "table", _table("m1")), 30)
+            assert made["storage_location"].startswith(f"{root}/") and made["table_id"] in made["storage_location"]
+            ext = await asyncio.wait_for(service.create(caller, "table", _table("e1", f"{lake}/e1")), 30)
+            assert ext["storage_location"] == f"{lake}/e1"
+            state = shard.states[ms]
+            assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)
+            assert shard.stats["cold_path_loads"] >= 2
+            # Overlaps are refused: below a table it read, at and above one it wrote, inside a managed table.
+            assert "overlaps" in await _refused(service.create(caller, "table", _table("x1", f"{lake}/old/sub")))
+            assert "overlaps" in await _refused(service.create(caller, "table", _table("x2", f"{lake}/e1")))
+            assert "overlaps" in await _refused(service.create(caller, "table", _table("x3", lake)))
+            assert "overlaps" in await _refused(service.create(
+                caller, "table", _table("x4", f"{managed_old['storage_location']}/part")))
+            assert "external location" in await _refused(service.create(
+                caller, "table", _table("x5", f"file://{tmp_path}/elsewhere/t")))
+            # Two writes of one group commit claim one new path: the first has it, the second is refused.
+            release, held = asyncio.Event(), None
+
+            async def hold(tx, state):
+                await release.wait()
+            held = asyncio.create_task(shard.write(ms, hold))
+            await asyncio.sleep(0.05)
+            group = [asyncio.create_task(service.create(caller, "table", _table(n, f"{lake}/same/{p}")))
+                     for n, p in (("g1", "x"), ("g2", "x/y"))]
+            await asyncio.sleep(0.05)
+            assert len(state.pending) == 2
+            release.set()
+            await held
+            first, second = await asyncio.gather(*group, return_exceptions=True)
+            assert first["storage_location"] == f"{lake}/same/x"
+            assert isinstance(second, CatalogError) and "overlaps" in second.message
+            assert not state.paths_ready.is_set()              # all of it before the build finished
+        finally:
+            gate.set()
+        whole = await shard.warmed(ms)
+        truth = await Shard(store, "fresh").warmed(ms)
+        assert whole.urls() == truth.urls()
+        names = {o.full_name for _, o in whole.trie.descendants(lake)}
+        assert names == {"c.s.old", "c.s.e1", "c.s.g1"} and old["name"] == "old"
+        await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_prefix_is_a_range_of_the_byte_ordered_paths_index(pg_url):
+    """The query `Store.paths_near` sends for "below a path" is an index range (not a scan), and takes
+    nothing that merely starts with the same characters ("a-b" beside "a/…")."""
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=2)
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"px-{ms[:8]}", {"storage_root": ROOT})
+        async with store.write(ms, await store.metastore_version(ms)) as tx:
+            for n, path in enumerate(["s3://bk/a", "s3://bk/a/b", "s3://bk/a-b", "s3://bk/a.b/c", "s3://bk/aa"]):
+                await tx.put(_asset(ms, "table", path, n), new=True)
+        _, found = await store.paths_near(ms, ["s3://bk", "s3://bk/a"], ["s3://bk/a/"], False)
+        assert sorted(p.storage_path for p in found) == ["s3://bk/a", "s3://bk/a/b"]
+        await store.close()
+        conn = await asyncpg.connect(pg_url)
+        try:
+            assert await conn.fetchval("SELECT collation_name FROM information_schema.columns "
+                                       "WHERE table_name = 'assets' AND column_name = 'storage_path'") == "C"
+            await conn.execute("SET enable_seqscan = off")       # a small table: ask whether the index can serve it
+            plan = "\n".join(r[0] for r in await conn.fetch(
+                "EXPLAIN SELECT id FROM assets WHERE metastore_id = $1 AND storage_path >= $2 AND storage_path < $3",
+                uuid.UUID(ms), "s3://bk/a/", "s3://bk/a0"))
+            assert "assets_paths" in plan and "Index Cond" in plan and "storage_path >=" in plan, plan
+        finally:
+            await conn.close()
+
+    asyncio.run(scenario())

@@ -213,6 +213,9 @@ class TypeService:
         full_name = ".".join([*parent_names, name])
         now = now_ms()
         authz = await authorizer(self.shard, caller)
+        # One id for every attempt: a managed path ends in it, and a cold owner loads that path once
+        # (shards/cold_paths.py), not a new one each time the write runs again.
+        fresh = str(uuid.uuid4())
 
         async def write(tx: WriteTx, state: MetastoreState):
             parent = await self._parent_in_tx(tx, parent_full)
@@ -227,7 +230,6 @@ class TypeService:
             # trip less); a refusal before that still answers "already exists" first, as if read.
             info = {**fields, "owner": caller.name, "created_at": now, "created_by": caller.name,
                     "updated_at": now, "updated_by": caller.name}
-            fresh = str(uuid.uuid4())
             asset = Asset(id=fresh, metastore_id=state.id, type=t.name, namespace=t.namespace,
                           parent_id=parent.id if parent else state.id, name=name, full_name=full_name,
                           storage_path=None, info=info)
