@@ -43,7 +43,7 @@ def is_db_unavailable(error: BaseException | None) -> bool:
         if isinstance(error, DB_UNAVAILABLE):
             return True
         # asyncpg's own complaints when the server cut the connection between two of its calls
-        if isinstance(error, asyncpg.InterfaceError) and ("closed" in str(error) or "in progress" in str(error)):
+        if isinstance(error, asyncpg.InterfaceError) and any(w in str(error) for w in ("closed", "closing", "in progress")):
             return True
         if isinstance(error, asyncpg.exceptions.InternalClientError) and "in progress" in str(error):
             return True

@@ -388,10 +388,18 @@ async def test_resolve_and_iceberg_rest_load_fetch_a_table_not_read_before(feder
 
 @pytest.fixture
 def glue_server():
+    """moto's Glue on loopback. Its state is one per process, whichever server answers: the databases a
+    test made are dropped after it, so the next test's Glue starts as this one's did."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.glue.models import glue_backends
     from moto.server import ThreadedMotoServer
+    databases = glue_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].databases   # the process's (a test may stop the server)
+    before = set(databases)
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     yield moto, f"http://127.0.0.1:{moto._server.server_port}"
+    for name in set(databases) - before:
+        del databases[name]
     moto.stop()
 
 

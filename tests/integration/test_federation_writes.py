@@ -273,10 +273,7 @@ async def test_writes_to_unity_catalog_glue_and_hive_foreign_catalogs_are_refuse
     await mount_uc(fws, foreign, name="mirror")
     moto, endpoint = glue_server
     client = _glue(endpoint)
-    try:        # moto's Glue is one per process: test_federation.py may have made it already
-        await asyncio.to_thread(client.create_database, DatabaseInput={"Name": "sales"})
-    except client.exceptions.AlreadyExistsException:
-        pass
+    await asyncio.to_thread(client.create_database, DatabaseInput={"Name": "sales"})
     glue = unique("glue")
     made = await ok(fws, "POST", "/connections", json={"name": glue, "connection_type": "GLUE", "options": {
         "region": "us-east-1", "endpoint_url": endpoint, "aws_access_key_id": "testing",
