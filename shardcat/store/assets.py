@@ -14,6 +14,8 @@ from .errors import MetastoreGone
 from .rows import ASSET_COLUMNS, Change, StoragePath, asset_from, versioned_many, versioned_one
 
 
+# Storage paths read per round trip when a whole path index is read.
+PATHS_CHUNK = 5000
 # What search matches words in: an asset's full name and comment (indexed by migration 0009).
 SEARCH_TEXT = "(lower(a.full_name) || ' ' || lower(coalesce(a.info->>'comment', '')))"
 
@@ -215,12 +217,17 @@ class AssetReads:
             version = await conn.fetchval("SELECT version FROM metastores WHERE id = $1", uuid.UUID(metastore_id))
             if version is None:
                 raise MetastoreGone(metastore_id)
-            rows = await conn.fetch(
+            # In chunks, each a round trip: the event loop serves the owner's requests in between
+            # (a cold owner's writes go on meanwhile: shards/cold_paths.py).
+            cursor = await conn.cursor(
                 """SELECT id, type, full_name, storage_path FROM assets
                    WHERE metastore_id = $1 AND storage_path IS NOT NULL""",
                 uuid.UUID(metastore_id),
             )
-        return version, [StoragePath(str(r["id"]), shared(r["type"]), r["full_name"], r["storage_path"]) for r in rows]
+            paths = []
+            while rows := await cursor.fetch(PATHS_CHUNK):
+                paths += [StoragePath(str(r["id"]), shared(r["type"]), r["full_name"], r["storage_path"]) for r in rows]
+        return version, paths
 
     @homed
     async def paths_near(self, metastore_id: str, at: list[str], below: list[str],
