@@ -5,9 +5,9 @@ are read in two small queries, so a cold owner answers reads by name at once. It
 storage-path trie of tables, volumes, catalogs and schemas, and the trie of external locations)
 costs a read of every asset with a path: `build_paths` makes it aside, in batches that yield to the
 event loop, and the shard swaps it in whole (`PathIndex.install`) once it has caught up with the
-versions the state moved through meanwhile. Until then `paths_ready` is clear and nothing reads
-the tries: whoever needs them waits (`Shard.state(..., paths=True)`, every write), so every path
-question is answered by a whole index, exactly as before.
+versions the state moved through meanwhile. Until then `paths_ready` is clear: reads by path wait
+for it (`Shard.state(..., paths=True)`), and writes ask the cold tries that stand in for it
+(cold_paths.py), exact for every path they load.
 """
 
 from __future__ import annotations
