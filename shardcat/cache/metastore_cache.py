@@ -4,7 +4,8 @@ docs/design.md invariants 2-4 and section 4.5 of the Unity Catalog paper. The ca
 metastore `version`; everything it holds is the latest as of that version. Each asset keeps
 a short chain of states, each tagged with the metastore version it was written at, so a
 reader at an older snapshot keeps its view while writes go on. The same chain idea indexes
-names (`(namespace, full_name)` -> id over versions) and child listings. Any question the
+names (`(namespace, full_name)` -> id over versions; a name held by one cached asset points at
+that asset's record instead: chains.py) and child listings. Any question the
 cache cannot answer for certain comes back as `MISS`: go to the database.
 
 Eviction: a superseded state goes lazily, on the next access once it has been superseded for
