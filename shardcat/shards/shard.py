@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 8
 # Past this many change-log rows it is cheaper to rebuild a metastore's state than to replay.
 RECONCILE_GAP = 1000
-# Building a path index yields to the event loop after this many storage paths.
-REBUILD_BATCH = 2000
+# Building a path index yields to the event loop after this many storage paths (a few ms: a cold
+# owner's writes go on meanwhile).
+REBUILD_BATCH = 250
 # Idle metastores are looked for at most this often (seconds), on a request's way in.
 IDLE_SWEEP = 30.0
 # Child lists longer than this are paged from the database instead of cached whole.
