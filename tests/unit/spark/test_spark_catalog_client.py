@@ -9,6 +9,7 @@ import http.client
 import threading
 import time
 
+import psutil
 import pytest
 from aiohttp import web
 
@@ -81,13 +82,23 @@ def test_calls_reuse_one_connection_per_thread():
         assert len(server.connections) == 3
 
 
+def client_end(connection: asyncio.Transport) -> str | None:
+    """The TCP state (psutil's) of the client's end of a connection the server holds, None if it has none."""
+    client, server = connection.get_extra_info("peername")[:2], connection.get_extra_info("sockname")[:2]
+    return next((c.status for c in psutil.net_connections("tcp")
+                 if tuple(c.laddr) == client and c.raddr and tuple(c.raddr) == server), None)
+
+
 def test_a_connection_the_server_closed_while_idle_is_replaced():
     with Server(keepalive_timeout=0.2) as server:
         client = CatalogClient(server.url, "t")
         client.call("POST", "/tables", {"name": "a"})
-        deadline = time.monotonic() + 30        # the server closes the idle connection's socket
-        while server.connections[0].get_extra_info("socket").fileno() != -1:
-            assert time.monotonic() < deadline, "the server never closed the idle connection"
+        # Idle until the server's close has reached the client's end (its FIN arrived: CLOSE_WAIT), not only until
+        # the server's socket is closed: under load the FIN may still be on its way, and a write sent before it
+        # arrives is one the connection closed under (which is not sent again: the next test).
+        deadline = time.monotonic() + 30
+        while client_end(server.connections[0]) != psutil.CONN_CLOSE_WAIT:
+            assert time.monotonic() < deadline, "the client's end never saw the server close the idle connection"
             time.sleep(0.05)
         assert client.call("POST", "/tables", {"name": "b"}) == {"path": f"{PREFIX}/tables"}
         assert server.requests == [f"POST {PREFIX}/tables"] * 2 and len(server.connections) == 2
