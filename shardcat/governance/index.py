@@ -22,9 +22,9 @@ async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
     index = PrivilegeIndex(metastore_id, owner)
     # Parents first, so that dense ids follow the hierarchy (not needed for correctness).
     order = {"catalog": 0, "schema": 1, "registered_model": 3}
-    for r in sorted(assets, key=lambda r: order.get(r["type"], 2)):
-        # Types and owners are kept as codes, full names packed (cache/privilege_index.py): only the id stays a str.
-        index.put(str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
+    # Types and owners are kept as codes, full names packed (cache/privilege_index.py): only the id stays a str.
+    index.put_many((str(r["id"]), str(r["parent_id"]), r["type"], r["owner"], r["full_name"])
+                   for r in sorted(assets, key=lambda r: order.get(r["type"], 2)))
     for sid, held in grants.items():
         index.set_grants(sid, held)
     return version, index
