@@ -36,7 +36,8 @@ class Server:
         self.requests.append(f"{request.method} {request.path}")
         if request.path.startswith(PREFIX + "/flaky") and request.path not in self.dropped:
             self.dropped.add(request.path)
-            request.transport.close()           # the connection goes; no answer
+            await request.read()                # all of it first: a socket closed with bytes unread sends a reset,
+            request.transport.close()           # not the FIN (the client saw either, by timing); then no answer
             return web.Response()
         if request.path.endswith("/missing"):
             return web.json_response({"error_code": "NOT_FOUND", "message": "no such thing"}, status=404)
