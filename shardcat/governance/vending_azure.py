@@ -163,7 +163,8 @@ def token_endpoint_allowed(endpoint: str) -> None:
         raise CatalogError("FAILED_PRECONDITION", f"The credential's endpoint_url '{endpoint:.120}' is not one this "
                                                   "server sends Entra ID tokens to: only the storage account's own "
                                                   "Azure endpoint, or those the operator lists in "
-                                                  "$SHARDCAT_AZURE_STORAGE_ENDPOINTS.")
+                                                  "$SHARDCAT_AZURE_STORAGE_ENDPOINTS (or with `shardcat serve "
+                                                  "--azure-storage-endpoint`).")
 
 
 

@@ -1,5 +1,6 @@
 """`shardcat serve` flags become the server's configuration."""
 
+import os
 import re
 from pathlib import Path
 
@@ -62,3 +63,19 @@ def test_bad_database_lists_stop_the_start(tmp_path):
                  ["--db", "postgresql://a/x", "--db-file", str(tmp_path / "dbs")]):
         with pytest.raises(SystemExit):
             config(*argv)
+
+
+def test_store_endpoint_options_add_to_their_variables(monkeypatch):
+    """--s3-compatible-endpoint and --azure-storage-endpoint add to the variables shards and Ray workers read,
+    keeping what the operator set there."""
+    from shardcat.cluster.cli import export_endpoint_lists
+    from shardcat.web.store_endpoints import vetted
+
+    monkeypatch.setenv("SHARDCAT_S3_COMPATIBLE_ENDPOINTS", "minio.lan:9000")
+    monkeypatch.delenv("SHARDCAT_AZURE_STORAGE_ENDPOINTS", raising=False)
+    export_endpoint_lists(build_parser().parse_args([
+        "serve", "--s3-compatible-endpoint", "127.0.0.1:9100", "--s3-compatible-endpoint", "[::1]",
+        "--azure-storage-endpoint", "http://127.0.0.1:10000/devstoreaccount1"]))
+    assert os.environ["SHARDCAT_S3_COMPATIBLE_ENDPOINTS"] == "minio.lan:9000,127.0.0.1:9100,[::1]"
+    assert os.environ["SHARDCAT_AZURE_STORAGE_ENDPOINTS"] == "http://127.0.0.1:10000/devstoreaccount1"
+    assert vetted("http://127.0.0.1:9100") is None and vetted("http://[::1]:1234") is None
