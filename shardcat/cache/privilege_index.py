@@ -144,8 +144,7 @@ class PrivilegeIndex:
     @property
     def parent(self) -> "Fields":
         """n -> its parent's number, for securables that have one (a read-only mapping)."""
-        return Fields(self, self.parent_of, lambda n: self._parent[n] != NONE,
-                      lambda: map(NONE.__ne__, self._parent))
+        return self._optional(self.parent_of, "_parent")
 
     @property
     def kind(self) -> "Fields":
@@ -155,8 +154,12 @@ class PrivilegeIndex:
     @property
     def owner(self) -> "Fields":
         """n -> its owner, for securables that have one (a read-only mapping)."""
-        return Fields(self, self.owner_of, lambda n: self._owner[n] != NONE,
-                      lambda: map(NONE.__ne__, self._owner))
+        return self._optional(self.owner_of, "_owner")
+
+    def _optional(self, value: Callable[[int], object], packed: str) -> "Fields":
+        """The view of a packed field where NONE means "has none" (parent, owner)."""
+        return Fields(self, value, lambda n: getattr(self, packed)[n] != NONE,
+                      lambda: map(NONE.__ne__, getattr(self, packed)))
 
     @property
     def name(self) -> "Fields":
