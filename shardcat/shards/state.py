@@ -13,6 +13,7 @@ for it (`Shard.state(..., paths=True)`), and writes ask the cold tries that stan
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 
 from ..cache.metastore_cache import MetastoreCache
@@ -28,13 +29,81 @@ class CacheConfig:
     idle_timeout: float = 900.0       # a metastore unused this long goes cold: its state and cache are freed
 
 
-@dataclass(frozen=True, slots=True)
-class PathOwner:
-    """What the trie holds at a storage path: the asset, and whether it is a managed storage root."""
-    asset_id: str
-    type: str
-    full_name: str
-    is_root: bool
+_TYPES: list[str] = []                  # asset type by its code in a PathOwner (a few dozen at most)
+_ROOT = 0x80                            # the code byte's bit for "a managed storage root"
+
+
+class PathOwner(bytes):
+    """What the trie holds at a storage path: the asset's id, type and full name, and whether it is
+    a managed storage root.
+
+    One flat `bytes` (issue #48, bytes per asset): a code byte (the type's index in `_TYPES`, and
+    `_ROOT`), the id (16 bytes when it is a canonical UUID, as every asset id is; else its UTF-8
+    after a length byte 1-255) and the full name's UTF-8. A `bytes` holds no pointers, so it needs no
+    garbage-collector header either: ~55 B plus the name, where an object of four fields and the
+    full name's own string cost ~115 B plus the name. The fields are read back on each use (a few
+    error messages and ownership checks per request, not a hot loop)."""
+    __slots__ = ()
+
+    def __new__(cls, asset_id: str, type: str, full_name: str, is_root: bool) -> PathOwner:
+        try:
+            code = _TYPES.index(type)
+        except ValueError:
+            _TYPES.append(type)
+            code = len(_TYPES) - 1
+        if code >= _ROOT:
+            raise ValueError(f"too many asset types for a PathOwner: {type!r}")
+        head = bytes((code | (_ROOT if is_root else 0),))
+        packed = _uuid_bytes(asset_id)
+        if packed is None:
+            raw = asset_id.encode()
+            if not 0 < len(raw) < 256:
+                raise ValueError(f"an asset id of {len(raw)} bytes: {asset_id!r}")
+            packed = bytes((len(raw),)) + raw
+        else:
+            packed = b"\0" + packed
+        return super().__new__(cls, head + packed + full_name.encode())
+
+    def _id_end(self) -> int:
+        return 18 if self[1] == 0 else 2 + self[1]
+
+    @property
+    def asset_id(self) -> str:
+        if self[1] == 0:
+            return str(uuid.UUID(bytes=bytes(self[2:18])))
+        return self[2:self._id_end()].decode()
+
+    @property
+    def type(self) -> str:
+        return _TYPES[self[0] & ~_ROOT]
+
+    @property
+    def full_name(self) -> str:
+        return self[self._id_end():].decode()
+
+    @property
+    def is_root(self) -> bool:
+        return bool(self[0] & _ROOT)
+
+    def __repr__(self) -> str:
+        return f"PathOwner({self.asset_id!r}, {self.type!r}, {self.full_name!r}, is_root={self.is_root})"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        # By its fields, not its bytes: another process numbers the types in its own order.
+        return PathOwner, (self.asset_id, self.type, self.full_name, self.is_root)
+
+
+def _uuid_bytes(asset_id: str) -> bytes | None:
+    """The id's 16 bytes if it is a UUID in canonical form (what `str(uuid.UUID(...))` gives back), else None."""
+    if len(asset_id) != 36:
+        return None
+    try:
+        value = uuid.UUID(asset_id)
+    except ValueError:
+        return None
+    return value.bytes if str(value) == asset_id else None
 
 
 @dataclass
