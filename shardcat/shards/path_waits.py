@@ -2,14 +2,15 @@
 
 Reads by path wait for the whole path index (`_paths_whole`); a write on a cold owner does not: it asks
 cold tries (cold_paths.py), and when it asked about a path not loaded yet it is rolled back, the path is
-loaded and the write runs again (`_cold_again`).
+loaded and the write runs again (`_cold_again`). A write's checks made before it (an Iceberg create's
+overlap check before it writes the metadata file) ask them the same way (`asking_paths`).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from .cold_paths import ColdTrie, PathsNeeded, load_paths
+from .cold_paths import ColdTrie, PathsNeeded, TriesChanged, load_paths, same_tries
 from .group_commit import tries_of
 from .state import MetastoreState
 
@@ -23,6 +24,22 @@ class PathWaits:
     async def warmed(self, metastore_id: str) -> MetastoreState:
         """The metastore's state once its path index is whole (benchmarks and tests wait for it)."""
         return await self.state(metastore_id, paths=True)
+
+    async def asking_paths(self, metastore_id: str, min_version: int, question):
+        """`await question(state)` with the metastore's state, its path questions answered as a write's
+        are: on a cold owner from cold tries, a path not loaded yet loaded and the question asked again
+        (so `question` must only read). For the checks a write makes before it runs (the write checks
+        again); the answer is exact at the state's version, as the whole index's would be."""
+        state = await self.state(metastore_id, min_version, paths=False)
+        loads = 0
+        while True:
+            tries = await self._write_tries(state)
+            try:
+                answer = await question(state)
+                same_tries(state, tries)
+                return answer
+            except (PathsNeeded, TriesChanged) as again:
+                await self._cold_again(state, again, loads := loads + 1)
 
     async def _paths_whole(self, state: MetastoreState) -> None:
         """Wait until the state's path index is whole; a build that failed (the database away) is

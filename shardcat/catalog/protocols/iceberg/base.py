@@ -160,8 +160,9 @@ class IcebergBase:
         """(metadata, its location) of a table's or view's metadata file to register: read only where
         the caller may read by path (path_access.py), so what no one may read is refused before it is
         opened; and the file must lie in the location it names (it registers its own metadata only)."""
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        await authorize_path(self.shard, caller, state, metadata_location, write=False)
+        await self.shard.asking_paths(         # a cold owner answers from the paths it loads (path_waits.py)
+            caller.metastore(), caller.min_version,
+            lambda state: authorize_path(self.shard, caller, state, metadata_location, write=False))
         io = await self._io(caller, metadata_location.rsplit("/", 1)[0], write=False)    # its folder
         metadata = await asyncio.to_thread(read, metadata_location, io)
         location = self._url(metadata.location)
@@ -194,7 +195,7 @@ class IcebergBase:
         return await self._container(caller, schema_full)
 
     async def _managed_location(self, caller: Caller, schema: Asset, table_id: str, kind: str = "tables") -> str:
-        state = await self.shard.state(caller.metastore(), caller.min_version)
+        state = await self.shard.state(caller.metastore(), caller.min_version, paths=False)    # its root alone
         root = await assets.managed_root(Lookups(self.shard, caller), state, schema)
         return join_url(root, kind, table_id)
 
@@ -252,12 +253,18 @@ class IcebergBase:
         location): the rules its creation will check again in the write. One asset per path (no
         other asset's storage at, above or below it, managed roots included), inside an external
         location when the metastore has any, and CREATE EXTERNAL TABLE on that location."""
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        hit = state.trie.first_overlap(url)
-        if hit is not None:         # named only to who may see it
-            raise IcebergError(400, "BadRequestException", f"The {what} '{url}' overlaps the storage of "
-                                                           f"{await owner_label(self.shard, caller, hit[1])}.")
-        require_external_location(state, url, what)
-        probe = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type="table", namespace="table",
-                      parent_id=state.id, name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
-        (await authorizer(self.shard, caller)).require_storage(state, probe)
+        authz = await authorizer(self.shard, caller)
+        probe_id = str(uuid.uuid4())
+
+        async def check(state: MetastoreState) -> None:
+            hit = state.trie.first_overlap(url)
+            if hit is not None:         # named only to who may see it
+                raise IcebergError(400, "BadRequestException", f"The {what} '{url}' overlaps the storage of "
+                                                               f"{await owner_label(self.shard, caller, hit[1])}.")
+            require_external_location(state, url, what)
+            probe = Asset(id=probe_id, metastore_id=state.id, type="table", namespace="table", parent_id=state.id,
+                          name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
+            authz.require_storage(state, probe)
+
+        # A cold owner answers from the paths it loads, as the create's write will (path_waits.py).
+        await self.shard.asking_paths(caller.metastore(), caller.min_version, check)

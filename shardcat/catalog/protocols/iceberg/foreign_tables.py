@@ -81,8 +81,9 @@ class ForeignTables(IcebergBase):
             why = (table.info.get("foreign") or {}).get("storage") or "it has no storage location"
             raise IcebergError(400, "BadRequestException", f"Cannot commit to {full_name}: its storage is not "
                                                            f"served here ({why}).")
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        require_external_location(state, location, f"location of table '{table.full_name}'")
+        async def inside(state) -> None:      # a cold owner loads the locations alone (shards/path_waits.py)
+            require_external_location(state, location, f"location of table '{table.full_name}'")
+        await self.shard.asking_paths(caller.metastore(), caller.min_version, inside)
         why = outside(location, commit_paths(updates))
         if why is not None:
             raise IcebergError(400, "BadRequestException", f"Cannot commit to {full_name}: {why}.")

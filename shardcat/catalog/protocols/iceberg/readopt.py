@@ -30,8 +30,7 @@ async def dropped_table_at(shard, caller: Caller, url: str) -> Asset | None:
     """The dropped table whose storage holds `url`, when `url` lies in managed storage that no live asset holds
     and the caller may undrop that table; else None (then the caller's register is refused as before)."""
     ms = caller.metastore()
-    state = await shard.state(ms, caller.min_version)
-    owner = state.trie.owner(url)
+    owner = await _owner(shard, caller, url)
     if owner is None or not owner[1].is_root:
         return None                 # not managed storage, or a live table's or volume's
     for dropped in await history.dropped(shard.store, ms, ["table"], since=0):
@@ -45,8 +44,7 @@ async def dropped_view_at(shard, caller: Caller, url: str, views_root: str) -> A
     """The dropped view whose managed folder (`views_root`/<its id>: where the schema registering it puts its
     managed views) holds `url`, when no live asset holds `url` and the caller may undrop that view; else None."""
     ms = caller.metastore()
-    state = await shard.state(ms, caller.min_version)
-    owner = state.trie.owner(url)
+    owner = await _owner(shard, caller, url)
     if owner is None or not owner[1].is_root or not is_within(url, views_root):
         return None                 # not managed storage, a live table's or volume's, or not where views go
     for dropped in await history.dropped(shard.store, ms, ["table"], since=0):
@@ -54,6 +52,13 @@ async def dropped_view_at(shard, caller: Caller, url: str, views_root: str) -> A
         if view.info.get("table_type") == "VIEW" and is_within(url, join_url(views_root, view.id)):
             return view if await _may_undrop(shard, caller, view) else None
     return None
+
+
+async def _owner(shard, caller: Caller, url: str):
+    """The trie's owner of `url`; a cold owner answers from the paths it loads (shards/path_waits.py)."""
+    async def ask(state):
+        return state.trie.owner(url)
+    return await shard.asking_paths(caller.metastore(), caller.min_version, ask)
 
 
 async def _may_undrop(shard, caller: Caller, table: Asset) -> bool:

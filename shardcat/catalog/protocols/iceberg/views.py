@@ -82,7 +82,7 @@ class Views(IcebergBase):
 
     async def _views_root(self, caller: Caller, schema: Asset) -> str | None:
         """Where the schema's managed views go (`<managed root>/views`), None where it has no managed storage."""
-        state = await self.shard.state(caller.metastore(), caller.min_version)
+        state = await self.shard.state(caller.metastore(), caller.min_version, paths=False)    # its root alone
         try:
             return join_url(await assets.managed_root(Lookups(self.shard, caller), state, schema), "views")
         except CatalogError:

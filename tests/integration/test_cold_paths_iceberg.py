@@ -1,0 +1,108 @@
+"""A cold owner's Iceberg REST creates go on before its path index is built (shards/path_waits.py).
+
+The owner's whole path index is held back (as in test_cold_paths.py). Meanwhile, through the Iceberg
+REST catalog on real PostgreSQL: a managed and an external createTable are taken and their metadata
+files written; a createTable, a stage-create and a registerTable overlapping another table's storage
+(one the owner read, one it just made) are refused, and so is one outside every external location;
+a stage-create at a free location is answered. The checks made before a create writes its metadata
+file answer from cold tries like the write does, so nothing there waits for the whole index. Once the
+index is in, it is a fresh shard's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+from shardcat.auth import Caller
+from shardcat.catalog.protocols.iceberg.catalog import IcebergCatalog
+from shardcat.catalog.protocols.iceberg.errors import IcebergError
+from shardcat.catalog.tree.service import CatalogService
+from shardcat.catalog.tree.storage import Credentials, ExternalLocations
+from shardcat.errors import CatalogError
+from shardcat.shards.cold_paths import ColdTrie
+from shardcat.shards.shard import Shard
+from shardcat.store.db import Store
+from tests.integration.test_cold_paths import _gate_paths
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def _local(url: str) -> str:
+    return url.removeprefix("file://")
+
+
+async def _refused(coro) -> str:
+    try:
+        await asyncio.wait_for(coro, 30)
+    except IcebergError as e:
+        assert e.status == 400 and e.kind == "BadRequestException", (e.status, e.kind, e.message)
+        return e.message
+    except CatalogError as e:       # the catalog's own refusal (answered as 400 by the Iceberg routes)
+        assert e.code == "INVALID_PARAMETER_VALUE", e
+        return e.message
+    raise AssertionError("the request was taken")
+
+
+def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, tmp_path):
+    lake, root = f"file://{tmp_path}/lake", f"file://{tmp_path}/managed"
+
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=4)
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"ci-{ms[:8]}", {"storage_root": root})
+        caller = Caller("admin", 1, True, 1, ms)
+        before = Shard(store, "before")
+        await CatalogService(before).create(caller, "catalog", {"name": "c"})
+        await CatalogService(before).create(caller, "schema", {"name": "s", "catalog_name": "c"})
+        await Credentials(before, "STORAGE", "Storage credential").create(
+            caller, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
+        await ExternalLocations(before).create(caller, {"name": "lake", "url": lake, "credential_name": "cred"})
+        await IcebergCatalog(before).create_table(caller, "c", "s", {"name": "old", "schema": SCHEMA,
+                                                                     "location": f"{lake}/old"})
+
+        gate = _gate_paths(store)                 # the new owner's whole index: read, then held
+        shard = Shard(store, "after-failover")
+        iceberg = IcebergCatalog(shard)
+        try:
+            made = await asyncio.wait_for(iceberg.create_table(caller, "c", "s", {"name": "m1", "schema": SCHEMA}), 30)
+            location = made["metadata"]["location"]
+            assert location.startswith(f"{root}/") and os.path.exists(_local(made["metadata-location"]))
+            ext = await asyncio.wait_for(iceberg.create_table(
+                caller, "c", "s", {"name": "e1", "schema": SCHEMA, "location": f"{lake}/e1"}), 30)
+            assert ext["metadata"]["location"] == f"{lake}/e1"
+            state = shard.states[ms]
+            assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)
+            assert shard.stats["cold_path_loads"] >= 2
+            # Overlaps refused before any metadata file is written: below a table it read, below and
+            # above one it made, inside a managed table; and outside every external location.
+            for name, where in (("x1", f"{lake}/old/sub"), ("x2", f"{lake}/e1/sub"), ("x3", lake),
+                                ("x4", f"{location}/part")):
+                assert "overlaps" in await _refused(iceberg.create_table(
+                    caller, "c", "s", {"name": name, "schema": SCHEMA, "location": where}))
+                assert not os.path.exists(f"{_local(where)}/metadata")       # no metadata file written
+            assert "external location" in await _refused(iceberg.create_table(
+                caller, "c", "s", {"name": "x5", "schema": SCHEMA, "location": f"file://{tmp_path}/elsewhere/t"}))
+            assert not os.path.exists(f"{tmp_path}/elsewhere")
+            # stage-create: refused over another table, answered at a free location.
+            assert "overlaps" in await _refused(iceberg.create_table(
+                caller, "c", "s", {"name": "x6", "schema": SCHEMA, "location": f"{lake}/e1", "stage-create": True}))
+            staged = await asyncio.wait_for(iceberg.create_table(
+                caller, "c", "s", {"name": "st", "schema": SCHEMA, "location": f"{lake}/st", "stage-create": True}), 30)
+            assert staged["metadata"]["location"] == f"{lake}/st"
+            # registerTable of a file in another table's storage: refused (its metadata-location overlaps).
+            assert "overlaps" in await _refused(iceberg.register_table(
+                caller, "c", "s", {"name": "x7", "metadata-location": ext["metadata-location"]}))
+            assert await shard.lookup(ms, "table", "c.s.x7") is None
+            assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)   # all before the build
+        finally:
+            gate.set()
+        whole = await shard.warmed(ms)
+        truth = await Shard(store, "fresh").warmed(ms)
+        assert whole.urls() == truth.urls()
+        assert {o.full_name for _, o in whole.trie.descendants(lake)} == {"c.s.old", "c.s.e1"}
+        await store.close()
+
+    asyncio.run(scenario())
