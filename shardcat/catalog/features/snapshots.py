@@ -76,7 +76,7 @@ class SnapshotService:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise invalid(f"Field '{name}' must be a non-negative integer.")
         if v is None and ts is None:
-            await self.shard.state(caller.metastore(), caller.min_version)
+            await self.shard.state(caller.metastore(), caller.min_version, paths=False)    # caught up
             return await self.store.metastore_version(caller.metastore())
         return await version_asked(self.shard, caller, v, ts)
 

@@ -209,7 +209,7 @@ class TagService:
 
     async def _policies(self, caller: Caller) -> dict:
         ms = caller.metastore()
-        await self.shard.state(ms, caller.min_version)
+        await self.shard.state(ms, caller.min_version, paths=False)     # caught up; no path asked
         meta = await self.store.get_metastore(ms)
         return meta.info.get("tag_policies") or {}
 

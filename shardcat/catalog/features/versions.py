@@ -280,7 +280,7 @@ class VersionService:
         except ValueError:
             raise not_found(f"No dropped asset with id '{asset_id:.40}'.") from None
         ms = caller.metastore()
-        await self.shard.state(ms, caller.min_version)
+        await self.shard.state(ms, caller.min_version, paths=False)     # caught up (undrop asks paths in its write)
         found = await history.dropped(self.store, ms, list(UNDROPPABLE), since=0, asset_id=asset_id)
         if not found or not (await self._is_admin(caller) or found[0]["asset"].info.get("owner") in caller.principals):
             raise not_found(f"No dropped asset with id '{asset_id}'.")

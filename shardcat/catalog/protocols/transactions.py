@@ -192,7 +192,7 @@ class TransactionService:
             raise invalid("Field 'isolation' must be 'asset' or 'metastore'.")
         read_at = _version_field(body, "read_at")
         ms = caller.metastore()
-        state = await self.shard.state(ms, max(caller.min_version, read_at or 0))
+        state = await self.shard.state(ms, max(caller.min_version, read_at or 0), paths=False)   # its version
         if read_at is None:
             read_at = state.version      # the version the transaction starts from: what raced it comes after
         shard = self.shard

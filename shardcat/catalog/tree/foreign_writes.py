@@ -27,7 +27,7 @@ from ...entities.urls import InvalidUrl, is_within, normalize_url
 from ...errors import CatalogError, invalid
 from ...governance.authorize import authorizer
 from ...shards.locations import require_external_location
-from ...shards.shard import Shard
+from ...shards.shard import MetastoreState, Shard
 from .foreign_systems import Unreachable, threaded
 from .path_access import owner_label
 
@@ -314,14 +314,21 @@ class ForeignWrites:
             url = normalize_url(location)
         except InvalidUrl as e:
             raise invalid(f"Invalid location: {e}") from None
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        hit = state.trie.first_overlap(url)
-        if hit is not None:
-            raise invalid(f"The location '{url}' overlaps the storage of {await owner_label(self.shard, caller, hit[1])}.")
-        require_external_location(state, url, "location")
-        probe = Asset(id=str(uuid.uuid4()), metastore_id=state.id, type="table", namespace="table",
-                      parent_id=state.id, name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
-        (await authorizer(self.shard, caller)).require_storage(state, probe)
+        authz = await authorizer(self.shard, caller)
+        probe_id = str(uuid.uuid4())
+
+        async def check(state: MetastoreState) -> None:
+            hit = state.trie.first_overlap(url)
+            if hit is not None:
+                raise invalid(f"The location '{url}' overlaps the storage of "
+                              f"{await owner_label(self.shard, caller, hit[1])}.")
+            require_external_location(state, url, "location")
+            probe = Asset(id=probe_id, metastore_id=state.id, type="table", namespace="table", parent_id=state.id,
+                          name="", full_name="", storage_path=url, info={"table_type": "EXTERNAL"})
+            authz.require_storage(state, probe)
+
+        # A cold owner answers from the paths it loads, as the create's write will (shards/path_waits.py).
+        await self.shard.asking_paths(caller.metastore(), caller.min_version, check)
         why = outside(url, paths)
         if why is not None:
             raise invalid(f"Cannot create a table at '{url}': {why}.")
