@@ -250,8 +250,9 @@ async def _credential_asset(shard, caller, url: str):
 
 async def covering_credential(shard, ms: str, min_version, url: str):
     """The storage credential (asset) of metastore `ms` whose identity reaches `url`, or None with the reason."""
-    state = await shard.state(ms, min_version)
-    location = location_of(state, url)
+    async def where(state):     # a cold owner loads its external locations alone (shards/path_waits.py)
+        return location_of(state, url), state.storage_root
+    location, storage_root = await shard.asking_paths(ms, min_version, where)
     if location is not None:
         loc = await shard.lookup(ms, "external_location", location.full_name, min_version)
         if loc is None:
@@ -261,7 +262,7 @@ async def covering_credential(shard, ms: str, min_version, url: str):
         if credential is None:
             return None, f"the credential of external location '{loc.name}' is gone"
         return credential, None
-    if state.storage_root and is_within(url, state.storage_root):
+    if storage_root and is_within(url, storage_root):
         meta = await shard.store.get_metastore(ms)
         credential_id = (meta.info.get("storage_root_credential_id") if meta else None) or ""
         if credential_id:
@@ -297,13 +298,12 @@ async def _aws_role(shard, caller, url: str) -> dict:
 
 async def _refuse_read_only(shard, caller, url: str) -> None:
     """PERMISSION_DENIED if `url` lies in an external location marked read_only."""
-    state = await shard.state(caller.metastore(), caller.min_version)
-    if len(state.locations) == 0:           # local mode: no location, nothing is read-only
-        return
-    location = location_of(state, url)
+    async def where(state):     # a cold owner loads its external locations alone (shards/path_waits.py)
+        return location_of(state, url) if len(state.locations) else None   # none: local mode, nothing read-only
+    location = await shard.asking_paths(caller.metastore(), caller.min_version, where)
     if location is None:
         return
-    asset = await shard.lookup(state.id, "external_location", location.full_name, caller.min_version)
+    asset = await shard.lookup(caller.metastore(), "external_location", location.full_name, caller.min_version)
     if asset is not None and asset.info.get("read_only"):
         raise CatalogError("PERMISSION_DENIED", f"External location '{asset.name}' is read-only; "
                                                 f"no read-write credentials for '{url}'.")

@@ -4,7 +4,7 @@ The owner's whole path index is held back (as in test_cold_paths.py). Meanwhile,
 REST catalog on real PostgreSQL: a managed and an external createTable are taken and their metadata
 files written; a createTable, a stage-create and a registerTable overlapping another table's storage
 (one the owner read, one it just made) are refused, and so is one outside every external location;
-a stage-create at a free location is answered. The checks made before a create writes its metadata
+a stage-create at a free location is answered; vending finds a path's credential. The checks made before a create writes its metadata
 file answer from cold tries like the write does, so nothing there waits for the whole index. Once the
 index is in, it is a fresh shard's.
 """
@@ -21,6 +21,7 @@ from shardcat.catalog.protocols.iceberg.errors import IcebergError
 from shardcat.catalog.tree.service import CatalogService
 from shardcat.catalog.tree.storage import Credentials, ExternalLocations
 from shardcat.errors import CatalogError
+from shardcat.governance.vending import covering_credential, vend
 from shardcat.shards.cold_paths import ColdTrie
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
@@ -96,6 +97,12 @@ def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, t
             assert "overlaps" in await _refused(iceberg.register_table(
                 caller, "c", "s", {"name": "x7", "metadata-location": ext["metadata-location"]}))
             assert await shard.lookup(ms, "table", "c.s.x7") is None
+            # Vending (the metadata IO of a create on object storage) finds its location the same way.
+            credential, _ = await asyncio.wait_for(covering_credential(shard, ms, 0, f"{lake}/new"), 30)
+            assert credential.name == "cred"
+            assert await covering_credential(shard, ms, 0, f"file://{tmp_path}/elsewhere") == (
+                None, "no external location covers it")
+            assert (await asyncio.wait_for(vend(shard, caller, f"{lake}/new", write=True), 30))["url"] == f"{lake}/new"
             assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)   # all before the build
         finally:
             gate.set()
