@@ -4,7 +4,8 @@ The owner's whole path index is held back (as in test_cold_paths.py). Meanwhile,
 REST catalog on real PostgreSQL: a managed and an external createTable are taken and their metadata
 files written; a createTable, a stage-create and a registerTable overlapping another table's storage
 (one the owner read, one it just made) are refused, and so is one outside every external location;
-a stage-create at a free location is answered; vending finds a path's credential. The checks made before a create writes its metadata
+a stage-create at a free location is answered; vending finds a path's credential; path credentials to create a table are refused over another
+table and given where free. The checks made before a create writes its metadata
 file answer from cold tries like the write does, so nothing there waits for the whole index. Once the
 index is in, it is a fresh shard's.
 """
@@ -18,6 +19,7 @@ import uuid
 from shardcat.auth import Caller
 from shardcat.catalog.protocols.iceberg.catalog import IcebergCatalog
 from shardcat.catalog.protocols.iceberg.errors import IcebergError
+from shardcat.catalog.features.credentials import TemporaryCredentials
 from shardcat.catalog.tree.service import CatalogService
 from shardcat.catalog.tree.storage import Credentials, ExternalLocations
 from shardcat.errors import CatalogError
@@ -103,6 +105,13 @@ def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, t
             assert await covering_credential(shard, ms, 0, f"file://{tmp_path}/elsewhere") == (
                 None, "no external location covers it")
             assert (await asyncio.wait_for(vend(shard, caller, f"{lake}/new", write=True), 30))["url"] == f"{lake}/new"
+            # Temporary path credentials to create a table: refused over another table, given where free.
+            paths = TemporaryCredentials(shard)
+            assert "overlaps" in await _refused(paths.for_path(
+                caller, {"url": f"{lake}/old/sub", "operation": "PATH_CREATE_TABLE"}))
+            given = await asyncio.wait_for(paths.for_path(
+                caller, {"url": f"{lake}/fresh", "operation": "PATH_CREATE_TABLE"}), 30)
+            assert given["url"] == f"{lake}/fresh"
             assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)   # all before the build
         finally:
             gate.set()

@@ -108,17 +108,22 @@ class TemporaryCredentials:
     async def for_path(self, caller: Caller, body: dict) -> dict:
         url = storage_url(_field(body, "url"))
         operation = _operation(body, PATH_OPERATIONS)
-        state = await self.shard.state(caller.metastore(), caller.min_version)
-        require_external_location(state, url, "url")
-        refuse_managed_root(state, url)
-        if operation == "PATH_CREATE_TABLE":
-            hit = state.trie.first_overlap(url)
-            if hit is not None:
-                raise invalid(f"The url '{url}' overlaps the storage of {await owner_label(self.shard, caller, hit[1])}: "
-                              "no new table can be created there.")
-        # Same rules by path as by name (path_access.py), for everything the credentials reach.
-        await authorize_path(self.shard, caller, state, url, write=operation in WRITES)
-        await authorize_subtree(self.shard, caller, state, url, write=operation in WRITES)
+
+        async def check(state) -> None:
+            require_external_location(state, url, "url")
+            refuse_managed_root(state, url)
+            if operation == "PATH_CREATE_TABLE":
+                hit = state.trie.first_overlap(url)
+                if hit is not None:
+                    raise invalid(f"The url '{url}' overlaps the storage of "
+                                  f"{await owner_label(self.shard, caller, hit[1])}: no new table can be created there.")
+            # Same rules by path as by name (path_access.py), for everything the credentials reach.
+            await authorize_path(self.shard, caller, state, url, write=operation in WRITES)
+            await authorize_subtree(self.shard, caller, state, url, write=operation in WRITES)
+
+        # A cold owner answers from the paths it loads (shards/path_waits.py); a path an asset owns is
+        # then read as every read by path is, once the whole index is in (Shard.snapshot).
+        await self.shard.asking_paths(caller.metastore(), caller.min_version, check)
         return await self._vend(caller, url, operation)
 
 
