@@ -114,7 +114,7 @@ class AccessRequests:
         if state_filter is not None and state_filter not in (PENDING, APPROVED, DECLINED):
             raise invalid("Query parameter 'state' must be PENDING, APPROVED or DECLINED.")
         ms = caller.metastore()
-        await self.shard.state(ms, caller.min_version)
+        await self.shard.state(ms, caller.min_version, paths=False)     # caught up; no path asked
         requests = await self._requests(ms)
         authz = await authorizer(self.shard, caller)
         out = []

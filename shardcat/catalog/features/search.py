@@ -124,7 +124,7 @@ class SearchService:
         patterns = [f"%{_like(w)}%" for w in words]
         past = past_read()
         if past is not None:        # as the metastore was at a past version (catalog/features/versions.py)
-            await self.shard.state(ms, caller.min_version)
+            await self.shard.state(ms, caller.min_version, paths=False)     # caught up; no path asked
             found = await history.search_at(self.shard.store, ms, past.version, types, patterns, ranks, after,
                                             limit + 1, tags)
             await history.with_ancestors(self.shard.store, ms, past, [a for _, a in found])

@@ -168,7 +168,7 @@ class VersionService:
         t = _securable(securable_type)
         key = full_name_key(full_name, t.name_parts, t.name)
         ms = caller.metastore()
-        await self.shard.state(ms, caller.min_version)
+        await self.shard.state(ms, caller.min_version, paths=False)     # caught up; no path asked
         states = await history.asset_states(self.store, ms, t.namespace, key)
         missing = not_found(f"{t.name.replace('_', ' ').capitalize()} '{full_name}' has no history.")
         states = [s for s in states if s["asset"].type == t.name or t.name == "table"]
@@ -254,7 +254,7 @@ class VersionService:
         if any(t not in UNDROPPABLE for t in types):
             raise invalid(f"Only {', '.join(t.upper() for t in UNDROPPABLE)} can be undropped.")
         ms = caller.metastore()
-        await self.shard.state(ms, caller.min_version)
+        await self.shard.state(ms, caller.min_version, paths=False)     # caught up; no path asked
         since = await self._window_start(ms)
         found = await history.dropped(self.store, ms, types, since=since)
         admin = await self._is_admin(caller)
