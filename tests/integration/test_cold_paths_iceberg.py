@@ -7,7 +7,8 @@ files written; a createTable, a stage-create and a registerTable overlapping ano
 a stage-create at a free location is answered; vending finds a path's credential; path credentials to create a table are refused over another
 table and given where free. The checks made before a create writes its metadata
 file answer from cold tries like the write does, so nothing there waits for the whole index. Once the
-index is in, it is a fresh shard's.
+index is in, it is a fresh shard's. A question asking more paths than a write may load waits for the
+whole index instead, and answers as it does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from shardcat.catalog.tree.storage import Credentials, ExternalLocations
 from shardcat.errors import CatalogError
 from shardcat.governance.vending import covering_credential, vend
 from shardcat.shards.cold_paths import ColdTrie
+from shardcat.shards.path_waits import COLD_LOADS
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
 from tests.integration.test_cold_paths import _gate_paths
@@ -119,6 +121,49 @@ def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, t
         truth = await Shard(store, "fresh").warmed(ms)
         assert whole.urls() == truth.urls()
         assert {o.full_name for _, o in whole.trie.descendants(lake)} == {"c.s.old", "c.s.e1"}
+        await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_question_past_its_loads_waits_for_the_whole_index_and_answers_as_it(pg_url, tmp_path):
+    """`Shard.asking_paths` loads at most COLD_LOADS paths for one question, then waits for the whole
+    index (held back here until the loads are spent) and answers from it, as the whole index does."""
+    lake = f"file://{tmp_path}/lake"
+
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=4)
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"cq-{ms[:8]}", {"storage_root": f"file://{tmp_path}/managed"})
+        caller = Caller("admin", 1, True, 1, ms)
+        before = Shard(store, "before")
+        await CatalogService(before).create(caller, "catalog", {"name": "c"})
+        await CatalogService(before).create(caller, "schema", {"name": "s", "catalog_name": "c"})
+        iceberg = IcebergCatalog(before)
+        for n in range(0, COLD_LOADS + 4, 2):      # every other path holds a table
+            await iceberg.create_table(caller, "c", "s", {"name": f"t{n}", "schema": SCHEMA,
+                                                          "location": f"{lake}/p{n}"})
+        asked = [f"{lake}/p{n}/data" for n in range(COLD_LOADS + 4)]
+
+        gate = _gate_paths(store)
+        shard = Shard(store, "after-failover")
+
+        async def owners(state):
+            return [(o[0], o[1].full_name) if (o := state.trie.owner(url)) else None for url in asked]
+        try:
+            question = asyncio.create_task(shard.asking_paths(ms, 0, owners))
+            while shard.stats["cold_path_loads"] < COLD_LOADS and not question.done():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            assert not question.done()              # past its loads: waiting for the (held) whole index
+            assert shard.stats["cold_path_loads"] == COLD_LOADS
+        finally:
+            gate.set()
+        answer = await asyncio.wait_for(question, 30)
+        assert shard.states[ms].paths_ready.is_set()
+        assert answer == [(f"{lake}/p{n}", f"c.s.t{n}") if n % 2 == 0 else None for n in range(COLD_LOADS + 4)]
+        assert answer == await owners(await Shard(store, "fresh").warmed(ms))
         await store.close()
 
     asyncio.run(scenario())
