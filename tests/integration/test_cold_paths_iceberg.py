@@ -1,14 +1,16 @@
 """A cold owner's Iceberg REST creates go on before its path index is built (shards/path_waits.py).
 
 The owner's whole path index is held back (as in test_cold_paths.py). Meanwhile, through the Iceberg
-REST catalog on real PostgreSQL: a managed and an external createTable are taken and their metadata
-files written; a createTable, a stage-create and a registerTable overlapping another table's storage
-(one the owner read, one it just made) are refused, and so is one outside every external location;
-a stage-create at a free location is answered; vending finds a path's credential; path credentials to create a table are refused over another
-table and given where free. The checks made before a create writes its metadata
-file answer from cold tries like the write does, so nothing there waits for the whole index. Once the
-index is in, it is a fresh shard's. A question asking more paths than a write may load waits for the
-whole index instead, and answers as it does.
+REST catalog's handlers (in the process, as the shard serves them) on real PostgreSQL: a managed and
+an external createTable are taken and their metadata files written; a createTable, a stage-create,
+a create transaction's commit and a registerTable overlapping another table's storage (one the owner
+read, one it just made) are refused, and so is one outside every external location; a stage-create
+at a free location is answered and its commit (assert-create) creates the table; vending finds a
+path's credential; path credentials to create a table are refused over another table and given
+where free. The checks made before a create writes its metadata file answer from cold tries as the
+write does, so nothing there waits for the whole index. Once the index is in, it is a fresh
+shard's. A question asking more paths than a write may load waits for the whole index instead,
+and answers as it does.
 """
 
 from __future__ import annotations
@@ -97,6 +99,22 @@ def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, t
             staged = await asyncio.wait_for(iceberg.create_table(
                 caller, "c", "s", {"name": "st", "schema": SCHEMA, "location": f"{lake}/st", "stage-create": True}), 30)
             assert staged["metadata"]["location"] == f"{lake}/st"
+            # Its create transaction's commit (assert-create): taken where staged, refused over another table.
+            base = [{"action": "assign-uuid", "uuid": staged["metadata"]["table-uuid"]},
+                    {"action": "upgrade-format-version", "format-version": 2},
+                    {"action": "add-schema", "schema": SCHEMA}, {"action": "set-current-schema", "schema-id": -1},
+                    {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+                    {"action": "set-default-spec", "spec-id": -1},
+                    {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+                    {"action": "set-default-sort-order", "sort-order-id": -1}]
+            assert "overlaps" in await _refused(iceberg.commit(caller, "c.s.st", {
+                "requirements": [{"type": "assert-create"}],
+                "updates": base + [{"action": "set-location", "location": f"{lake}/old/st"}]}))
+            committed = await asyncio.wait_for(iceberg.commit(caller, "c.s.st", {
+                "requirements": [{"type": "assert-create"}],
+                "updates": base + [{"action": "set-location", "location": f"{lake}/st"}]}), 30)
+            assert committed["metadata"]["location"] == f"{lake}/st"
+            assert (await shard.lookup(ms, "table", "c.s.st")).storage_path == f"{lake}/st"
             # registerTable of a file in another table's storage: refused (its metadata-location overlaps).
             assert "overlaps" in await _refused(iceberg.register_table(
                 caller, "c", "s", {"name": "x7", "metadata-location": ext["metadata-location"]}))
@@ -120,7 +138,7 @@ def test_a_cold_owner_serves_iceberg_creates_before_its_index_is_built(pg_url, t
         whole = await shard.warmed(ms)
         truth = await Shard(store, "fresh").warmed(ms)
         assert whole.urls() == truth.urls()
-        assert {o.full_name for _, o in whole.trie.descendants(lake)} == {"c.s.old", "c.s.e1"}
+        assert {o.full_name for _, o in whole.trie.descendants(lake)} == {"c.s.old", "c.s.e1", "c.s.st"}
         await store.close()
 
     asyncio.run(scenario())
