@@ -6,7 +6,8 @@ request itself (serving/front.py). The rest of the request's work finds it with 
 the apps' later middlewares fill in the caller once it is known, the shard reads `read_at` and
 the caller's name and sets `written_version`, governance's audit finds its row in the making.
 Outside a request (background work, a test calling a service) there is none: reads are of the
-present, writes name no writer, and nobody reads the version a write made.
+present, writes name no writer, and nobody reads the version a write made. While a session is
+entered its request is in flight: background work waits for it (warm_pace.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..auth import Caller
 from ..store.history import PastRead
+from .warm_pace import IN_FLIGHT
 
 
 @dataclass(slots=True, eq=False)
@@ -45,9 +47,11 @@ class Session:
 
     def __enter__(self) -> Session:
         self._token = _CURRENT.set(self)
+        IN_FLIGHT.count += 1        # background work gives way meanwhile (warm_pace.py)
         return self
 
     def __exit__(self, *exc) -> None:
+        IN_FLIGHT.count -= 1
         _CURRENT.reset(self._token)
 
 
