@@ -128,7 +128,7 @@ class MemoryStore:
                 if a.parent_id == parent_id and a.namespace == namespace)
         return min(n, limit)
 
-    async def paths(self, metastore_id: str) -> tuple[int, list[StoragePath]]:
+    async def paths(self, metastore_id: str, pace=None) -> tuple[int, list[StoragePath]]:
         ms = self._ms(metastore_id)
         return ms.meta.version, [StoragePath(a.id, a.type, a.full_name, a.storage_path)
                                  for a in ms.assets.values() if a.storage_path is not None]
