@@ -3,11 +3,11 @@
 A state has two parts that warm at different speeds. Its version, storage root and (empty) cache
 are read in two small queries, so a cold owner answers reads by name at once. Its path index (the
 storage-path trie of tables, volumes, catalogs and schemas, and the trie of external locations)
-costs a read of every asset with a path: `build_paths` makes it aside, in batches that yield to the
-event loop, and the shard swaps it in whole (`PathIndex.install`) once it has caught up with the
-versions the state moved through meanwhile. Until then `paths_ready` is clear: reads by path wait
-for it (`Shard.state(..., paths=True)`), and writes ask the cold tries that stand in for it
-(cold_paths.py), exact for every path they load.
+costs a read of every asset with a path: `build_paths` makes it aside, as background work that gives
+way to the requests in flight (warm_pace.py), and the shard swaps it in whole (`PathIndex.install`)
+once it has caught up with the versions the state moved through meanwhile. Until then `paths_ready`
+is clear: reads by path wait for it (`Shard.state(..., paths=True)`), and writes ask the cold tries
+that stand in for it (cold_paths.py), exact for every path they load.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..cache.metastore_cache import MetastoreCache
 from ..cache.url_trie import UrlTrie
 from ..entities.asset import Asset
 from ..store.rows import StoragePath
+from .warm_pace import Pace
 
 @dataclass(frozen=True)
 class CacheConfig:
@@ -184,16 +185,20 @@ class PathIndex:
 
 
 async def build_paths(store, metastore_id: str, batch: int) -> PathIndex:
-    """Read every storage path of the metastore (one snapshot) and build its tries aside, yielding
-    to the event loop after every `batch` paths."""
-    version, paths = await store.paths(metastore_id)
+    """Read every storage path of the metastore (one snapshot) and build its tries aside, as
+    background work (warm_pace.py): in slices of ~1 ms that give way to the requests in flight, and
+    yielding to the event loop after every `batch` paths besides."""
+    pace = Pace()
+    version, paths = await store.paths(metastore_id, pace=pace)
     meta = await store.get_metastore(metastore_id)
     fresh = MetastoreState(metastore_id, storage_root=meta.info.get("storage_root") if meta else None)
     if fresh.storage_root:
         fresh.trie.insert(fresh.storage_root, PathOwner(meta.id, "metastore", meta.name, is_root=True))
     for i, path in enumerate(paths, 1):
         fresh.remember(path)
-        if i % batch == 0:
+        if pace.due():
+            await pace.give_way()
+        elif i % batch == 0:
             await asyncio.sleep(0)
     return PathIndex(version, fresh)
 

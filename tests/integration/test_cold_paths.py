@@ -43,8 +43,8 @@ def _gate_paths(store: Store) -> asyncio.Event:
     """The whole index's read (Store.paths) is held until the event: the owner stays cold."""
     gate, original = asyncio.Event(), store.paths
 
-    async def paths(metastore_id):
-        read = await original(metastore_id)
+    async def paths(metastore_id, **kw):      # kw: the build's pace
+        read = await original(metastore_id, **kw)
         await gate.wait()
         return read
     paths.__wrapped__ = original

@@ -41,8 +41,8 @@ def _gate_first_paths_read(store: MemoryStore) -> asyncio.Event:
     """The first read of every path (the cold owner's) is taken at once and then held until the event."""
     gate, original, calls = asyncio.Event(), store.paths, []
 
-    async def paths(metastore_id):
-        read = await original(metastore_id)
+    async def paths(metastore_id, **kw):      # kw: the build's pace
+        read = await original(metastore_id, **kw)
         calls.append(metastore_id)
         if len(calls) == 1:
             await gate.wait()
