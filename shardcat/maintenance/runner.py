@@ -34,8 +34,12 @@ ACTIONS = {
 def ensure_ray() -> None:
     """Join the running Ray, or start a local one (this process's own: never another's on the machine)."""
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("SHARDCAT_RAY_ADDRESS") or "local", include_dashboard=False,
-                 log_to_driver=False, configure_logging=False, ignore_reinit_error=True)
+        address = os.environ.get("SHARDCAT_RAY_ADDRESS")
+        # A local Ray started here may be the one the process's shards run on later (the server, tests):
+        # its workers at niceness 0, as cluster/ray_cluster.py init_ray starts one, not Ray's 15.
+        local = {"_system_config": {"worker_niceness": 0}} if not address else {}
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, ignore_reinit_error=True, **local)
 
 
 # The stores a job may call (web/store_endpoints.py), as the asking process allows them now: a worker's own
