@@ -37,7 +37,7 @@ def outside(location: str, paths) -> list[str]:
         try:
             url = normalize_url(path)
             inside = url != root and is_within(url, root) and not (
-                root.startswith("file://") and _through_link(local_path(root), local_path(url)))
+                root.startswith("file://") and through_link(local_path(root), local_path(url)))
         except InvalidUrl:
             inside = False
         if not inside:
@@ -45,8 +45,9 @@ def outside(location: str, paths) -> list[str]:
     return out
 
 
-def _through_link(base: str, path: str) -> bool:
-    """Whether local `path`, below `base`, is a symbolic link or lies below one (the table's own root may be)."""
+def through_link(base: str, path: str) -> bool:
+    """Whether local `path`, below `base`, is a symbolic link or lies below one (the table's own root may be):
+    its file is not the table's (a link to a folder would reach another table's files through it)."""
     current = base
     for name in os.path.relpath(path, base).split(os.sep):
         current = os.path.join(current, name)

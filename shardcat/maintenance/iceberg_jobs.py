@@ -41,6 +41,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from ..entities.urls import InvalidUrl, is_within, normalize_url
+from ..iceberg.confined import through_link
 from ..web import store_endpoints
 
 ORPHAN_MIN_AGE_MS = 3 * 24 * 3600 * 1000
@@ -127,7 +128,7 @@ def _outside(table, paths) -> list[str]:
         except InvalidUrl:
             url = None
         if url is None or url == root or not is_within(url, root) or \
-                (isinstance(fs, pafs.LocalFileSystem) and _through_link(base, pafs.FileSystem.from_uri(url)[1])):
+                (isinstance(fs, pafs.LocalFileSystem) and through_link(base, pafs.FileSystem.from_uri(url)[1])):
             out.append(path)
     return out
 
@@ -148,17 +149,6 @@ def _referenced(table) -> set[str]:
     return out
 
 
-def _through_link(base: str, path: str) -> bool:
-    """Whether a local `path` below `base` is a symbolic link or lies below one: its file is not the table's
-    (a link to a folder would have another table's files deleted through it)."""
-    current = base
-    for part in os.path.relpath(path, base).split(os.sep):
-        current = os.path.join(current, part)
-        if os.path.islink(current):
-            return True
-    return False
-
-
 def remove_orphan_files(*, api_url: str, token: str, warehouse: str, identifier: str, older_than_ms: int) -> dict:
     table = _table(api_url, token, warehouse, identifier)
     root = normalize_url(table.location())
@@ -173,7 +163,7 @@ def remove_orphan_files(*, api_url: str, token: str, warehouse: str, identifier:
         url = normalize_url(f"{scheme}://{info.path}")     # a local path starts with /: file:///...
         relative = url[len(root):].lstrip("/")
         inside = is_within(url, root) and relative.split("/", 1)[0] in ("data", "metadata") \
-            and not (local and _through_link(base, info.path))
+            and not (local and through_link(base, info.path))
         if inside and (info.mtime_ns or 0) // 1_000_000 < older_than_ms and url not in referenced:
             candidates.append((url, info.path))
     if candidates:     # the metadata read again just before deleting: a commit in between is seen
