@@ -14,6 +14,12 @@ import aiohttp
 import pytest
 from hypothesis import settings
 
+# The tests refresh system tables by request. A refresh every 10 s of every metastore in the shared
+# server would write Delta files in delta-rs threads while tests change the environment in-process
+# (glibc's setenv and a native thread's getenv race: the suite died of it once). Set before
+# shardcat is imported: catalog/features/system.py reads it once.
+os.environ.setdefault("SHARDCAT_SYSTEM_REFRESH_SECONDS", "3600")
+
 from shardcat.auth import hash_token, new_token
 from shardcat.entities.urls import join_url, normalize_url
 from shardcat.cluster.embedded_db import start_embedded_postgres

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from governance_users import grant, user
+from shardcat.catalog.features import system
 from test_engine_duckdb import extension_file, EXTENSIONS
 
 SYSTEM_TABLES = {"access": ["audit", "table_lineage", "column_lineage"],
@@ -120,6 +121,20 @@ async def test_duckdb_reads_audit_and_lineage_by_name(ws):
     assert again == [(len(lineage),)]
     ids = await asyncio.to_thread(query, ws, "SELECT count(*), count(DISTINCT id) FROM sys.access.audit")
     assert ids[0][0] == ids[0][1] > 0
+
+
+async def test_the_tables_refresh_on_their_own(ws, monkeypatch):
+    """Every REFRESH_SECONDS, with no request to refresh (the suite's default is an hour: conftest.py)."""
+    monkeypatch.setattr(system, "REFRESH_SECONDS", 0.2)     # read at each round of the metastore's loop
+    await enabled(ws)
+    await setup_world(ws)
+    for _ in range(100):
+        await asyncio.sleep(0.2)
+        rows = await asyncio.to_thread(query, ws, "SELECT DISTINCT source_name, target_name "
+                                                  "FROM sys.access.table_lineage")
+        if rows:
+            break
+    assert rows == [("main.s.b", "main.s.a")]
 
 
 async def test_audit_needs_a_grant_and_shows_only_this_metastore(ws, server, http, tmp_path):
