@@ -1,9 +1,11 @@
 """How a shard's requests get the path answers they need (the Shard's part that waits for or loads paths).
 
-Reads by path wait for the whole path index (`_paths_whole`); a write on a cold owner does not: it asks
-cold tries (cold_paths.py), and when it asked about a path not loaded yet it is rolled back, the path is
-loaded and the write runs again (`_cold_again`). A write's checks made before it (an Iceberg create's
-overlap check before it writes the metadata file) ask them the same way (`asking_paths`).
+On a cold owner neither reads by path nor writes wait for the whole path index: they ask cold tries
+(cold_paths.py). A write that asked about a path not loaded yet is rolled back, the path is loaded
+and the write runs again (`_cold_again`); a read's questions, and a write's checks made before it (an
+Iceberg create's overlap check before it writes the metadata file), are asked the same way
+(`asking_paths`), or have their paths loaded first (`with_paths`). Only a question about the whole
+trie, or more than COLD_LOADS loads for one request, waits for the whole index (`_paths_whole`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,20 @@ class PathWaits:
                 return answer
             except (PathsNeeded, TriesChanged) as again:
                 await self._cold_again(state, again, loads := loads + 1)
+
+    async def with_paths(self, metastore_id: str, min_version: int, urls, *, locations: bool = False
+                         ) -> MetastoreState:
+        """The metastore's state, its trie able to answer now about each of `urls` (what lies at, above
+        and below it), and with `locations` its external locations' trie: a cold owner's loaded, a warm
+        one's whole. For a read that asks them with no await in between (across an await the tries
+        may change: ask inside `asking_paths` instead)."""
+        async def ask(state):
+            for url in urls:
+                state.trie.owner(url)
+            if locations:
+                len(state.locations)
+            return state
+        return await self.asking_paths(metastore_id, min_version, ask)
 
     async def _paths_whole(self, state: MetastoreState) -> None:
         """Wait until the state's path index is whole; a build that failed (the database away) is

@@ -138,8 +138,8 @@ class Shard(PathWaits):
     async def state(self, metastore_id: str, min_version: int = 0, *, paths: bool = True) -> MetastoreState:
         """The metastore's state, at least as new as `min_version` (a version the client saw acknowledged).
 
-        `paths`: with its path index whole (waiting for it on a cold owner). Reads by name or id pass
-        False, and writes (cold_paths.py): a cold owner answers them at once while its index is built aside."""
+        `paths`: with its path index whole (waiting for it on a cold owner). Requests pass False: by
+        path they ask through `asking_paths`/`with_paths` (a cold owner answers from the paths it loads)."""
         state = self.states.get(metastore_id)
         if state is None:
             if not self.claim_on_demand:
@@ -230,8 +230,8 @@ class Shard(PathWaits):
 
     async def _rebuild(self, state: MetastoreState) -> None:
         """Start the metastore's state afresh: its version and storage root now (two small reads),
-        an empty cache at that version, and its path index built aside (state.py `warm_paths`). Reads by name and
-        writes (cold tries meanwhile: cold_paths.py) go on at once; reads by path wait for the whole index."""
+        an empty cache at that version, and its path index built aside (state.py `warm_paths`). Reads and
+        writes go on at once (by path, on cold tries meanwhile: cold_paths.py, path_waits.py)."""
         self.stats["rebuilds"] += 1
         version = await self.store.metastore_version(state.id)
         meta = await self.store.get_metastore(state.id)
@@ -323,7 +323,7 @@ class Shard(PathWaits):
         if (past := past_read()) is not None:
             return await self._snapshot_at(metastore_id, past, names, paths, min_version)
         for _ in range(WRITE_ATTEMPTS):
-            state = await self.state(metastore_id, min_version, paths=bool(paths))
+            state = await self.with_paths(metastore_id, min_version, paths)    # a cold owner loads them
             version = state.version
             owners = {p: state.trie.owner(p) for p in paths}
             ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
@@ -355,7 +355,7 @@ class Shard(PathWaits):
                            min_version: int) -> Snapshot:
         """`snapshot` at a past version (store/history.py). A path answers with the asset owning it
         now, as it was then (the trie holds the present's paths)."""
-        state = await self.state(metastore_id, min_version, paths=bool(paths))
+        state = await self.with_paths(metastore_id, min_version, paths)
         owners = {p: state.trie.owner(p) for p in paths}
         ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
         assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(

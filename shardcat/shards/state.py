@@ -6,8 +6,8 @@ storage-path trie of tables, volumes, catalogs and schemas, and the trie of exte
 costs a read of every asset with a path: `build_paths` makes it aside, as background work that gives
 way to the requests in flight (warm_pace.py), and the shard swaps it in whole (`PathIndex.install`)
 once it has caught up with the versions the state moved through meanwhile. Until then `paths_ready`
-is clear: reads by path wait for it (`Shard.state(..., paths=True)`), and writes ask the cold tries
-that stand in for it (cold_paths.py), exact for every path they load.
+is clear, and reads by path and writes ask the cold tries that stand in for it (cold_paths.py,
+path_waits.py), exact for every path they load; `Shard.state(..., paths=True)` waits for it.
 """
 
 from __future__ import annotations

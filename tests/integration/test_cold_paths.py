@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from shardcat.auth import Caller
 from shardcat.cache.url_trie import UrlTrie
 from shardcat.catalog.tree.service import CatalogService
-from shardcat.catalog.tree.storage import Credentials, ExternalLocations
+from shardcat.catalog.tree.storage import Credentials, ExternalLocations, list_files
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.cold_paths import ColdTrie, PathsNeeded, load_paths
@@ -303,5 +303,52 @@ def test_a_prefix_is_a_range_of_the_byte_ordered_paths_index(pg_url):
             assert "assets_paths" in plan and "Index Cond" in plan and "storage_path >=" in plan, plan
         finally:
             await conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cold_owner_reads_by_path_before_its_index_is_built(pg_url, tmp_path):
+    """Listing files by path, governed by the table that owns the path, answers from the cold tries."""
+    lake, root = f"file://{tmp_path}/lake", f"file://{tmp_path}/managed"
+    (tmp_path / "lake" / "old").mkdir(parents=True)
+    (tmp_path / "lake" / "old" / "part-0.parquet").write_bytes(b"x")
+
+    async def scenario():
+        store = await Store.open(pg_url, min_size=1, max_size=4)
+        await store.migrate()
+        ms = str(uuid.uuid4())
+        await store.create_metastore(ms, f"cr-{ms[:8]}", {"storage_root": root})
+        admin, bob = Caller("admin", 1, True, 1, ms), Caller("bob", 2, False, 1, ms)
+        warm = CatalogService(Shard(store, "before"))
+        await warm.create(admin, "catalog", {"name": "c"})
+        await warm.create(admin, "schema", {"name": "s", "catalog_name": "c"})
+        writer = Shard(store, "before")
+        await Credentials(writer, "STORAGE", "Storage credential").create(
+            admin, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
+        await ExternalLocations(writer).create(admin, {"name": "lake", "url": lake, "credential_name": "cred"})
+        await warm.create(admin, "table", _table("old", f"{lake}/old"))
+
+        gate = _gate_paths(store)
+        shard = Shard(store, "cold-reader")
+        try:
+            listed = await asyncio.wait_for(list_files(shard, admin, f"{lake}/old"), 30)
+            assert [f["name"] for f in listed["files"]] == ["part-0.parquet"]
+            try:        # bob may not read the table owning the path: refused as by name
+                await asyncio.wait_for(list_files(shard, bob, f"{lake}/old"), 30)
+                raise AssertionError("bob listed a table's files")
+            except CatalogError as e:
+                assert e.code == "PERMISSION_DENIED" and "may not see" in e.message, e
+            try:
+                await asyncio.wait_for(list_files(shard, admin, f"file://{tmp_path}/elsewhere"), 30)
+                raise AssertionError("listed outside every external location")
+            except CatalogError as e:
+                assert e.code in ("PERMISSION_DENIED", "INVALID_PARAMETER_VALUE"), e
+            state = shard.states[ms]
+            assert not state.paths_ready.is_set() and shard.stats["cold_path_loads"] >= 1
+        finally:
+            gate.set()
+        await shard.warmed(ms)
+        assert await list_files(shard, admin, f"{lake}/old") == listed
+        await store.close()
 
     asyncio.run(scenario())

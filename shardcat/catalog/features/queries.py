@@ -176,7 +176,7 @@ class QueryService:
     async def _snapshot(self, metastore_id: str, min_version: int) -> QuerySnapshot:
         """A snapshot at the shard's version of the metastore (a held one if there is)."""
         for _ in range(3):
-            state = await self.shard.state(metastore_id, min_version)
+            state = await self.shard.state(metastore_id, min_version, paths=False)   # no path asked
             index = await privilege_index(self.shard, metastore_id, min_version)
             async with state.reconcile_lock:     # the index and the version move together under it
                 if state.privileges is not index:

@@ -265,7 +265,6 @@ class Federation:
             have = {only: old} if old is not None else {}
         else:
             have = {a.name: a for a in await self._children(ms, schema.id, "table")}
-        state = await self.shard.state(ms)
         owner = await self._owner_of(ms, catalog)
         want, complete, paths = {}, [], []
         for t in found:
@@ -273,6 +272,10 @@ class Federation:
             if name is None or name in want or (only is not None and name != only):
                 continue
             want[name] = t
+        # Their paths loaded on a cold owner (shards/path_waits.py); asked below with no await between.
+        state = await self.shard.with_paths(ms, 0, sorted({p for t in want.values() if not t.get("partial")
+                                                           and (p := _url_or_none(t.get("storage_location")))}),
+                                           locations=True)
         puts, news = [], []
         for name, t in want.items():
             old = have.get(name)
@@ -458,6 +461,13 @@ def _unusable(state, owner: Authz, path: str) -> str | None:
         return ("the catalog's owner may not create external tables at its storage location (CREATE EXTERNAL "
                 "TABLE on its external location): not served")
     return None
+
+
+def _url_or_none(location) -> str | None:
+    try:
+        return normalize_url(location) if location and isinstance(location, str) else None
+    except InvalidUrl:
+        return None
 
 
 def _inside(url: str, path: str | None) -> bool:

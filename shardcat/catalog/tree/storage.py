@@ -429,13 +429,17 @@ async def list_files(shard: Shard, caller: Caller, url: str | None, max_results=
     url = storage_url(url)
     limit = page_size(max_results)
     after = _files_after(page_token)
-    state = await shard.state(caller.metastore(), caller.min_version)
-    hit = state.locations.owner(url)
-    if hit is None:
-        raise outside_locations(url, "url")      # the same answer as for a location the caller may not see
-    # The asset owning the path decides (a table's SELECT, a volume's READ VOLUME), as by name;
-    # else the external location's READ FILES.
-    await authorize_path(shard, caller, state, url, write=False)
+
+    async def allowed(state):       # a cold owner answers from the paths it loads (shards/path_waits.py)
+        hit = state.locations.owner(url)
+        if hit is None:
+            raise outside_locations(url, "url")      # the same answer as for a location the caller may not see
+        # The asset owning the path decides (a table's SELECT, a volume's READ VOLUME), as by name;
+        # else the external location's READ FILES.
+        await authorize_path(shard, caller, state, url, write=False)
+        return hit
+
+    hit = await shard.asking_paths(caller.metastore(), caller.min_version, allowed)
     scheme = url.split(":", 1)[0]
     if scheme == "file":
         files, more = await asyncio.to_thread(_list_local, hit[0], url, after, limit)

@@ -185,7 +185,7 @@ class _Strip:
         return None if v is None and url not in self.trie else self._v(v)
 
 
-def test_a_cold_owner_answers_by_name_and_writes_at_once_and_a_path_read_waits_for_the_whole_index():
+def test_a_cold_owner_answers_by_name_by_path_and_writes_at_once():
     async def scenario():
         store = MemoryStore()
         ms = await _metastore(store)
@@ -202,15 +202,19 @@ def test_a_cold_owner_answers_by_name_and_writes_at_once_and_a_path_read_waits_f
             hit = state.trie.first_overlap(f"{ROOT}/a/b/c")                 # what a create checks
             return None if hit is None else hit[1].asset_id
 
-        path_read = asyncio.create_task(shard.snapshot(ms, [], [f"{ROOT}/a/b/c"]))
         # The write asks its cold tries, which load that path from the store: the table's, exactly.
         assert await asyncio.wait_for(shard.write(ms, body), 5) == table.id
         assert shard.stats["cold_path_loads"] == 1 and not state.paths_ready.is_set()
-        await _turns()
-        assert not path_read.done()                                        # a read by path waits for the whole index
-        gate.set()
-        snap = await path_read
+        # A read by path answers from them too: the path loaded already, and one not loaded yet.
+        snap = await asyncio.wait_for(shard.snapshot(ms, [], [f"{ROOT}/a/b/c", f"{ROOT}/elsewhere"]), 5)
         assert snap.by_path[f"{ROOT}/a/b/c"][0].asset_id == table.id
+        assert snap.by_path[f"{ROOT}/a/b/c"][1].id == table.id
+        assert snap.by_path[f"{ROOT}/elsewhere"][0].is_root               # managed storage, no table's
+        assert shard.stats["cold_path_loads"] == 2 and not state.paths_ready.is_set()
+        gate.set()
+        await shard.warmed(ms)
+        again = await shard.snapshot(ms, [], [f"{ROOT}/a/b/c", f"{ROOT}/elsewhere"])
+        assert again.by_path == snap.by_path                                # the whole index answers the same
 
     asyncio.run(scenario())
 
