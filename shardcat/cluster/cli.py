@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="one database transaction per metastore write (for comparison; writes queued behind "
                             "one in flight commit together by default)")
     serve.add_argument("--cache-mb", type=int, default=256, help="cache memory bound of a shard, its metastores together, in MiB")
+    serve.add_argument("--path-index-max", type=int, default=None,
+                       help="a metastore with more storage paths than this keeps its path index in PostgreSQL, "
+                            "asked path by path with a bounded part in memory, instead of whole in memory "
+                            "(default 250000)")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                        help="the event loop of the server and of its shard actors: uvloop (default) or "
                             "asyncio's own, for comparison")
@@ -162,7 +166,9 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
     return ServeConfig(host=args.host, port=args.port, data_dir=args.data_dir,
                        db=databases[0] if len(databases) == 1 else databases or None,
                        shards=args.shards, shards_per_node=args.shards_per_node, ray_address=args.ray_address,
-                       cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20),
+                       cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20,
+                                         **({} if args.path_index_max is None else
+                                            {"path_index_max": args.path_index_max})),
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
                        group_commit=GroupCommitConfig(enabled=not args.no_group_commit),
                        webhook_allow_hosts=tuple(args.webhook_allow_host))

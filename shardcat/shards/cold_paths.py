@@ -11,6 +11,10 @@ answers it (tests/unit/shards/test_cold_paths.py checks this against the full tr
 
 A path covers every path below it: what lies at, above or below a deeper path lies at, above or
 below it. External locations are few, so the first question about them loads them all.
+
+A metastore whose paths are kept in PostgreSQL (`MetastoreState.paths_in_db`: too many for a whole
+index in memory) has cold tries for good, bounded: a load that finds its trie holding
+COLD_PATHS_MAX entries starts it over (`forget_loaded`), and its questions load their paths again.
 """
 
 from __future__ import annotations
@@ -19,15 +23,19 @@ from ..cache.url_trie import UrlTrie
 from ..entities.urls import url_from_segments, url_segments
 from .state import MetastoreState
 
+# Entries a kept-in-PostgreSQL metastore's cold trie holds before a load starts it over (~40 MB).
+COLD_PATHS_MAX = 100_000
+
 
 class PathsNeeded(BaseException):
     """A write asked a cold trie about a path it has not loaded: roll back, `load_near`, run again.
     A BaseException so that no `except Exception` in a write's body takes it for the write's failure."""
 
-    def __init__(self, trie: ColdTrie, url: str | None):
+    def __init__(self, trie: ColdTrie, url: str | None, more: tuple[str, ...] = ()):
         super().__init__(url)
         self.trie = trie
         self.url = url          # canonical; None: the whole trie (all of it is needed, e.g. its size)
+        self.more = more        # further canonical urls to load in the same read
 
 
 class TriesChanged(BaseException):
@@ -46,6 +54,9 @@ async def load_paths(store, state: MetastoreState, need: PathsNeeded, reconcile,
     has caught up with the database (`reconcile`); the whole trie asked for: `paths_whole` waits for it.
     Under the state's reconcile lock, so that no reconcile applies changes between the read and its use."""
     if need.url is None and need.trie is state.trie:
+        if state.paths_in_db:
+            raise RuntimeError(f"a question about the whole path index of {state.id}, whose paths are kept in "
+                               "PostgreSQL")
         await paths_whole(state)
         return
     for _ in range(8):
@@ -67,15 +78,20 @@ class ColdTrie:
         self.whole = False                      # every entry is in `known`
         self.whole_on_first_use = whole_on_first_use   # the external locations' trie: load all at once
 
+    def _covers(self, segments) -> bool:
+        return self.whole or (not self.whole_on_first_use and any(
+            url_from_segments(segments[:depth]) in self.covered for depth in range(1, len(segments) + 1)))
+
     def _need(self, url: str) -> None:
-        if self.whole:
-            return
         segments = url_segments(url)
-        if not self.whole_on_first_use:
-            for depth in range(1, len(segments) + 1):
-                if url_from_segments(segments[:depth]) in self.covered:
-                    return
-        raise PathsNeeded(self, None if self.whole_on_first_use else url_from_segments(segments))
+        if not self._covers(segments):
+            raise PathsNeeded(self, None if self.whole_on_first_use else url_from_segments(segments))
+
+    def need_all_of(self, urls) -> None:
+        """Raise PathsNeeded for every one of `urls` not loaded yet at once (one read loads them all)."""
+        missing = sorted({url_from_segments(s) for s in map(url_segments, urls) if not self._covers(s)})
+        if missing:
+            raise PathsNeeded(self, missing[0], tuple(missing[1:]))
 
     def _need_all(self) -> None:
         if not self.whole:
@@ -157,19 +173,36 @@ async def load_near(store, state: MetastoreState, need: PathsNeeded) -> int | No
     if trie is not state.trie and trie is not state.locations:
         return None
     wants_locations = trie is state.locations
-    at, below = near(need.url) if need.url is not None and not wants_locations else ([], None)
-    version, found = await store.paths_near(state.id, at, [below] if below else [], wants_locations)
+    urls = [] if wants_locations or need.url is None else [need.url, *need.more]
+    at, below = [], []
+    for url in urls:
+        above, under = near(url)
+        at += above
+        below.append(under)
+    version, found = await store.paths_near(state.id, sorted(set(at)), below, wants_locations)
     if version > state.version:
         return version
     if trie is not state.trie and trie is not state.locations:
         return None
+    if not wants_locations and state.paths_in_db and len(trie.known) >= COLD_PATHS_MAX:
+        trie = forget_loaded(state)
     for path in found:
         _remember(state, path)
     if wants_locations:
         trie.whole = True
     else:
-        trie.covered.add(need.url)
+        trie.covered.update(urls)
     return None
+
+
+def forget_loaded(state: MetastoreState) -> ColdTrie:
+    """Start the state's cold trie of paths over (what it loaded is read again when asked): a new
+    trie object, so a write or a read asking across the change runs again (TriesChanged)."""
+    root = state.trie.known.get(state.storage_root) if state.storage_root else None
+    state.trie, state.path_of = ColdTrie(), {}
+    if root is not None:
+        state.trie.insert(state.storage_root, root)
+    return state.trie
 
 
 def _remember(state: MetastoreState, path) -> None:

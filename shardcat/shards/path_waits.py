@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import asyncio
 
+from ..errors import CatalogError
 from .cold_paths import ColdTrie, PathsNeeded, TriesChanged, load_paths, same_tries
 from .group_commit import tries_of
 from .state import MetastoreState
 
-# A cold write loads at most this many paths before it waits for the whole index instead.
+# A cold write loads at most this many paths before it waits for the whole index instead; where
+# there is none (paths kept in PostgreSQL), at most COLD_LOADS_IN_DB, a round trip each.
 COLD_LOADS = 16
+COLD_LOADS_IN_DB = 1024
 
 
 class PathWaits:
     """Mixed into Shard: uses its store, stats, state(), reconcile() and _start_warming()."""
 
     async def warmed(self, metastore_id: str) -> MetastoreState:
-        """The metastore's state once its path index is whole (benchmarks and tests wait for it)."""
+        """The metastore's state once its path index is whole, or known to be kept in PostgreSQL
+        (`paths_in_db`: cold tries for good); benchmarks and tests wait for it."""
         return await self.state(metastore_id, paths=True)
 
     async def asking_paths(self, metastore_id: str, min_version: int, question):
@@ -50,8 +54,8 @@ class PathWaits:
         one's whole. For a read that asks them with no await in between (across an await the tries
         may change: ask inside `asking_paths` instead)."""
         async def ask(state):
-            for url in urls:
-                state.trie.owner(url)
+            if isinstance(state.trie, ColdTrie):
+                state.trie.need_all_of(urls)        # one read for all of them
             if locations:
                 len(state.locations)
             return state
@@ -60,7 +64,7 @@ class PathWaits:
     async def _paths_whole(self, state: MetastoreState) -> None:
         """Wait until the state's path index is whole; a build that failed (the database away) is
         started again by the next one who needs it, and its error is this caller's."""
-        while not state.paths_ready.is_set():
+        while not state.paths_ready.is_set() and not state.paths_in_db:
             task = state.warming
             if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
                 task = self._start_warming(state)
@@ -79,7 +83,10 @@ class PathWaits:
     async def _cold_again(self, state: MetastoreState, again: BaseException, loads: int) -> None:
         """A write rolled back on cold tries: load the path it asked about (PathsNeeded) or just go
         again (TriesChanged); past COLD_LOADS loads, wait for the whole index instead."""
-        if loads > COLD_LOADS:
+        if loads > COLD_LOADS_IN_DB and state.paths_in_db:
+            raise CatalogError("RESOURCE_EXHAUSTED", "The request asks about more storage paths at once than the "
+                                                     "catalog loads for one request; ask about fewer.")
+        if loads > COLD_LOADS and not state.paths_in_db:
             await self._paths_whole(state)
         elif isinstance(again, PathsNeeded):
             self.stats["cold_path_loads"] += 1

@@ -178,7 +178,8 @@ class Shard(PathWaits):
         if state.warming is not None:
             state.warming.cancel()
         state.paths_ready.clear()
-        task = state.warming = asyncio.create_task(warm_paths(self.store, state, REBUILD_BATCH, RECONCILE_GAP))
+        task = state.warming = asyncio.create_task(warm_paths(self.store, state, REBUILD_BATCH, RECONCILE_GAP,
+                                                              self.cache_config.path_index_max))
         # A failure is read by whoever waits; with nobody waiting, it must not be logged as never retrieved.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task

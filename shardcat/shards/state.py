@@ -7,7 +7,9 @@ costs a read of every asset with a path: `build_paths` makes it aside, as backgr
 way to the requests in flight (warm_pace.py), and the shard swaps it in whole (`PathIndex.install`)
 once it has caught up with the versions the state moved through meanwhile. Until then `paths_ready`
 is clear, and reads by path and writes ask the cold tries that stand in for it (cold_paths.py,
-path_waits.py), exact for every path they load; `Shard.state(..., paths=True)` waits for it.
+path_waits.py), exact for every path they load; `Shard.state(..., paths=True)` waits for it. A
+metastore of more than `CacheConfig.path_index_max` paths keeps its cold tries for good
+(`paths_in_db`): its memory does not grow with its paths.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class CacheConfig:
     max_bytes: int = 256 << 20        # per shard: all its metastores' caches together (cache/budget.py)
     version_timeout: float = 30.0     # the request timeout: older superseded versions can go
     idle_timeout: float = 900.0       # a metastore unused this long goes cold: its state and cache are freed
+    # A metastore with more storage paths than this never holds its path index whole in memory: its
+    # tries stay cold tries, asked of PostgreSQL path by path and bounded (cold_paths.py, #48).
+    path_index_max: int = 250_000
 
 
 _TYPES: list[str] = []                  # asset type by its code in a PathOwner (a few dozen at most)
@@ -130,6 +135,7 @@ class MetastoreState:
     # Set once the tries above are whole at `version` (or ahead of it); clear while they are built aside.
     paths_ready: asyncio.Event = field(default_factory=asyncio.Event)
     warming: asyncio.Task | None = None             # the task building the path index aside
+    paths_in_db: bool = False       # past CacheConfig.path_index_max paths: no whole index, cold tries for good
     last_used: float = 0.0                          # the shard's clock at its last request (idle eviction)
     long_listings: set = field(default_factory=set)  # (parent id, namespace) too long to cache whole
 
@@ -203,10 +209,14 @@ async def build_paths(store, metastore_id: str, batch: int) -> PathIndex:
     return PathIndex(version, fresh)
 
 
-async def warm_paths(store, state: MetastoreState, batch: int, gap: int) -> None:
+async def warm_paths(store, state: MetastoreState, batch: int, gap: int, most: int) -> None:
     """Build the state's path index aside and swap it in once it agrees with the state's version:
     the changes the state went through meanwhile (reconciled from the change log) are replayed onto
-    it. More than `gap` of them, and it reads again."""
+    it. More than `gap` of them, and it reads again. A metastore of more than `most` paths keeps its
+    cold tries instead (`paths_in_db`): its index stays in PostgreSQL."""
+    state.paths_in_db = await store.count_paths(state.id, most + 1) > most
+    if state.paths_in_db:
+        return
     while True:
         index = await build_paths(store, state.id, batch)
         async with state.reconcile_lock:

@@ -234,6 +234,13 @@ class AssetReads:
         return version, paths
 
     @homed
+    async def count_paths(self, metastore_id: str, limit: int) -> int:
+        """How many assets hold a storage path, counted up to `limit` (an index range, bounded)."""
+        return await (await self.home(metastore_id)).fetchval(
+            """SELECT count(*) FROM (SELECT 1 FROM assets WHERE metastore_id = $1 AND storage_path IS NOT NULL
+               LIMIT $2) AS p""", uuid.UUID(metastore_id), limit)
+
+    @homed
     async def paths_near(self, metastore_id: str, at: list[str], below: list[str],
                          locations: bool) -> tuple[int, list[StoragePath]]:
         """The assets whose storage path is one of `at` (canonical urls) or starts with one of `below`

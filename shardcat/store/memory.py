@@ -133,6 +133,9 @@ class MemoryStore:
         return ms.meta.version, [StoragePath(a.id, a.type, a.full_name, a.storage_path)
                                  for a in ms.assets.values() if a.storage_path is not None]
 
+    async def count_paths(self, metastore_id: str, limit: int) -> int:
+        return min(limit, sum(1 for a in self._ms(metastore_id).assets.values() if a.storage_path is not None))
+
     async def paths_near(self, metastore_id: str, at: list[str], below: list[str],
                          locations: bool) -> tuple[int, list[StoragePath]]:
         ms = self._ms(metastore_id)

@@ -19,6 +19,7 @@ import dataclasses
 import uuid
 
 import asyncpg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +29,9 @@ from shardcat.catalog.tree.service import CatalogService
 from shardcat.catalog.tree.storage import Credentials, ExternalLocations, list_files
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
+from shardcat.shards import cold_paths
 from shardcat.shards.cold_paths import ColdTrie, PathsNeeded, load_paths
-from shardcat.shards.shard import Shard
+from shardcat.shards.shard import CacheConfig, Shard
 from shardcat.shards.state import PathOwner
 from shardcat.store.db import Store
 
@@ -128,7 +130,27 @@ def test_cold_tries_answer_every_path_question_as_the_full_trie(pg_url):
     check()
 
 
-async def _scenario(pg_url: str, initial, later, questions: list[str], early: list[str]) -> None:
+def test_paths_kept_in_postgresql_answer_every_path_question_as_the_full_trie(pg_url, monkeypatch):
+    """A metastore past `path_index_max` never builds its whole index: its cold tries stay, bounded
+    (here to 3 entries, so they start over all the time), and answer as the full trie."""
+    starts = []
+    forget = cold_paths.forget_loaded
+    monkeypatch.setattr(cold_paths, "COLD_PATHS_MAX", 3)
+    monkeypatch.setattr(cold_paths, "forget_loaded", lambda state: (starts.append(1), forget(state))[1])
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                       HealthCheck.function_scoped_fixture])
+    @given(initial=st.lists(entries, max_size=14), later=st.lists(ops, max_size=8),
+           order=st.permutations(range(len(QUESTIONS))), early=st.lists(st.sampled_from(QUESTIONS), max_size=6))
+    def check(initial, later, order, early):
+        asyncio.run(_scenario(pg_url, initial, later, [QUESTIONS[i] for i in order], early, in_db=True))
+
+    check()
+    assert starts, "the bound never started a cold trie over"
+
+
+async def _scenario(pg_url: str, initial, later, questions: list[str], early: list[str], in_db: bool = False
+                    ) -> None:
     store = await Store.open(pg_url, min_size=1, max_size=3)
     try:
         ms = str(uuid.uuid4())
@@ -146,10 +168,13 @@ async def _scenario(pg_url: str, initial, later, questions: list[str], early: li
                     live[live_asset.id] = live_asset
                     used.add((kind == "external_location", path))
         gate = _gate_paths(store)
-        shard = Shard(store, "cold")
+        # in_db: every metastore's paths are too many for a whole index (-1: even none)
+        shard = Shard(store, "cold", cache=CacheConfig(path_index_max=-1) if in_db else CacheConfig())
         try:
             await shard.lookup(ms, "table", "c.s.nothing")            # cold: its index is built aside, held
             state = shard.states[ms]
+            if in_db:
+                assert await shard.warmed(ms) is state and state.paths_in_db
             assert isinstance(state.trie, ColdTrie) and not state.paths_ready.is_set()
             for url in early:                                          # some paths loaded before the writes
                 await _ask(shard, state, lambda url=url: _answers(state.trie, state.locations, url))
@@ -181,6 +206,8 @@ async def _scenario(pg_url: str, initial, later, questions: list[str], early: li
                 expected = _answers(truth, truth_locations, url)
                 assert cold == expected, (url, cold, expected)
             assert not state.paths_ready.is_set() and isinstance(state.trie, ColdTrie)   # all of it while cold
+            if in_db:
+                return
             gate.set()
             whole = await shard.warmed(ms)
             for url in questions:
@@ -210,8 +237,12 @@ async def _refused(coro) -> str:
     raise AssertionError("the write was taken")
 
 
-def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_built(pg_url, tmp_path):
+@pytest.mark.parametrize("in_db", [False, True], ids=["index built aside", "paths kept in PostgreSQL"])
+def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_built(pg_url, tmp_path, in_db,
+                                                                                      monkeypatch):
+    """in_db: the owner never builds the whole index, and its cold trie starts over past 2 entries."""
     lake, root = f"file://{tmp_path}/lake", f"file://{tmp_path}/managed"
+    monkeypatch.setattr(cold_paths, "COLD_PATHS_MAX", 2)
 
     async def scenario():
         store = await Store.open(pg_url, min_size=1, max_size=4)
@@ -230,7 +261,7 @@ def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_bu
         managed_old = await warm.create(caller, "table", _table("managed_old"))
 
         gate = _gate_paths(store)                 # the new owner's whole index: read, then held
-        shard = Shard(store, "after-failover")
+        shard = Shard(store, "after-failover", cache=CacheConfig(path_index_max=-1 if in_db else 250_000))
         service = CatalogService(shard)
         try:
             # Managed and external creates are taken while the index is held back.
@@ -269,6 +300,10 @@ def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_bu
         finally:
             gate.set()
         whole = await shard.warmed(ms)
+        if in_db:
+            assert whole.paths_in_db and isinstance(whole.trie, ColdTrie) and not whole.paths_ready.is_set()
+            await store.close()
+            return
         truth = await Shard(store, "fresh").warmed(ms)
         assert whole.urls() == truth.urls()
         names = {o.full_name for _, o in whole.trie.descendants(lake)}

@@ -22,6 +22,8 @@ def test_defaults_serve_locally_with_the_cache_on():
 def test_cache_and_cluster_flags():
     c = config("--no-cache", "--cache-mb", "64", "--shards", "3", "--ray-address", "auto", "--db", "postgresql://x/y")
     assert not c.cache.enabled and c.cache.max_bytes == 64 << 20
+    assert config().cache.path_index_max == 250_000
+    assert config("--path-index-max", "1000").cache.path_index_max == 1000
     assert (c.shards, c.ray_address, c.db) == (3, "auto", "postgresql://x/y")
 
 
