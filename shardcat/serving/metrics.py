@@ -28,7 +28,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     add_caches(figures, shard)
     figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
     for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops", "grouped_writes",
-                "lone_writes", "group_replays", "idle_evictions"):
+                "lone_writes", "group_replays", "idle_evictions", "cold_path_loads"):
         counters[key] = shard.stats.get(key, 0)
     counters["write_groups"] = shard.stats.get("groups", 0)
     add_audit(figures, audit_log)
@@ -59,6 +59,7 @@ def add_caches(figures: Figures, shard: Shard) -> None:
     figures.labelled["cache_metastore_bytes"] = {ms: c["bytes"] for ms, c in caches.items() if c["bytes"]}
     gauges["metastores_owned"] = len(shard.states)
     gauges["metastores_warm"] = sum(1 for s in shard.states.values() if s.version >= 0)
+    gauges["metastores_paths_in_db"] = sum(1 for s in shard.states.values() if s.paths_in_db)
 
 
 def probe_handlers(shard: Shard, audit_log: AuditLog) -> dict[str, Handler]:

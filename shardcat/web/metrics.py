@@ -42,6 +42,8 @@ COUNTERS = {
     "grouped_writes": "Metastore writes taken in such groups, refused ones included (over write_groups: writes per group).",
     "lone_writes": "Metastore writes group commit ran in a transaction of their own: nothing else was queued.",
     "group_replays": "Groups rolled back and run again with a savepoint per write, one of them having failed.",
+    "cold_path_loads": "Storage paths a cold path index (a new owner's, or one kept in PostgreSQL past "
+                       "--path-index-max) read from PostgreSQL for a request's path questions.",
     "reconciles": "Change-log replays after another writer moved a metastore's version.",
     "rebuilds": "Metastore states rebuilt from PostgreSQL (change-log gap too large).",
     "dual_owner_drops": "Metastores dropped after seeing another shard's write (dual ownership resolved).",
@@ -65,6 +67,8 @@ GAUGES = {
     "cache_metastore_bytes": "Estimated bytes each metastore's cache holds (those holding nothing left out).",
     "metastores_warm": "Metastores served here whose state is in memory (the others went cold or were never used).",
     "metastores_owned": "Metastores this server serves now.",
+    "metastores_paths_in_db": "Metastores served here whose path index is kept in PostgreSQL (more storage paths "
+                              "than --path-index-max): asked path by path, a bounded part in memory.",
     "metastore_version": "The version of each metastore served here, as this server knows it (it rises by one per write).",
     "db_pool_size": "Connections open in the PostgreSQL pool.",
     "db_pool_idle": "Idle connections in the PostgreSQL pool.",

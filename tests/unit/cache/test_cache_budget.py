@@ -126,7 +126,15 @@ def test_metrics_show_the_hit_ratio_the_bound_and_each_metastores_bytes_and_idle
         add_caches(figures, shard)
         assert figures.gauges["cache_hit_ratio"] == 4 / 6 and figures.gauges["cache_bound_bytes"] == 1 << 20
         assert figures.labelled["cache_metastore_bytes"] == {ms: shard.states[ms].cache.bytes for ms in (hot, idle)}
-        assert figures.gauges["metastores_warm"] == 2
+        assert figures.gauges["metastores_warm"] == 2 and figures.gauges["metastores_paths_in_db"] == 0
+        big = Shard(store, "big", cache=CacheConfig(path_index_max=0))    # any path is too many for a whole index
+        async with store.write(hot, await store.metastore_version(hot)) as tx:
+            await tx.put(Asset(id=str(uuid.uuid4()), metastore_id=hot, type="table", namespace="table", parent_id=hot,
+                               name="p", full_name="c.s.p", storage_path="file:///w/0/p", info={}), new=True)
+        await big.warmed(hot)
+        in_db = Figures()
+        add_caches(in_db, big)
+        assert in_db.gauges["metastores_paths_in_db"] == 1
         now[0] += 100
         assert shard.evict_idle(keep={hot}) == 1
         figures = Figures()
