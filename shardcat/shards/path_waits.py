@@ -53,6 +53,9 @@ class PathWaits:
         and below it), and with `locations` its external locations' trie: a cold owner's loaded, a warm
         one's whole. For a read that asks them with no await in between (across an await the tries
         may change: ask inside `asking_paths` instead)."""
+        if not urls and not locations:
+            return await self.state(metastore_id, min_version, paths=False)
+
         async def ask(state):
             if isinstance(state.trie, ColdTrie):
                 state.trie.need_all_of(urls)        # one read for all of them
