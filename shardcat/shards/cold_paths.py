@@ -31,11 +31,12 @@ class PathsNeeded(BaseException):
     """A write asked a cold trie about a path it has not loaded: roll back, `load_near`, run again.
     A BaseException so that no `except Exception` in a write's body takes it for the write's failure."""
 
-    def __init__(self, trie: ColdTrie, url: str | None, more: tuple[str, ...] = ()):
+    def __init__(self, trie: ColdTrie, url: str | None, more: tuple[str, ...] = (), below: bool = True):
         super().__init__(url)
         self.trie = trie
         self.url = url          # canonical; None: the whole trie (all of it is needed, e.g. its size)
         self.more = more        # further canonical urls to load in the same read
+        self.below = below      # what lies below them too (False: at and above them, all an owner question needs)
 
 
 class TriesChanged(BaseException):
@@ -75,6 +76,9 @@ class ColdTrie:
     def __init__(self, whole_on_first_use: bool = False) -> None:
         self.known = UrlTrie()
         self.covered: set[str] = set()          # canonical urls whose surroundings are all in `known`
+        # Canonical urls whose entries at and above them are in `known` (what `owner` and `get` ask):
+        # a path's owner is loaded without what lies below it, which may be the whole metastore.
+        self.above: set[str] = set()
         self.whole = False                      # every entry is in `known`
         self.whole_on_first_use = whole_on_first_use   # the external locations' trie: load all at once
 
@@ -82,16 +86,23 @@ class ColdTrie:
         return self.whole or (not self.whole_on_first_use and any(
             url_from_segments(segments[:depth]) in self.covered for depth in range(1, len(segments) + 1)))
 
-    def _need(self, url: str) -> None:
+    def _need(self, url: str, below: bool = True) -> None:
         segments = url_segments(url)
-        if not self._covers(segments):
-            raise PathsNeeded(self, None if self.whole_on_first_use else url_from_segments(segments))
+        if self._covers(segments):
+            return
+        canonical = url_from_segments(segments)
+        if not below and canonical in self.above:
+            return
+        raise PathsNeeded(self, None if self.whole_on_first_use else canonical, below=below)
 
-    def need_all_of(self, urls) -> None:
-        """Raise PathsNeeded for every one of `urls` not loaded yet at once (one read loads them all)."""
-        missing = sorted({url_from_segments(s) for s in map(url_segments, urls) if not self._covers(s)})
+    def need_all_of(self, urls, below: bool) -> None:
+        """Raise PathsNeeded for every one of `urls` not loaded yet (its owner; with `below`, what lies
+        below it too), all at once: one read loads them all."""
+        canonical = {url_from_segments(url_segments(url)) for url in urls}
+        missing = sorted(u for u in canonical
+                         if not self._covers(url_segments(u)) and (below or u not in self.above))
         if missing:
-            raise PathsNeeded(self, missing[0], tuple(missing[1:]))
+            raise PathsNeeded(self, missing[0], tuple(missing[1:]), below=below)
 
     def _need_all(self) -> None:
         if not self.whole:
@@ -99,11 +110,11 @@ class ColdTrie:
 
     # Questions: answered only where complete.
     def get(self, url):
-        self._need(url)
+        self._need(url, below=False)
         return self.known.get(url)
 
     def owner(self, url):
-        self._need(url)
+        self._need(url, below=False)
         return self.known.owner(url)
 
     def first_overlap(self, url, ignore=None):
@@ -115,7 +126,7 @@ class ColdTrie:
         return self.known.descendants(url)
 
     def __contains__(self, url) -> bool:
-        self._need(url)
+        self._need(url, below=False)
         return url in self.known
 
     def items(self):
@@ -144,7 +155,8 @@ class ColdTrie:
         return UrlTrie.url_of(node)
 
     def __repr__(self) -> str:
-        return f"<ColdTrie {len(self.known)} known, {len(self.covered)} paths loaded{', whole' if self.whole else ''}>"
+        return (f"<ColdTrie {len(self.known)} known, {len(self.covered)} paths loaded, {len(self.above)} owners"
+                f"{', whole' if self.whole else ''}>")
 
 
 def cold_tries(state: MetastoreState, root_owner=None) -> None:
@@ -178,7 +190,8 @@ async def load_near(store, state: MetastoreState, need: PathsNeeded) -> int | No
     for url in urls:
         above, under = near(url)
         at += above
-        below.append(under)
+        if need.below:
+            below.append(under)
     version, found = await store.paths_near(state.id, sorted(set(at)), below, wants_locations)
     if version > state.version:
         return version
@@ -191,7 +204,7 @@ async def load_near(store, state: MetastoreState, need: PathsNeeded) -> int | No
     if wants_locations:
         trie.whole = True
     else:
-        trie.covered.update(urls)
+        (trie.covered if need.below else trie.above).update(urls)
     return None
 
 

@@ -47,18 +47,18 @@ class PathWaits:
             except (PathsNeeded, TriesChanged) as again:
                 await self._cold_again(state, again, loads := loads + 1)
 
-    async def with_paths(self, metastore_id: str, min_version: int, urls, *, locations: bool = False
-                         ) -> MetastoreState:
-        """The metastore's state, its trie able to answer now about each of `urls` (what lies at, above
-        and below it), and with `locations` its external locations' trie: a cold owner's loaded, a warm
-        one's whole. For a read that asks them with no await in between (across an await the tries
-        may change: ask inside `asking_paths` instead)."""
+    async def with_paths(self, metastore_id: str, min_version: int, urls, *, below: bool,
+                         locations: bool = False) -> MetastoreState:
+        """The metastore's state, its trie able to answer now about each of `urls` (its owner; with
+        `below`, what lies below it too), and with `locations` its external locations' trie: a cold
+        owner's loaded, a warm one's whole. For a read that asks them with no await in between (across
+        an await the tries may change: ask inside `asking_paths` instead)."""
         if not urls and not locations:
             return await self.state(metastore_id, min_version, paths=False)
 
         async def ask(state):
             if isinstance(state.trie, ColdTrie):
-                state.trie.need_all_of(urls)        # one read for all of them
+                state.trie.need_all_of(urls, below)     # one read for all of them
             if locations:
                 len(state.locations)
             return state

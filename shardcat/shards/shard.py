@@ -324,7 +324,7 @@ class Shard(PathWaits):
         if (past := past_read()) is not None:
             return await self._snapshot_at(metastore_id, past, names, paths, min_version)
         for _ in range(WRITE_ATTEMPTS):
-            state = await self.with_paths(metastore_id, min_version, paths)    # a cold owner loads them
+            state = await self.with_paths(metastore_id, min_version, paths, below=False)    # a cold owner loads them
             version = state.version
             owners = {p: state.trie.owner(p) for p in paths}
             ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
@@ -356,7 +356,7 @@ class Shard(PathWaits):
                            min_version: int) -> Snapshot:
         """`snapshot` at a past version (store/history.py). A path answers with the asset owning it
         now, as it was then (the trie holds the present's paths)."""
-        state = await self.with_paths(metastore_id, min_version, paths)
+        state = await self.with_paths(metastore_id, min_version, paths, below=False)
         owners = {p: state.trie.owner(p) for p in paths}
         ids = sorted({o[1].asset_id for o in owners.values() if o is not None and not o[1].is_root})
         assets = await history.with_ancestors(self.store, metastore_id, past, await history.assets_at(

@@ -176,8 +176,11 @@ async def _scenario(pg_url: str, initial, later, questions: list[str], early: li
             if in_db:
                 assert await shard.warmed(ms) is state and state.paths_in_db
             assert isinstance(state.trie, ColdTrie) and not state.paths_ready.is_set()
-            for url in early:                                          # some paths loaded before the writes
-                await _ask(shard, state, lambda url=url: _answers(state.trie, state.locations, url))
+            for n, url in enumerate(early):     # some paths loaded before the writes: some whole, some their owners only
+                if n % 2:
+                    await _ask(shard, state, lambda url=url: state.trie.owner(url))
+                else:
+                    await _ask(shard, state, lambda url=url: _answers(state.trie, state.locations, url))
             for n, (op, by_owner) in enumerate(later):
                 async def body(tx, state, op=op, n=n):
                     ids = sorted(live, key=lambda i: (live[i].storage_path, live[i].type))   # not by random ids

@@ -275,7 +275,7 @@ class Federation:
         # Their paths loaded on a cold owner (shards/path_waits.py); asked below with no await between.
         state = await self.shard.with_paths(ms, 0, sorted({p for t in want.values() if not t.get("partial")
                                                            and (p := _url_or_none(t.get("storage_location")))}),
-                                           locations=True)
+                                           below=True, locations=True)
         puts, news = [], []
         for name, t in want.items():
             old = have.get(name)
