@@ -381,8 +381,14 @@ def test_a_cold_owner_reads_by_path_before_its_index_is_built(pg_url, tmp_path):
                 raise AssertionError("listed outside every external location")
             except CatalogError as e:
                 assert e.code in ("PERMISSION_DENIED", "INVALID_PARAMETER_VALUE"), e
+            try:        # nor the location's root, and nothing below it is read for a caller refused there
+                await asyncio.wait_for(list_files(shard, bob, lake), 30)
+                raise AssertionError("bob listed the location")
+            except CatalogError as e:
+                assert e.code in ("PERMISSION_DENIED", "INVALID_PARAMETER_VALUE"), e
             state = shard.states[ms]
             assert not state.paths_ready.is_set() and shard.stats["cold_path_loads"] >= 1
+            assert lake not in state.trie.covered and lake in state.trie.above
         finally:
             gate.set()
         await shard.warmed(ms)
