@@ -231,6 +231,15 @@ def _table(name: str, location: str | None = None) -> dict:
                          "position": 0, "nullable": True}], **kind}
 
 
+async def _until(condition, seconds: float = 30) -> bool:
+    """Whether `condition()` came true within `seconds` (a loaded machine may take long to get there)."""
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
+
+
 async def _refused(coro) -> str:
     try:
         await coro
@@ -289,13 +298,13 @@ def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_bu
             async def hold(tx, state):
                 await release.wait()
             held = asyncio.create_task(shard.write(ms, hold))
-            await asyncio.sleep(0.05)
+            await _until(lambda: state.write_lock.locked() and not state.pending)      # the held write runs
             group = [asyncio.create_task(service.create(caller, "table", _table(n, f"{lake}/same/{p}")))
                      for n, p in (("g1", "x"), ("g2", "x/y"))]
-            await asyncio.sleep(0.05)
-            assert len(state.pending) == 2
-            release.set()
+            both_queued = await _until(lambda: len(state.pending) == 2)
+            release.set()           # before asserting: a failure must not leave the held write open
             await held
+            assert both_queued
             first, second = await asyncio.gather(*group, return_exceptions=True)
             assert first["storage_location"] == f"{lake}/same/x"
             assert isinstance(second, CatalogError) and "overlaps" in second.message
