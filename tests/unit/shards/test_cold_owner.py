@@ -1,6 +1,6 @@
-"""A cold owner (shards/state.py): it answers reads by name and writes (their paths from cold tries,
-shards/cold_paths.py) before its path index is whole, its readers by path wait for the whole index,
-and the index it builds aside while another writer goes on answers every ownership and overlap
+"""A cold owner (shards/state.py): it answers reads by name, by path and writes (their paths from cold
+tries, shards/cold_paths.py) before its path index is whole; a metastore past `path_index_max` paths
+keeps them in the store for good; and the index it builds aside while another writer goes on answers every ownership and overlap
 question exactly as a trie built from scratch does. Idle metastores go cold and are served again correctly."""
 
 from __future__ import annotations
@@ -268,5 +268,36 @@ def test_a_busy_metastore_is_not_evicted():
         async with state.write_lock:                                       # a write in progress
             assert shard.evict_idle() == 0
         assert shard.evict_idle() == 1
+
+    asyncio.run(scenario())
+
+
+def test_paths_kept_in_the_store_answer_and_a_request_asking_too_many_is_refused(monkeypatch):
+    from shardcat.errors import CatalogError
+    from shardcat.shards import path_waits
+
+    async def scenario():
+        store = MemoryStore()
+        ms = await _metastore(store)
+        async with store.write(ms, 0) as tx:
+            tables = [await tx.put(_asset(ms, i, f"{ROOT}/t{i}"), new=True) for i in range(4)]
+        shard = Shard(store, "big", cache=CacheConfig(path_index_max=3))     # 4 paths: too many for a whole index
+        state = await shard.warmed(ms)
+        assert state.paths_in_db and not state.paths_ready.is_set()
+        snap = await shard.snapshot(ms, [], [f"{ROOT}/t{i}/part" for i in range(4)])     # one read for all four
+        assert [snap.by_path[f"{ROOT}/t{i}/part"][1].id for i in range(4)] == [t.id for t in tables]
+        assert shard.stats["cold_path_loads"] == 1
+
+        monkeypatch.setattr(path_waits, "COLD_LOADS_IN_DB", 2)
+
+        async def one_by_one(state):        # a question asking its paths in turn: a load each
+            return [state.trie.first_overlap(f"{ROOT}/u{i}") for i in range(3)]
+        try:
+            await shard.asking_paths(ms, 0, one_by_one)
+            raise AssertionError("three loads were taken")
+        except CatalogError as e:
+            assert e.code == "RESOURCE_EXHAUSTED", e
+        answers = await shard.asking_paths(ms, 0, one_by_one)     # two loaded by the refused one: answered now
+        assert [(url, owner.type) for url, owner in answers] == [(ROOT, "metastore")] * 3
 
     asyncio.run(scenario())
