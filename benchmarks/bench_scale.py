@@ -199,7 +199,9 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
         out["state_build_s"] = time.perf_counter() - t0
         out["state_bytes"] = heap() - base
         base = heap()
+        t0 = time.perf_counter()
         _, index = await load_index(store, ms)
+        out["privilege_load_s"] = time.perf_counter() - t0     # what a cold owner's first governed request waits
         out["privilege_bytes"] = heap() - base
         del index
         if not traced:
@@ -422,6 +424,7 @@ async def run(args, tmp: Path, pg: h.Postgres) -> dict:
         row["insert_s"] = insert_s
         log("  resident bytes (tracemalloc, in this process)")
         row.update(await resident_bytes(db, ms, n))
+        log(f"  privilege index loaded in {row['privilege_load_s']:.2f} s ({row['measured_by']})")
         log(f"  state {row['state_per_asset']:,.0f} B/asset, privileges {row['privilege_per_asset']:,.0f} B/asset, "
             f"cached table {row['cached_per_table']:,.0f} B")
         out["sizes"].append(row)
