@@ -220,9 +220,37 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
         tracemalloc.stop()
     finally:
         await store.close()
+    out.update(await owner_reads(db, ms))
     out["state_per_asset"] = out["state_bytes"] / n
     out["privilege_per_asset"] = out["privilege_bytes"] / n
     out["cached_per_table"] = out["cached_heap_bytes"] / max(1, out["cached_entries"])
+    return out
+
+
+# The privilege index's read of every securable's owner: from its column (migration 0019), and the
+# baseline, out of each asset's JSON body as before. Each twice, alternating; the second of each counts.
+OWNER_READS = {
+    "owners_column_s": "SELECT id, parent_id, type, full_name, owner FROM assets "
+                       "WHERE metastore_id = $1 AND type <> 'staging_table'",
+    "owners_from_json_s": "SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets "
+                          "WHERE metastore_id = $1 AND type <> 'staging_table'",
+}
+
+
+async def owner_reads(db: str, ms: str) -> dict:
+    import asyncpg
+    conn = await asyncpg.connect(db)
+    out = {}
+    try:
+        for _ in range(2):
+            for key, sql in OWNER_READS.items():
+                t0 = time.perf_counter()
+                await conn.fetch(sql, uuid.UUID(ms))
+                out[key] = time.perf_counter() - t0
+    finally:
+        await conn.close()
+    log(f"  owners read: {out['owners_column_s']:.2f} s from their column, {out['owners_from_json_s']:.2f} s "
+        "from the JSON bodies (before migration 0019)")
     return out
 
 
@@ -460,7 +488,7 @@ def markdown(run: dict) -> str:
              f"{CACHED_SAMPLE:,} tables (bytes per cached table).", "",
              "| tables | cold getTable | cold read by path | cold read + first write | getTable p50/p99 "
              "| listTables p50/p99 (first / last page p50) "
-             "| createTable p50/p99 | path index | state B/asset | privileges B/asset | cached table B "
+             "| createTable p50/p99 | path index | state B/asset | privileges B/asset (load) | cached table B "
              "| RSS idle → warm → end |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |"]
     for r in sizes:
@@ -469,7 +497,8 @@ def markdown(run: dict) -> str:
             f"{r['time_to_warm_ms']:,.0f} ms | "
             f"{r['get_p50']:.1f} / {r['get_p99']:.1f} ms | {r['list_p50']:.1f} / {r['list_p99']:.1f} ms "
             f"({r['list_first_p50']:.1f} / {r['list_last_p50']:.1f}) | {r['create_p50']:.1f} / {r['create_p99']:.1f} ms | "
-            f"{'in PostgreSQL' if r.get('paths_in_db') else 'in memory'} | {r['state_per_asset']:,.0f} | {r['privilege_per_asset']:,.0f} | {r['cached_per_table']:,.0f} | "
+            f"{'in PostgreSQL' if r.get('paths_in_db') else 'in memory'} | {r['state_per_asset']:,.0f} | "
+            f"{r['privilege_per_asset']:,.0f} ({r.get('privilege_load_s', float('nan')):.1f} s) | {r['cached_per_table']:,.0f} | "
             + " → ".join(f"{r[k] / 2 ** 20:,.0f}" for k in ("rss_idle", "rss_state", "rss_end")) + " MiB |")
     lines += ["", "Growth with the tables of the metastore (slope of log cost over log tables):", ""]
     for key, what in (("cold_get_ms", "cold getTable"), ("cold_path_ms", "cold read by path"),

@@ -27,7 +27,7 @@ async def privilege_snapshot(store, metastore_id: str):
         if meta is None:
             raise MetastoreGone(metastore_id)
         assets = await conn.fetch(
-            """SELECT id, parent_id, type, full_name, info->>'owner' AS owner FROM assets
+            """SELECT id, parent_id, type, full_name, owner FROM assets
                WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
         grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
     return meta["version"], meta["info"].get("owner"), assets, group_grants(grants)
