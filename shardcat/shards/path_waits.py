@@ -85,7 +85,8 @@ class PathWaits:
 
     async def _cold_again(self, state: MetastoreState, again: BaseException, loads: int) -> None:
         """A write rolled back on cold tries: load the path it asked about (PathsNeeded) or just go
-        again (TriesChanged); past COLD_LOADS loads, wait for the whole index instead."""
+        again (TriesChanged); past COLD_LOADS loads, wait for the whole index instead, or where there
+        is none (paths kept in PostgreSQL) refuse the request past COLD_LOADS_IN_DB."""
         if loads > COLD_LOADS_IN_DB and state.paths_in_db:
             raise CatalogError("RESOURCE_EXHAUSTED", "The request asks about more storage paths at once than the "
                                                      "catalog loads for one request; ask about fewer.")
