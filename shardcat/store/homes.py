@@ -68,16 +68,18 @@ class _Progress:
     side_copies: int = 0                   # passes that copied SIDE_TABLES again
 
 
-async def _columns(conn, table: str) -> str:
+async def _columns(conn, table: str, serial: bool = False) -> str:
+    """The columns a copy writes: not those PostgreSQL computes (generated ones, a serial table's id)."""
     rows = await conn.fetch("""SELECT column_name FROM information_schema.columns
-                               WHERE table_schema = current_schema() AND table_name = $1 AND column_name <> 'id'
-                               ORDER BY ordinal_position""", table)
+                               WHERE table_schema = current_schema() AND table_name = $1 AND is_generated = 'NEVER'
+                                 AND NOT ($2 AND column_name = 'id')
+                               ORDER BY ordinal_position""", table, serial)
     return ", ".join(f'"{r["column_name"]}"' for r in rows)
 
 
-async def _copy(src, dst, table: str, where: str, args: list, columns: str = "*") -> int:
+async def _copy(src, dst, table: str, where: str, args: list, columns: str) -> int:
     """Rows of `table` matching `where` in the source's open snapshot, inserted in the target."""
-    insert = (f"INSERT INTO {table} {'' if columns == '*' else f'({columns})'} "
+    insert = (f"INSERT INTO {table} ({columns}) "
               f"SELECT {columns} FROM json_populate_recordset(null::{table}, $1::json)")
     batch: list[str] = []
     count = 0
@@ -112,8 +114,8 @@ async def _bulk_copy(src, dst, ms: uuid.UUID) -> _Progress:
             await dst.execute("INSERT INTO metastores (id, name, version, info, fenced) VALUES ($1, $2, $3, $4, true)",
                               ms, meta["name"], meta["version"], meta["info"])
             for table, key in HOME_TABLES:
-                columns = await _columns(dst, table) if key == SERIAL else "*"
-                progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms], columns)
+                progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms],
+                                             await _columns(dst, table, key == SERIAL))
     return progress
 
 
@@ -141,17 +143,18 @@ async def _catch_up(src, dst, ms: uuid.UUID, progress: _Progress) -> int:
                     await dst.execute(f"DELETE FROM {table} WHERE metastore_id = $1 AND {key} = ANY($2::uuid[])",
                                       ms, changed)
             for table, key in HOME_TABLES:
+                columns = await _columns(dst, table, key == SERIAL)
                 if key == SERIAL:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND id > $2",
-                                                 [ms, progress.marks[table]], await _columns(dst, table))
+                                                 [ms, progress.marks[table]], columns)
                 elif table in whole:
-                    progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms])
+                    progress.rows += await _copy(src, dst, table, "metastore_id = $1", [ms], columns)
                 elif key == VERSIONED:
                     progress.rows += await _copy(src, dst, table, "metastore_id = $1 AND version > $2",
-                                                 [ms, progress.version])
+                                                 [ms, progress.version], columns)
                 elif changed:
                     progress.rows += await _copy(src, dst, table, f"metastore_id = $1 AND {key} = ANY($2::uuid[])",
-                                                 [ms, changed])
+                                                 [ms, changed], columns)
             await dst.execute("UPDATE metastores SET version = $2, name = $3, info = $4 WHERE id = $1",
                               ms, meta["version"], meta["name"], meta["info"])
     progress.version, progress.marks, progress.side = meta["version"], marks, meta["side_writes"]
