@@ -27,7 +27,6 @@ import ray
 
 from ..catalog.features import maintenance as maintenance_feature
 from ..governance import audit, oidc
-from ..governance.index import privilege_index
 from ..web import http1
 from .gc_policy import freeze_survivors_of_full_collections
 from ..web import metrics as web_metrics
@@ -138,14 +137,12 @@ class ShardActor:
             await asyncio.sleep(HEARTBEAT_SECONDS)
 
     async def own(self, metastore_ids: list[str], warm: bool = False) -> None:
-        """Serve these metastores; with `warm`, build their state and privilege index now instead of on
-        first use (a planned move: its users' first governed requests do not wait for the index)."""
+        """Serve these metastores; with `warm`, build their state now instead of on first use."""
         for metastore_id in metastore_ids:
             self.shard.own(metastore_id)
         if warm:
             for metastore_id in metastore_ids:
                 await self.shard.state(metastore_id)
-                await privilege_index(self.shard, metastore_id)
 
     async def drop(self, metastore_ids: list[str]) -> None:
         for metastore_id in metastore_ids:
@@ -162,7 +159,6 @@ class ShardActor:
         caches = [s.cache.stats() for s in self.shard.states.values() if s.cache is not None]
         cached = {k: sum(c[k] for c in caches) for k in ("entries", "bytes", "hits", "misses")} if caches else {}
         return {"name": self.name, "metastores": len(self.shard.states), **self.shard.stats, "cache": cached,
-                "privileges_loaded": sorted(ms for ms, s in self.shard.states.items() if s.privileges is not None),
                 "front": dict(self.listening.front.stats), "audit": dict(self.audit.stats), "niceness": os.nice(0),
                 "event_loop": type(asyncio.get_running_loop()).__module__.partition(".")[0]}
 
