@@ -240,6 +240,24 @@ async def _until(condition, seconds: float = 30) -> bool:
     return condition()
 
 
+async def _lake_world(pg_url: str, lake: str, root: str):
+    """A metastore with catalog c, schema c.s, a storage credential and external location `lake`:
+    (store, metastore id, an admin caller, a warm writer's CatalogService)."""
+    store = await Store.open(pg_url, min_size=1, max_size=4)
+    await store.migrate()
+    ms = str(uuid.uuid4())
+    await store.create_metastore(ms, f"cw-{ms[:8]}", {"storage_root": root})
+    admin = Caller("admin", 1, True, 1, ms)
+    warm = CatalogService(Shard(store, "before"))
+    await warm.create(admin, "catalog", {"name": "c"})
+    await warm.create(admin, "schema", {"name": "s", "catalog_name": "c"})
+    writer = Shard(store, "before")
+    await Credentials(writer, "STORAGE", "Storage credential").create(
+        admin, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
+    await ExternalLocations(writer).create(admin, {"name": "lake", "url": lake, "credential_name": "cred"})
+    return store, ms, admin, warm
+
+
 async def _refused(coro) -> str:
     try:
         await coro
@@ -257,18 +275,7 @@ def test_a_cold_owner_creates_tables_and_refuses_overlaps_before_its_index_is_bu
     monkeypatch.setattr(cold_paths, "COLD_PATHS_MAX", 2)
 
     async def scenario():
-        store = await Store.open(pg_url, min_size=1, max_size=4)
-        await store.migrate()
-        ms = str(uuid.uuid4())
-        await store.create_metastore(ms, f"cw-{ms[:8]}", {"storage_root": root})
-        caller = Caller("admin", 1, True, 1, ms)
-        warm = CatalogService(Shard(store, "before"))
-        await warm.create(caller, "catalog", {"name": "c"})
-        await warm.create(caller, "schema", {"name": "s", "catalog_name": "c"})
-        writer = Shard(store, "before")
-        await Credentials(writer, "STORAGE", "Storage credential").create(
-            caller, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
-        await ExternalLocations(writer).create(caller, {"name": "lake", "url": lake, "credential_name": "cred"})
+        store, ms, caller, warm = await _lake_world(pg_url, lake, root)
         old = await warm.create(caller, "table", _table("old", f"{lake}/old"))
         managed_old = await warm.create(caller, "table", _table("managed_old"))
 
@@ -361,18 +368,8 @@ def test_a_cold_owner_reads_by_path_before_its_index_is_built(pg_url, tmp_path):
     (tmp_path / "lake" / "old" / "part-0.parquet").write_bytes(b"x")
 
     async def scenario():
-        store = await Store.open(pg_url, min_size=1, max_size=4)
-        await store.migrate()
-        ms = str(uuid.uuid4())
-        await store.create_metastore(ms, f"cr-{ms[:8]}", {"storage_root": root})
-        admin, bob = Caller("admin", 1, True, 1, ms), Caller("bob", 2, False, 1, ms)
-        warm = CatalogService(Shard(store, "before"))
-        await warm.create(admin, "catalog", {"name": "c"})
-        await warm.create(admin, "schema", {"name": "s", "catalog_name": "c"})
-        writer = Shard(store, "before")
-        await Credentials(writer, "STORAGE", "Storage credential").create(
-            admin, {"name": "cred", "aws_iam_role": {"role_arn": "arn:aws:iam::1:role/r"}})
-        await ExternalLocations(writer).create(admin, {"name": "lake", "url": lake, "credential_name": "cred"})
+        store, ms, admin, warm = await _lake_world(pg_url, lake, root)
+        bob = Caller("bob", 2, False, 1, ms)
         await warm.create(admin, "table", _table("old", f"{lake}/old"))
 
         gate = _gate_paths(store)
