@@ -23,8 +23,6 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     """The shard's figures now (plain data)."""
     figures = Figures(requests=observed.requests.snapshot())
     counters = figures.counters
-    # The caches of the metastores served now: a metastore dropped (moved away) takes its counts
-    # with it, which Prometheus' rate() reads as a counter reset.
     add_caches(figures, shard)
     figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
     for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops", "grouped_writes",
@@ -45,11 +43,12 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
 
 
 def add_caches(figures: Figures, shard: Shard) -> None:
-    """The caches of the metastores served now, together and per metastore, and how many are warm."""
+    """The caches of the metastores served now, together and per metastore, and how many are warm. The
+    counts include those of caches given up (moved away, gone cold, rebuilt): they never go down."""
     counters, gauges = figures.counters, figures.gauges
     caches = {ms: s.cache.stats() for ms, s in shard.states.items() if s.cache is not None}
     for key in _CACHE_COUNTS:
-        counters[f"cache_{key}"] = sum(c[key] for c in caches.values())
+        counters[f"cache_{key}"] = shard.caches.given_up[key] + sum(c[key] for c in caches.values())
     gauges["cache_entries"] = sum(c["entries"] for c in caches.values())
     gauges["cache_bytes"] = sum(c["bytes"] for c in caches.values())
     looked_up = counters["cache_hits"] + counters["cache_misses"]

@@ -53,6 +53,8 @@ class CacheFollower:
     def __init__(self, config, budget=None):
         self.config = config
         self.budget = budget
+        # The lookups of caches given up, so the shard's totals never go down (they are Prometheus counters).
+        self.given_up = {"hits": 0, "misses": 0, "evictions": 0}
 
     def applied(self, state, tx) -> None:
         if state.cache is not None:
@@ -70,8 +72,14 @@ class CacheFollower:
                                          budget=self.budget)
 
     def release(self, state) -> None:
-        """The state's cache is given up (rebuilt, gone cold, moved away): its bytes leave the budget."""
-        if state.cache is not None and self.budget is not None:
+        """The state's cache is given up (rebuilt, gone cold, moved away): its bytes leave the budget,
+        its counts stay in the shard's totals."""
+        if state.cache is None:
+            return
+        counts = state.cache.stats()
+        for key in self.given_up:
+            self.given_up[key] += counts[key]
+        if self.budget is not None:
             self.budget.forget(state.cache)
 
 
