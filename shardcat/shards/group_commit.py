@@ -91,8 +91,13 @@ def tries_of(state) -> tuple:
 
 
 def undo_speculation(state, batch: list[PendingWrite]) -> None:
-    """The group did not commit: put the state's storage paths back as they were, latest write first."""
+    """The group did not commit: put the state's storage paths back as they were, latest write first.
+    Tries swapped in since (the whole index arrived, a cold trie started over) were read from the
+    database, which never held the speculation: they are left as they are."""
     for pending in reversed(batch):
+        if pending.tries is not None and not pending.speculated_in(state):
+            pending.undo = []
+            continue
         for asset_id, url, owner, loc, loc_owner in reversed(pending.undo):
             state.forget(asset_id)
             if url is not None and owner is not None:

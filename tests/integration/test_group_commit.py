@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from shardcat.auth import Caller
 from shardcat.catalog.protocols.delta_commits import DeltaCommitService
 from shardcat.catalog.protocols.iceberg import IcebergCatalog
@@ -23,6 +25,7 @@ from shardcat.catalog.tree.service import CatalogService
 from shardcat.entities.asset import Asset
 from shardcat.errors import CatalogError
 from shardcat.shards.group_commit import GroupCommitConfig
+from shardcat.shards import state as state_module
 from shardcat.shards.session import Session
 from shardcat.shards.shard import Shard
 from shardcat.store.db import Store
@@ -290,6 +293,24 @@ def test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_b
             await store.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("read_after,install_after", [(0.0, 0.0), (0.003, 0.0), (0.01, 0.05), (0.01, 0.3), (0.05, 0.01)])
+def test_the_whole_index_arriving_at_any_moment_of_a_group_leaves_no_uncommitted_path(pg_url, tmp_path, monkeypatch,
+                                                                                       read_after, install_after):
+    """The first groups of a metastore run on cold tries while its whole index builds aside; it is
+    swapped in at some moment of a group (the delays move that moment), the group goes again, and
+    what the tries hold after is what a fresh shard reads. A write's body once put its table's
+    path into the new tries, where no undo took it out: the next create of that path was refused."""
+    build = state_module.build_paths
+
+    async def slowed(store, metastore_id, batch):
+        await asyncio.sleep(read_after)
+        index = await build(store, metastore_id, batch)
+        await asyncio.sleep(install_after)
+        return index
+    monkeypatch.setattr(state_module, "build_paths", slowed)
+    test_after_a_group_the_tries_hold_what_a_rebuild_would_even_if_one_came_in_between(pg_url, tmp_path)
 
 
 def test_a_group_whose_transaction_is_lost_fails_every_write_and_leaves_nothing(pg_url, tmp_path):

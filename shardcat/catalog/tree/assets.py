@@ -90,9 +90,15 @@ def missing(t: AssetType, full_name: str) -> CatalogError:
 # ---- storage: what the types' create and update rules share ----------------------------
 
 
-def check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bool) -> None:
-    """One asset per path: refuse a url that overlaps another asset's (managed roots count unless inside_managed)."""
-    hit = state.trie.first_overlap(url, ignore=(lambda o: o.is_root) if inside_managed else None)
+def check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bool, moving: str | None = None) -> None:
+    """One asset per path: refuse a url that overlaps another asset's (managed roots count unless
+    inside_managed; `moving`: the id of the asset moving to `url`, whose own path does not count).
+    It only reads the tries: a group's writes change them only through their undoable speculation."""
+    if moving is None:
+        ignore = (lambda o: o.is_root) if inside_managed else None
+    else:
+        ignore = (lambda o: o.is_root or o.asset_id == moving) if inside_managed else (lambda o: o.asset_id == moving)
+    hit = state.trie.first_overlap(url, ignore=ignore)
     if hit is not None:
         hit_url, owner = hit
         raise invalid(f"The {what} '{url}' overlaps the storage of {owner.type} '{owner.full_name}' at '{hit_url}'.")

@@ -198,11 +198,7 @@ async def updated_storage_and_columns(tx: WriteTx, state: MetastoreState, asset:
         if location != asset.storage_path:
             if info["table_type"] != "EXTERNAL":
                 raise invalid(f"The storage_location of a {info['table_type']} table cannot change.")
-            state.forget(asset.id)
-            try:
-                check_free(state, location, "storage_location", inside_managed=False)
-            finally:
-                state.remember(asset)
+            check_free(state, location, "storage_location", inside_managed=False, moving=asset.id)
             require_external_location(state, location, "storage_location")
             path = location
         info["storage_location"] = location
