@@ -94,10 +94,9 @@ def check_free(state: MetastoreState, url: str, what: str, *, inside_managed: bo
     """One asset per path: refuse a url that overlaps another asset's (managed roots count unless
     inside_managed; `moving`: the id of the asset moving to `url`, whose own path does not count).
     It only reads the tries: a group's writes change them only through their undoable speculation."""
-    if moving is None:
-        ignore = (lambda o: o.is_root) if inside_managed else None
-    else:
-        ignore = (lambda o: o.is_root or o.asset_id == moving) if inside_managed else (lambda o: o.asset_id == moving)
+    ignore = None
+    if inside_managed or moving is not None:
+        ignore = lambda o: (inside_managed and o.is_root) or o.asset_id == moving    # noqa: E731
     hit = state.trie.first_overlap(url, ignore=ignore)
     if hit is not None:
         hit_url, owner = hit
