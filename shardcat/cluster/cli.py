@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a metastore with more storage paths than this keeps its path index in PostgreSQL, "
                             "asked path by path with a bounded part in memory, instead of whole in memory "
                             "(default 250000)")
+    serve.add_argument("--privileges-aside-above", type=int, default=None,
+                       help="a cold owner of a metastore with more securables than this loads its whole privilege "
+                            "index aside, deciding each request from the securables it asks about meanwhile "
+                            "(default 100000)")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                        help="the event loop of the server and of its shard actors: uvloop (default) or "
                             "asyncio's own, for comparison")
@@ -167,8 +171,10 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
                        db=databases[0] if len(databases) == 1 else databases or None,
                        shards=args.shards, shards_per_node=args.shards_per_node, ray_address=args.ray_address,
                        cache=CacheConfig(enabled=not args.no_cache, max_bytes=args.cache_mb << 20,
-                                         **({} if args.path_index_max is None else
-                                            {"path_index_max": args.path_index_max})),
+                                         **{key: value for key, value in (
+                                             ("path_index_max", args.path_index_max),
+                                             ("privileges_aside_above", args.privileges_aside_above))
+                                            if value is not None}),
                        event_loop=args.event_loop, secret_key=args.secret_key, oidc=oidc_config(args),
                        group_commit=GroupCommitConfig(enabled=not args.no_group_commit),
                        webhook_allow_hosts=tuple(args.webhook_allow_host))

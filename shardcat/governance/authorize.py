@@ -31,7 +31,7 @@ from ..errors import CatalogError
 from . import abac
 from . import privileges as P
 from . import system_catalog
-from .index import privilege_index
+from .index import request_index
 
 _USE = {"catalog": P.USE_CATALOG, "schema": P.USE_SCHEMA}
 _LABEL = {"registered_model": "registered model", "external_location": "external location"}
@@ -402,7 +402,7 @@ async def authorizer(shard, caller: Caller) -> Authz:
     if caller.is_account_admin:
         authz = Authz(caller, None)
     else:
-        index = await privilege_index(shard, caller.metastore(), caller.min_version)
+        index = await request_index(shard, caller)
         past = past_read()
         if past is not None:
             index = _past_index(index, shard.version_of(caller.metastore()), past.version)

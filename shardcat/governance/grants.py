@@ -30,7 +30,7 @@ from ..store.protocol import CatalogStore
 from ..entities.values import now_ms
 from . import privileges as P
 from .authorize import Authz, authorizer, denied, label
-from .index import privilege_index
+from .index import privilege_index, request_index
 from ..web.kit import json_body, ok
 from ..web.routes import Handler, ShardServing
 
@@ -120,8 +120,9 @@ class PermissionsService:
         return kind, asset
 
     async def _authz(self, caller: Caller) -> Authz:
-        """With the index even for account admins: these answers read it."""
-        return Authz(caller, await privilege_index(self.shard, caller.metastore(), caller.min_version))
+        """With the index even for account admins: these answers read it (a securable's chain: a
+        partial index answers them, governance/index.py)."""
+        return Authz(caller, await request_index(self.shard, caller))
 
     async def get(self, caller: Caller, type_name: str, full_name: str, principal: str | None) -> dict:
         kind, asset = await self._securable(caller, type_name, full_name)

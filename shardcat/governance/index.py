@@ -5,15 +5,29 @@ need (`privilege_index`) and then kept current as one of the shard's followers
 (shards/followers.py, `PrivilegeFollower`): `on_applied` (its own writes, no I/O; the grants a
 write set are in `WriteTx.grants_set`) and `on_reconcile` (others' writes: re-read the grants
 and assets the change log names). A rebuild drops the index. The SQL is store/grants.py's.
+
+A metastore of more than `CacheConfig.privileges_aside_above` securables takes seconds to load
+(docs/benchmarks.md, "Scale"): there a request's decisions do not wait for it. `request_index`
+gives the request a partial index of its own (cache/partial_privilege_index.py) and starts the
+whole one loading aside; a question the partial one cannot answer raises IndexNeeded, and
+`answering` (around every request the app or its front answers) loads what it names and
+answers the request again. Past `MAX_LOADS` loads, or asked about everything, the request waits for the whole.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
+from ..cache.partial_privilege_index import IndexNeeded, PartialPrivilegeIndex
 from ..cache.privilege_index import PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
+from ..shards.session import current as current_session, past_read
 from ..store.writes import WriteTx
-from ..store.grants import grants_of, privilege_snapshot
+from ..store.grants import count_securables, grants_of, privilege_snapshot, securable_chains
+
+MAX_LOADS = 16      # a request's partial loads; then it waits for the whole index
 
 
 async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
@@ -56,6 +70,85 @@ async def privilege_index(shard, metastore_id: str, min_version: int = 0) -> Pri
 
 
 _STALE = object()   # the metastore's owner may have changed: read it again
+
+
+@dataclass
+class RequestPrivileges:
+    """One request's partial index (in its session), for the task answering it: a group's write body
+    runs in its committer's task, which decides with the whole index."""
+    task: object
+    index: PartialPrivilegeIndex | None = None
+    loads: int = 0
+    whole: bool = False         # asked about everything, or loaded too often: wait for the whole index
+
+
+async def request_index(shard, caller) -> PrivilegeIndex:
+    """The index the caller's request decides with: the metastore's whole one when loaded, or small
+    enough to load now; else, in a request (a session of this task), a partial one of its own while
+    the whole one loads aside."""
+    metastore_id = caller.metastore()
+    session = current_session()
+    mine = session.privileges if session is not None else None
+    if session is None or past_read() is not None or session.caller != caller or \
+            (mine is not None and (mine.task is not asyncio.current_task() or mine.whole)):
+        return await privilege_index(shard, metastore_id, caller.min_version)
+    state = await shard.state(metastore_id, caller.min_version, paths=False)
+    if state.privileges is not None or not await _loads_aside(shard, state):
+        return await privilege_index(shard, metastore_id, caller.min_version)
+    if mine is None or mine.index is None or mine.index.root_id != metastore_id:
+        meta = await shard.store.get_metastore(metastore_id)
+        partial = PartialPrivilegeIndex(metastore_id, meta.info.get("owner") if meta else None)
+        rows, grants = await securable_chains(shard.store, metastore_id, [])
+        partial.load(rows, grants, ())
+        mine = session.privileges = RequestPrivileges(asyncio.current_task(), partial)
+    return mine.index
+
+
+async def _loads_aside(shard, state) -> bool:
+    """Whether the metastore is large enough to load its whole index aside; if so, that load is under way."""
+    aside = state.privileges_aside
+    if aside is None or (aside is not False and aside.done() and state.privileges is None):   # failed, or a rebuild dropped it
+        most = shard.cache_config.privileges_aside_above
+        if aside is None and await count_securables(shard.store, state.id, most + 1) <= most:
+            state.privileges_aside = False
+            return False
+        aside = state.privileges_aside = asyncio.create_task(load_whole_aside(shard, state.id))
+        # A failure is met again by the next request that needs the whole index.
+        aside.add_done_callback(lambda t: t.cancelled() or t.exception())
+    return aside is not False
+
+
+async def load_whole_aside(shard, metastore_id: str) -> None:
+    """The whole index, loaded for the requests to come (tests hold it back to see a request not wait)."""
+    await privilege_index(shard, metastore_id)
+
+
+async def answering(shard, session, attempt):
+    """`attempt()`'s answer, made again after each load of what the request's partial index lacked
+    (the app's innermost middleware and the front's own answers run requests through it). The writes
+    of an attempt that asked were rolled back: a decision comes before the rows it allows."""
+    while True:
+        try:
+            return await attempt()
+        except IndexNeeded as need:
+            if session is None or session.privileges is None or session.privileges.whole:
+                raise       # not a partial index's question: a fault
+            if session.written_version is not None:
+                raise       # asked after a write committed: going again would write twice (a fault)
+            await _load_needed(shard, session, need)
+
+
+async def _load_needed(shard, session, need: IndexNeeded) -> None:
+    """What a request's partial index was asked about and lacked, loaded into it; the whole index
+    wanted (or too many loads) marks the request to wait for it."""
+    mine = session.privileges
+    mine.loads += 1
+    if need.sids is None or mine.loads > MAX_LOADS:
+        mine.whole = True
+        return
+    rows, grants = await securable_chains(shard.store, mine.index.root_id, list(need.sids))
+    mine.index.load(rows, grants, need.sids)
+    shard.stats["privilege_chain_loads"] += len(need.sids)
 
 
 def on_applied(state, tx: WriteTx) -> None:

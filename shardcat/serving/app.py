@@ -21,6 +21,7 @@ from ..governance.audit import annotate as annotate_audit
 from ..governance.audit import middleware as audit_middleware
 from ..openapi import openapi_handlers
 from ..governance.authentication import Authenticator
+from ..governance.index import answering
 from ..web.middleware import error_middleware, text_input
 from ..entities.types import TYPES
 from ..store.errors import MetastoreGone
@@ -283,6 +284,17 @@ def shard_handlers(serving: Serving) -> dict[str, Handler]:
     return {**api.handlers(), "resolve": resolve, "resolveStats": resolve_stats}
 
 
+def _privileges_on_demand(shard: Shard):
+    """A request deciding from a partial privilege index (a cold owner of a large metastore) is
+    answered again once what it asked about is loaded (governance/index.py `answering`)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        return await answering(shard, current_session(), lambda: handler(request))
+
+    return middleware
+
+
 def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_handlers=None,
                    max_body_bytes: int = MAX_BODY_BYTES, webhook_allow_hosts=()) -> web.Application:
     """The API app over one shard: audit, error JSON, authentication, the shard's routes (and, with
@@ -290,7 +302,7 @@ def make_shard_app(shard: Shard, authenticator: Authenticator, *, extra_handlers
     audit_log = AuditLog(shard.store)
     app = web.Application(
         middlewares=[audit_middleware(audit_log), error_middleware(max_body_bytes), authenticator.middleware,
-                     text_input, _metastore_session(shard), versions_middleware(shard)],
+                     text_input, _metastore_session(shard), versions_middleware(shard), _privileges_on_demand(shard)],
         client_max_size=max_body_bytes)
     app[AUDIT_KEY] = audit_log
     app.on_startup.append(audit_log.start)

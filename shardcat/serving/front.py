@@ -25,6 +25,7 @@ from aiohttp import web
 
 from ..auth import Caller, bearer
 from ..governance import audit
+from ..governance.index import answering
 from ..web import http1
 from ..web.http_limits import HttpLimits
 from ..web.shard_client import Address, Answer, ShardClient
@@ -126,7 +127,7 @@ class ShardFront:
                 return None
             before = self.shard.states.get(caller.metastore_id)
             with Session(caller, audit=audit.context(self.audit_log, request_id, route.audit.label)) as session:
-                body = await work(caller)
+                body = await answering(self.shard, session, lambda: work(caller))
         except Exception:       # not found, refused, a database error...: the app answers it as always
             self.stats["tried_first"] += 1
             return None
@@ -155,7 +156,7 @@ class ShardFront:
         session = Session(caller, audit=audit.context(self.audit_log, request_id, route.audit.label))
         try:
             with session:
-                answer = await work(caller, json_object(request.body))
+                answer = await answering(self.shard, session, lambda: work(caller, json_object(request.body)))
             status, body = 200, encode_json(answer)
         except Exception as e:
             if session.written_version is None and (isinstance(e, MetastoreGone) or

@@ -26,7 +26,7 @@ def shard_figures(shard: Shard, audit_log: AuditLog, observed: Observed) -> Figu
     add_caches(figures, shard)
     figures.labelled["metastore_version"] = {ms: state.version for ms, state in shard.states.items()}
     for key in ("writes", "write_conflicts", "reconciles", "rebuilds", "dual_owner_drops", "grouped_writes",
-                "lone_writes", "group_replays", "idle_evictions", "cold_path_loads"):
+                "lone_writes", "group_replays", "idle_evictions", "cold_path_loads", "privilege_chain_loads"):
         counters[key] = shard.stats.get(key, 0)
     counters["write_groups"] = shard.stats.get("groups", 0)
     add_audit(figures, audit_log)

@@ -38,6 +38,8 @@ class Session:
     # The audit row in the making (governance/audit.py): the log, request id and route, and the
     # securable a handler names; None where no audit log records the request.
     audit: dict | None = None
+    # The request's own privilege index while the metastore's whole one loads aside (governance/index.py).
+    privileges: object = None
     _token: contextvars.Token | None = field(default=None, init=False, repr=False)
 
     @property

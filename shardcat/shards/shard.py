@@ -103,7 +103,8 @@ class Shard(PathWaits):
         self._clock = clock       # idle eviction's (tests pass their own)
         self._swept = self._clock()
         self.stats = {"idle_evictions": 0, "reconciles": 0, "rebuilds": 0, "writes": 0, "write_conflicts": 0, "dual_owner_drops": 0,
-                      "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0, "cold_path_loads": 0}
+                      "lone_writes": 0, "groups": 0, "grouped_writes": 0, "group_replays": 0, "cold_path_loads": 0,
+                      "privilege_chain_loads": 0}
         # Kept current with every change this shard applies (followers.py): the cache first; features
         # that mirror a metastore (governance's privilege index) join with `follow`.
         self.budget = CacheBudget(cache.max_bytes)      # --cache-mb: all this shard's caches together

@@ -33,6 +33,9 @@ class CacheConfig:
     # A metastore with more storage paths than this never holds its path index whole in memory: its
     # tries stay cold tries, asked of PostgreSQL path by path and bounded (cold_paths.py, #48).
     path_index_max: int = 250_000
+    # A cold owner of a metastore with more securables than this loads its whole privilege index aside;
+    # meanwhile a request decides from the securables it asks about (governance/index.py, #48).
+    privileges_aside_above: int = 100_000
 
 
 _TYPES: list[str] = []                  # asset type by its code in a PathOwner (a few dozen at most)
@@ -127,6 +130,7 @@ class MetastoreState:
     locations: UrlTrie = field(default_factory=UrlTrie)
     location_of: dict[str, object] = field(default_factory=dict)   # external location id -> its node
     privileges: object = None   # a follower's: governance/index.py's privilege index, loaded on first use
+    privileges_aside: object = None    # governance/index.py: the task loading it aside, and whether it is large
     policies: object = None     # a follower's: governance/abac.py's parsed ABAC policies, loaded on first use
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reconcile_lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -34,6 +34,40 @@ async def privilege_snapshot(store, metastore_id: str):
     return meta["version"], meta["info"].get("owner"), assets, group_grants(grants)
 
 
+async def count_securables(store, metastore_id: str, limit: int) -> int:
+    """How many securables the metastore has, counted up to `limit` (an index range, bounded)."""
+    return await (await store.home(metastore_id)).fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM assets WHERE metastore_id = $1 LIMIT $2) AS s",
+        uuid.UUID(metastore_id), limit)
+
+
+async def securable_chains(store, metastore_id: str, securable_ids: list[str]):
+    """The securables with these ids and all their ancestors, as rows (id, parent_id, type, owner,
+    full_name), and the grants on them and on the metastore, in one snapshot: what a decision about
+    one of them reads (cache/partial_privilege_index.py). Ids that are not UUIDs name nothing."""
+    ms = uuid.UUID(metastore_id)
+    ids = []
+    for sid in securable_ids:
+        try:
+            ids.append(uuid.UUID(sid))
+        except ValueError:
+            continue
+    async with (await store.home(metastore_id)).acquire() as conn, \
+            conn.transaction(isolation="repeatable_read", readonly=True):
+        rows = await conn.fetch(
+            """WITH RECURSIVE chain AS (
+                   SELECT id, parent_id FROM assets WHERE metastore_id = $1 AND id = ANY($2) AND type <> 'staging_table'
+                   UNION
+                   SELECT a.id, a.parent_id FROM assets a JOIN chain c ON a.id = c.parent_id
+                   WHERE a.metastore_id = $1)
+               SELECT a.id::text, a.parent_id::text, a.type, a.owner, a.full_name
+               FROM assets a JOIN chain c ON a.id = c.id WHERE a.metastore_id = $1""", ms, ids)
+        grants = await conn.fetch("""SELECT securable_id, principal, privilege FROM grants
+                                     WHERE metastore_id = $1 AND securable_id = ANY($2)""",
+                                  ms, [ms, *(uuid.UUID(r["id"]) for r in rows)])
+    return [tuple(r) for r in rows], group_grants(grants)
+
+
 async def grants_of(store, metastore_id: str, securable_ids: list[str]) -> dict[str, dict[str, set[str]]]:
     """The grants on these securables of a metastore, grouped (those with none are absent)."""
     rows = await (await store.home(metastore_id)).fetch("SELECT securable_id, principal, privilege FROM grants WHERE securable_id = ANY($1)",

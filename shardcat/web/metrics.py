@@ -44,6 +44,8 @@ COUNTERS = {
     "group_replays": "Groups rolled back and run again with a savepoint per write, one of them having failed.",
     "cold_path_loads": "Storage paths a cold path index (a new owner's, or one kept in PostgreSQL past "
                        "--path-index-max) read from PostgreSQL for a request's path questions.",
+    "privilege_chain_loads": "Securables a request's partial privilege index read with their ancestors and grants "
+                             "(a cold owner of a large metastore, its whole index loading aside).",
     "reconciles": "Change-log replays after another writer moved a metastore's version.",
     "rebuilds": "Metastore states rebuilt from PostgreSQL (change-log gap too large).",
     "dual_owner_drops": "Metastores dropped after seeing another shard's write (dual ownership resolved).",

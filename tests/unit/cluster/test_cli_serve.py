@@ -24,6 +24,9 @@ def test_cache_and_cluster_flags():
     assert not c.cache.enabled and c.cache.max_bytes == 64 << 20
     assert config().cache.path_index_max == 250_000
     assert config("--path-index-max", "1000").cache.path_index_max == 1000
+    assert config().cache.privileges_aside_above == 100_000
+    both = config("--path-index-max", "7", "--privileges-aside-above", "9").cache
+    assert (both.path_index_max, both.privileges_aside_above) == (7, 9)
     assert (c.shards, c.ray_address, c.db) == (3, "auto", "postgresql://x/y")
 
 
