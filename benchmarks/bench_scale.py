@@ -11,7 +11,9 @@ One run, one embedded PostgreSQL (issue #48):
    "cold read + first write"; before issue #48's cold tries it waited for the whole path index),
    then warm p50/p99 of getTable, listTables (a page of 100 at random places in the schema: keyset
    pages) and createTable, one request at a time,
-   and the server's RSS. In this process: the resident bytes per asset of a shard's state (the
+   and the server's RSS; then a user's (no admin) first getTable on a fresh owner, once deciding from
+   the table's chain while the whole privilege index loads aside, once waiting for the whole index
+   (`--privileges-aside-above` past the size). In this process: the resident bytes per asset of a shard's state (the
    path index), of the privilege index, and of a cached table (tracemalloc).
 2. Metastores per shard, 10, 1K, 10K, each a catalog, a schema and 10 tables (rows copied straight
    into PostgreSQL): one in-process Shard touches every one (a cold getTable each), then the
@@ -331,12 +333,58 @@ async def serve_size(tmp: Path, db: str, n: int, created: int) -> dict:
             lat = await sequential(s, "POST", bodies, token)
             out["create_p50"], out["create_p99"] = pct(lat, 50), pct(lat, 99)
         out["rss_end"] = h.rss(pid)
+        reader = await _reader(db, api, token, get.rsplit("/", 1)[-1])
         log(f"  warm p50/p99 ms: getTable {out['get_p50']:.1f}/{out['get_p99']:.1f}, listTables "
             f"{out['list_p50']:.1f}/{out['list_p99']:.1f} (first page {out['list_first_p50']:.1f}, last "
             f"{out['list_last_p50']:.1f}), createTable {out['create_p50']:.1f}/{out['create_p99']:.1f}")
     finally:
         h.stop(server.child)
+    out.update(await governed_cold_reads(tmp, db, n, get, reader))
     out["created"] = 1 + CREATES
+    return out
+
+
+async def _reader(db: str, api: str, admin_token: str, table: str) -> str:
+    """A token of a new user (no admin) in the admin's workspace, granted what reading `table` needs."""
+    import aiohttp
+
+    from shardcat.auth import hash_token, new_token
+    from shardcat.store.db import Store
+    store = await Store.open(db, min_size=1, max_size=2)
+    try:
+        name = f"reader_{uuid.uuid4().hex[:8]}"
+        principal = await store.create_principal(name, "user")
+        workspace = await store.pool.fetchval("SELECT workspace_id FROM tokens WHERE token_hash = $1",
+                                              hash_token(admin_token))
+        token = new_token()
+        await store.add_token(principal.id, hash_token(token), workspace)
+    finally:
+        await store.close()
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {admin_token}"}) as s:
+        for kind, securable, privilege in (("catalog", CATALOG, "USE CATALOG"), ("schema", f"{CATALOG}.{SCHEMA}",
+                                           "USE SCHEMA"), ("table", table, "SELECT")):
+            async with s.patch(f"{api}/permissions/{kind}/{securable}",
+                               json={"changes": [{"principal": name, "add": [privilege]}]}) as r:
+                assert r.status == 200, await r.text()
+    return token
+
+
+async def governed_cold_reads(tmp: Path, db: str, n: int, get: str, token: str) -> dict:
+    """A user's (no admin) first getTable on a fresh owner, twice in one run: deciding from the table's
+    chain while the whole privilege index loads aside (`--privileges-aside-above 0`; by default past
+    100,000 securables) and waiting for the whole index (the threshold past the metastore's size)."""
+    out = {}
+    for mode, above in (("aside", 0), ("whole", 10 * n)):
+        extra = ("--privileges-aside-above", str(above))
+        server = h.start_shardcat(tmp / "data", db, *extra, name=f"governed-{mode}-{n}")
+        try:
+            url = server.api + get[get.index("/tables/"):]        # the same table on this server
+            out[f"governed_{mode}_ms"], status, body = await timed_call("GET", url, token, timeout=COLD_TIMEOUT)
+            assert status == 200, body[:300]
+        finally:
+            h.stop(server.child)
+    log(f"  a user's cold getTable: {out['governed_aside_ms']:,.0f} ms deciding from its chain, "
+        f"{out['governed_whole_ms']:,.0f} ms waiting for the whole privilege index")
     return out
 
 
@@ -486,14 +534,16 @@ def markdown(run: dict) -> str:
              "state of the metastore (its path index: whole in memory, or kept in PostgreSQL past "
              "`--path-index-max`), the privilege index, and a cache replica of "
              f"{CACHED_SAMPLE:,} tables (bytes per cached table).", "",
-             "| tables | cold getTable | cold read by path | cold read + first write | getTable p50/p99 "
+             "| tables | cold getTable | a user's cold getTable (index aside / whole) | cold read by path "
+             "| cold read + first write | getTable p50/p99 "
              "| listTables p50/p99 (first / last page p50) "
              "| createTable p50/p99 | path index | state B/asset | privileges B/asset (load) | cached table B "
              "| RSS idle → warm → end |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |"]
     for r in sizes:
         lines.append(
-            f"| {r['tables']:,} | {r['cold_get_ms']:,.0f} ms | {r.get('cold_path_ms', float('nan')):,.0f} ms | "
+            f"| {r['tables']:,} | {r['cold_get_ms']:,.0f} ms | {r.get('governed_aside_ms', float('nan')):,.0f} / "
+            f"{r.get('governed_whole_ms', float('nan')):,.0f} ms | {r.get('cold_path_ms', float('nan')):,.0f} ms | "
             f"{r['time_to_warm_ms']:,.0f} ms | "
             f"{r['get_p50']:.1f} / {r['get_p99']:.1f} ms | {r['list_p50']:.1f} / {r['list_p99']:.1f} ms "
             f"({r['list_first_p50']:.1f} / {r['list_last_p50']:.1f}) | {r['create_p50']:.1f} / {r['create_p99']:.1f} ms | "
@@ -501,7 +551,9 @@ def markdown(run: dict) -> str:
             f"{r['privilege_per_asset']:,.0f} ({r.get('privilege_load_s', float('nan')):.1f} s) | {r['cached_per_table']:,.0f} | "
             + " → ".join(f"{r[k] / 2 ** 20:,.0f}" for k in ("rss_idle", "rss_state", "rss_end")) + " MiB |")
     lines += ["", "Growth with the tables of the metastore (slope of log cost over log tables):", ""]
-    for key, what in (("cold_get_ms", "cold getTable"), ("cold_path_ms", "cold read by path"),
+    for key, what in (("cold_get_ms", "cold getTable"), ("governed_aside_ms", "a user's cold getTable, index aside"),
+                      ("governed_whole_ms", "a user's cold getTable, waiting for the whole index"),
+                      ("cold_path_ms", "cold read by path"),
                       ("time_to_warm_ms", "cold read + first write"),
                       ("get_p50", "warm getTable p50"), ("list_p50", "listTables page p50"),
                       ("create_p50", "createTable p50"), ("state_bytes", "state bytes (whole metastore)"),
