@@ -74,10 +74,8 @@ _STALE = object()   # the metastore's owner may have changed: read it again
 
 @dataclass
 class RequestPrivileges:
-    """One request's partial index (in its session), for the task answering it: a group's write body
-    runs in its committer's task, which decides with the whole index."""
-    task: object
-    index: PartialPrivilegeIndex | None = None
+    """One request's partial index, in its session."""
+    index: PartialPrivilegeIndex
     loads: int = 0
     whole: bool = False         # asked about everything, or loaded too often: wait for the whole index
 
@@ -85,22 +83,23 @@ class RequestPrivileges:
 async def request_index(shard, caller) -> PrivilegeIndex:
     """The index the caller's request decides with: the metastore's whole one when loaded, or small
     enough to load now; else, in a request (a session of this task), a partial one of its own while
-    the whole one loads aside."""
+    the whole one loads aside. Only the task answering the request decides with it: a group's write
+    body runs in its committer's task, which decides with the whole index."""
     metastore_id = caller.metastore()
     session = current_session()
-    mine = session.privileges if session is not None else None
-    if session is None or past_read() is not None or session.caller != caller or \
-            (mine is not None and (mine.task is not asyncio.current_task() or mine.whole)):
+    if session is None or session.task is not asyncio.current_task() or session.caller != caller or \
+            past_read() is not None or (session.privileges is not None and session.privileges.whole):
         return await privilege_index(shard, metastore_id, caller.min_version)
+    mine = session.privileges
     state = await shard.state(metastore_id, caller.min_version, paths=False)
     if state.privileges is not None or not await _loads_aside(shard, state):
         return await privilege_index(shard, metastore_id, caller.min_version)
-    if mine is None or mine.index is None or mine.index.root_id != metastore_id:
+    if mine is None or mine.index.root_id != metastore_id:
         meta = await shard.store.get_metastore(metastore_id)
         partial = PartialPrivilegeIndex(metastore_id, meta.info.get("owner") if meta else None)
         rows, grants = await securable_chains(shard.store, metastore_id, [])
         partial.load(rows, grants, ())
-        mine = session.privileges = RequestPrivileges(asyncio.current_task(), partial)
+        mine = session.privileges = RequestPrivileges(partial)
     return mine.index
 
 

@@ -12,6 +12,7 @@ entered its request is in flight: background work waits for it (warm_pace.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from dataclasses import dataclass, field
 
@@ -40,6 +41,9 @@ class Session:
     audit: dict | None = None
     # The request's own privilege index while the metastore's whole one loads aside (governance/index.py).
     privileges: object = None
+    # The task answering the request (a group's write bodies run in their committer's, which may
+    # find a session it does not answer: `current()` is inherited by the tasks a request starts).
+    task: object = field(default=None, init=False, repr=False)
     _token: contextvars.Token | None = field(default=None, init=False, repr=False)
 
     @property
@@ -49,6 +53,10 @@ class Session:
 
     def __enter__(self) -> Session:
         self._token = _CURRENT.set(self)
+        try:
+            self.task = asyncio.current_task()
+        except RuntimeError:        # entered outside an event loop (a test)
+            self.task = None
         IN_FLIGHT.count += 1        # background work gives way meanwhile (warm_pace.py)
         return self
 

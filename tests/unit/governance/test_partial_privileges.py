@@ -158,3 +158,37 @@ def test_a_partial_index_never_refuses_for_want_of_an_ancestor():
     partial.load(*db.chains(["c1.s1.t1"]), ["c1.s1.t1"])
     assert all(sid in partial for sid in ("c1", "c1.s1", "c1.s1.t1"))
     assert Authz(CALLER, partial).decide("table", "read_data", table).allowed
+
+
+def test_only_the_task_answering_the_request_decides_with_its_partial_index(monkeypatch):
+    """A group's write bodies run in their committer's task, which inherits the session of the request
+    that started it: there the whole index decides, never another request's partial one."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from shardcat.governance import index as index_module
+    from shardcat.shards.session import Session
+
+    async def whole(shard, metastore_id, min_version=0):
+        return "whole"
+    monkeypatch.setattr(index_module, "privilege_index", whole)
+    loading = SimpleNamespace(done=lambda: False)                  # the whole index, loading aside
+    state = SimpleNamespace(privileges=None, privileges_aside=loading)
+
+    async def state_of(metastore_id, min_version=0, *, paths=True):
+        return state
+    shard = SimpleNamespace(state=state_of)
+
+    async def scenario():
+        partial = PartialPrivilegeIndex("ms", "root")
+        with Session(CALLER) as session:
+            session.privileges = index_module.RequestPrivileges(partial)
+            assert await index_module.request_index(shard, CALLER) is partial
+            assert await asyncio.create_task(index_module.request_index(shard, CALLER)) == "whole"
+            other = Caller("v", 2, False, 1, "ms")
+            assert await index_module.request_index(shard, other) == "whole"     # not the session's caller
+            session.privileges.whole = True
+            assert await index_module.request_index(shard, CALLER) == "whole"
+        assert await index_module.request_index(shard, CALLER) == "whole"        # outside a request
+
+    asyncio.run(scenario())
