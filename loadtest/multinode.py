@@ -309,7 +309,7 @@ class Run:
         self.phases.append(record)
         return record
 
-    async def settle(self, mark: float, gone: list, limit: float = 5.0, exit_within: float = 0.5) -> None:
+    async def settle(self, mark: float, gone: list, limit: float = 30.0, exit_within: float = 0.5) -> None:
         """Until every metastore's writer and reader had an answer to a request sent after `mark`, so
         that whatever the phase did to them shows in the samples, and the processes of the shards
         `gone` ended or `exit_within` seconds passed (then the phase records those still there);
