@@ -31,6 +31,7 @@ benchmarks/out/. `--quick`: 10K and 100K tables, 10 and 1K metastores.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import math
@@ -168,6 +169,17 @@ def _heap() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
+def _retained_rss() -> int:
+    """The process's RSS once garbage is collected and malloc has returned its free pages (what a
+    load read and let go, a million rows, would otherwise still count)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):       # not glibc: RSS as it is
+        pass
+    return h.rss(os.getpid())
+
+
 async def _warm_state(shard, ms: str):
     state = await shard.state(ms)
     warmed = getattr(shard, "warmed", None)      # a shard that builds its path index in the background
@@ -192,7 +204,7 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
         out["measured_by"] = "tracemalloc" if traced else "RSS growth"
         if traced:
             tracemalloc.start()
-        heap = _heap if traced else (lambda: (gc.collect(), h.rss(os.getpid()))[1])
+        heap = _heap if traced else _retained_rss
         base = heap()
         t0 = time.perf_counter()
         state = await _warm_state(shard, ms)

@@ -18,21 +18,25 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from itertools import islice
 
 from ..cache.partial_privilege_index import IndexNeeded, PartialPrivilegeIndex
 from ..cache.privilege_index import PrivilegeIndex
 from ..entities.asset import Asset
 from ..errors import CatalogError
 from ..shards.session import current as current_session, past_read
+from ..shards.warm_pace import Pace
 from ..store.writes import WriteTx
 from ..store.grants import count_securables, grants_of, privilege_snapshot, securable_chains
 
 MAX_LOADS = 16      # a request's partial loads; then it waits for the whole index
+PUT_CHUNK = 500     # securables put between two looks at a paced load's clock (~1 ms)
 
 
-async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
-    """The metastore's securables, owners and grants at one version (one repeatable-read snapshot)."""
-    version, owner, assets, grants = await privilege_snapshot(store, metastore_id)
+async def load_index(store, metastore_id: str, pace=None) -> tuple[int, PrivilegeIndex]:
+    """The metastore's securables, owners and grants at one version (one repeatable-read snapshot);
+    `pace`: as background work, giving way to the requests in flight (shards/warm_pace.py)."""
+    version, owner, assets, grants = await privilege_snapshot(store, metastore_id, pace)
     index = PrivilegeIndex(metastore_id, owner)
     # Parents first, so that dense ids follow the hierarchy (not needed for correctness): one pass, not a sort.
     order = {"catalog": 0, "schema": 1, "registered_model": 3}
@@ -40,7 +44,14 @@ async def load_index(store, metastore_id: str) -> tuple[int, PrivilegeIndex]:
     for r in assets:
         ranks[order.get(r["type"], 2)].append(r)
     # Types and owners are kept as codes, full names packed (cache/privilege_index.py): only the id stays a str.
-    index.put_many((r["id"], r["parent_id"], r["type"], r["owner"], r["full_name"]) for rank in ranks for r in rank)
+    rows = ((r["id"], r["parent_id"], r["type"], r["owner"], r["full_name"]) for rank in ranks for r in rank)
+    if pace is None:
+        index.put_many(rows)
+    else:
+        while chunk := list(islice(rows, PUT_CHUNK)):
+            index.put_many(chunk)
+            if pace.due():
+                await pace.give_way()
     for sid, held in grants.items():
         index.set_grants(sid, held)
     return version, index
@@ -124,7 +135,7 @@ async def load_whole_aside(shard, metastore_id: str) -> None:
     shard.follow(PRIVILEGES)
     for _ in range(3):
         state = await shard.state(metastore_id, paths=False)
-        version, index = await load_index(shard.store, metastore_id)
+        version, index = await load_index(shard.store, metastore_id, Pace())
         async with state.reconcile_lock:
             if shard.states.get(metastore_id) is not state or state.privileges is not None:
                 return                            # moved away, gone cold, or loaded meanwhile

@@ -17,19 +17,30 @@ def group_grants(rows) -> dict[str, dict[str, set[str]]]:
     return out
 
 
-async def privilege_snapshot(store, metastore_id: str):
+SNAPSHOT_CHUNK = 10_000     # asset rows per round trip of a paced snapshot
+
+
+async def privilege_snapshot(store, metastore_id: str, pace=None):
     """The metastore's securables, owners and grants at one version (one repeatable-read snapshot):
     (version, the metastore's owner, asset rows (id, parent_id, type, full_name, owner), grants grouped).
-    Ids as text: a million of them decoded as UUIDs and turned back into strings cost seconds."""
+    Ids as text: a million of them decoded as UUIDs and turned back into strings cost seconds.
+    `pace` (shards/warm_pace.py `Pace`): read in chunks, giving way to the requests in flight between them."""
     ms = uuid.UUID(metastore_id)
+    query = """SELECT id::text, parent_id::text, type, full_name, owner FROM assets
+               WHERE metastore_id = $1 AND type <> 'staging_table'"""
     async with (await store.home(metastore_id)).acquire() as conn, \
             conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow("SELECT version, info FROM metastores WHERE id = $1", ms)
         if meta is None:
             raise MetastoreGone(metastore_id)
-        assets = await conn.fetch(
-            """SELECT id::text, parent_id::text, type, full_name, owner FROM assets
-               WHERE metastore_id = $1 AND type <> 'staging_table'""", ms)
+        if pace is None:
+            assets = await conn.fetch(query, ms)
+        else:
+            assets, cursor = [], await conn.cursor(query, ms)
+            while rows := await cursor.fetch(SNAPSHOT_CHUNK):
+                assets += rows
+                if pace.due():
+                    await pace.give_way()
         grants = await conn.fetch("SELECT securable_id, principal, privilege FROM grants WHERE metastore_id = $1", ms)
     return meta["version"], meta["info"].get("owner"), assets, group_grants(grants)
 

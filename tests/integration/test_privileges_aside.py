@@ -45,8 +45,8 @@ async def world(request, server, aside, http, tmp_path, monkeypatch):
     if request.param == "loading aside":
         read = index_module.load_index
 
-        async def read_then_held(store, metastore_id):      # read at once, swapped in only when let go
-            got = await read(store, metastore_id)
+        async def read_then_held(store, metastore_id, pace=None):    # read at once, swapped in when let go
+            got = await read(store, metastore_id, pace)
             await held.wait()
             return got
         monkeypatch.setattr(index_module, "load_index", read_then_held)
