@@ -199,6 +199,20 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
     store = await Store.open(db)
     out = {}
     try:
+        # The privilege index first: its load timed as a cold owner pays it, untraced (with the RSS it
+        # leaves behind, allocator and all), then its own objects weighed by tracemalloc at every size.
+        base = _retained_rss()
+        t0 = time.perf_counter()
+        _, index = await load_index(store, ms)
+        out["privilege_load_s"] = time.perf_counter() - t0     # what a cold owner's first governed request waited
+        out["privilege_rss_bytes"] = _retained_rss() - base
+        del index
+        tracemalloc.start()
+        base = _heap()
+        _, index = await load_index(store, ms)
+        out["privilege_bytes"] = _heap() - base
+        del index
+        tracemalloc.stop()
         shard = Shard(store, cache=CacheConfig(max_bytes=1 << 40))
         traced = n <= TRACEMALLOC_UP_TO
         out["measured_by"] = "tracemalloc" if traced else "RSS growth"
@@ -212,12 +226,6 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
         del state
         out["state_build_s"] = time.perf_counter() - t0
         out["state_bytes"] = heap() - base
-        base = heap()
-        t0 = time.perf_counter()
-        _, index = await load_index(store, ms)
-        out["privilege_load_s"] = time.perf_counter() - t0     # what a cold owner's first governed request waits
-        out["privilege_bytes"] = heap() - base
-        del index
         if not traced:
             tracemalloc.start()
         _, paths = await store.paths(ms)
@@ -237,6 +245,7 @@ async def resident_bytes(db: str, ms: str, n: int) -> dict:
     out.update(await owner_reads(db, ms))
     out["state_per_asset"] = out["state_bytes"] / n
     out["privilege_per_asset"] = out["privilege_bytes"] / n
+    out["privilege_rss_per_asset"] = out["privilege_rss_bytes"] / n
     out["cached_per_table"] = out["cached_heap_bytes"] / max(1, out["cached_entries"])
     return out
 
@@ -512,7 +521,8 @@ async def run(args, tmp: Path, pg: h.Postgres) -> dict:
         row["insert_s"] = insert_s
         log("  resident bytes (tracemalloc, in this process)")
         row.update(await resident_bytes(db, ms, n))
-        log(f"  privilege index loaded in {row['privilege_load_s']:.2f} s ({row['measured_by']})")
+        log(f"  privilege index loaded in {row['privilege_load_s']:.2f} s, "
+            f"{row['privilege_rss_per_asset']:,.0f} B/asset of RSS left after it")
         log(f"  state {row['state_per_asset']:,.0f} B/asset, privileges {row['privilege_per_asset']:,.0f} B/asset, "
             f"cached table {row['cached_per_table']:,.0f} B")
         out["sizes"].append(row)
@@ -541,15 +551,16 @@ def markdown(run: dict) -> str:
              "- **Data:** one schema of copies of one table of 8 columns (made through the API), inserted by COPY "
              "straight into PostgreSQL in one metastore write per size; each size a fresh `shardcat serve` "
              "(in-process shard) on it. Requests one at a time on one connection (latency, not throughput).",
-             "- **Resident bytes** are tracemalloc's (past "
-             f"{TRACEMALLOC_UP_TO:,} tables: the process's RSS growth), in the benchmark's own process: a shard's "
+             "- **Resident bytes** are tracemalloc's, in the benchmark's own process (the state's past "
+             f"{TRACEMALLOC_UP_TO:,} tables: the process's RSS growth): a shard's "
              "state of the metastore (its path index: whole in memory, or kept in PostgreSQL past "
-             "`--path-index-max`), the privilege index, and a cache replica of "
+             "`--path-index-max`), the privilege index (its load timed untraced; in brackets the RSS it left, "
+             "malloc's free pages returned), and a cache replica of "
              f"{CACHED_SAMPLE:,} tables (bytes per cached table).", "",
              "| tables | cold getTable | a user's cold getTable (index aside / whole) | cold read by path "
              "| cold read + first write | getTable p50/p99 "
              "| listTables p50/p99 (first / last page p50) "
-             "| createTable p50/p99 | path index | state B/asset | privileges B/asset (load) | cached table B "
+             "| createTable p50/p99 | path index | state B/asset | privileges B/asset [RSS] (load) | cached table B "
              "| RSS idle → warm → end |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |"]
     for r in sizes:
@@ -560,7 +571,8 @@ def markdown(run: dict) -> str:
             f"{r['get_p50']:.1f} / {r['get_p99']:.1f} ms | {r['list_p50']:.1f} / {r['list_p99']:.1f} ms "
             f"({r['list_first_p50']:.1f} / {r['list_last_p50']:.1f}) | {r['create_p50']:.1f} / {r['create_p99']:.1f} ms | "
             f"{'in PostgreSQL' if r.get('paths_in_db') else 'in memory'} | {r['state_per_asset']:,.0f} | "
-            f"{r['privilege_per_asset']:,.0f} ({r.get('privilege_load_s', float('nan')):.1f} s) | {r['cached_per_table']:,.0f} | "
+            f"{r['privilege_per_asset']:,.0f} [{r.get('privilege_rss_per_asset', float('nan')):,.0f}] "
+            f"({r.get('privilege_load_s', float('nan')):.1f} s) | {r['cached_per_table']:,.0f} | "
             + " → ".join(f"{r[k] / 2 ** 20:,.0f}" for k in ("rss_idle", "rss_state", "rss_end")) + " MiB |")
     lines += ["", "Growth with the tables of the metastore (slope of log cost over log tables):", ""]
     for key, what in (("cold_get_ms", "cold getTable"), ("governed_aside_ms", "a user's cold getTable, index aside"),
