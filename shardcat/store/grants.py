@@ -54,8 +54,9 @@ async def count_securables(store, metastore_id: str, limit: int) -> int:
 
 async def securable_chains(store, metastore_id: str, securable_ids: list[str]):
     """The securables with these ids and all their ancestors, as rows (id, parent_id, type, owner,
-    full_name), and the grants on them and on the metastore, in one snapshot: what a decision about
-    one of them reads (cache/partial_privilege_index.py). Ids that are not UUIDs name nothing."""
+    full_name), and the grants on them and on the metastore: what a decision about one of them reads
+    (cache/partial_privilege_index.py). One statement, so one snapshot and one round trip: a cold
+    owner's request waits for it. Ids that are not UUIDs name nothing."""
     ms = uuid.UUID(metastore_id)
     ids = []
     for sid in securable_ids:
@@ -63,20 +64,26 @@ async def securable_chains(store, metastore_id: str, securable_ids: list[str]):
             ids.append(uuid.UUID(sid))
         except ValueError:
             continue
-    async with (await store.home(metastore_id)).acquire() as conn, \
-            conn.transaction(isolation="repeatable_read", readonly=True):
-        rows = await conn.fetch(
-            """WITH RECURSIVE chain AS (
-                   SELECT id, parent_id FROM assets WHERE metastore_id = $1 AND id = ANY($2) AND type <> 'staging_table'
-                   UNION
-                   SELECT a.id, a.parent_id FROM assets a JOIN chain c ON a.id = c.parent_id
-                   WHERE a.metastore_id = $1)
-               SELECT a.id::text, a.parent_id::text, a.type, a.owner, a.full_name
-               FROM assets a JOIN chain c ON a.id = c.id WHERE a.metastore_id = $1""", ms, ids)
-        grants = await conn.fetch("""SELECT securable_id, principal, privilege FROM grants
-                                     WHERE metastore_id = $1 AND securable_id = ANY($2)""",
-                                  ms, [ms, *(uuid.UUID(r["id"]) for r in rows)])
-    return [tuple(r) for r in rows], group_grants(grants)
+    found = await (await store.home(metastore_id)).fetch(
+        """WITH RECURSIVE chain AS (
+               SELECT id, parent_id FROM assets WHERE metastore_id = $1 AND id = ANY($2) AND type <> 'staging_table'
+               UNION
+               SELECT a.id, a.parent_id FROM assets a JOIN chain c ON a.id = c.parent_id WHERE a.metastore_id = $1),
+           securables AS (
+               SELECT a.id, a.parent_id, a.type, a.owner, a.full_name FROM assets a JOIN chain c ON a.id = c.id
+               WHERE a.metastore_id = $1)
+           SELECT id::text, parent_id::text, type, owner, full_name, NULL AS principal, NULL AS privilege
+           FROM securables
+           UNION ALL
+           SELECT securable_id::text, NULL, NULL, NULL, NULL, principal, privilege FROM grants
+           WHERE metastore_id = $1 AND (securable_id = $1 OR securable_id IN (SELECT id FROM securables))""",
+        ms, ids)
+    rows = [(r["id"], r["parent_id"], r["type"], r["owner"], r["full_name"]) for r in found if r["principal"] is None]
+    grants: dict[str, dict[str, set[str]]] = {}
+    for r in found:
+        if r["principal"] is not None:
+            grants.setdefault(r["id"], {}).setdefault(r["principal"], set()).add(r["privilege"])
+    return rows, grants
 
 
 async def grants_of(store, metastore_id: str, securable_ids: list[str]) -> dict[str, dict[str, set[str]]]:
