@@ -78,7 +78,7 @@ class Forwarder:
         self.routing = routing
         self.store = store      # its secret keys vouch for a client's address to the shards
         # The router alone decides what to send again: a write that may have reached a shard is not resent.
-        self.client = ShardClient()
+        self.client = ShardClient(gone=self._declared_dead)
         # Per metastore, the newest version any answer through here reflected: every later request
         # asks its shard for at least that, so no client reads older than a write it saw acknowledged,
         # even while two shards own the metastore.
@@ -86,6 +86,10 @@ class Forwarder:
 
     async def close(self, app) -> None:
         self.client.close()
+
+    def _declared_dead(self, address) -> bool:
+        """Whether the shard at `address` was declared dead: a read waiting on it goes to the new owner."""
+        return any(h.address == address and not h.alive for h in self.routing.shards.values())
 
     async def routes_table(self, request: web.Request) -> web.Response:
         """The routing table, so a client library can send requests straight to the owner shard."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -112,12 +113,17 @@ class _Connection(asyncio.Protocol):
 
 
 class ShardClient:
-    """Keep-alive connections per shard address; `request` sends one request and returns its answer."""
+    """Keep-alive connections per shard address; `request` sends one request and returns its answer.
 
-    def __init__(self, timeout: float = 30.0):
+    `gone(address)`: whether the shard there was declared dead (the router's supervisor): a request
+    waiting on it fails as lost within the watchdog's second instead of at the timeout. A shard
+    whose process hangs as it dies (its raylet gone) holds a connection open and answers nothing."""
+
+    def __init__(self, timeout: float = 30.0, gone: Callable[[Address], bool] | None = None):
         self.timeout = timeout
+        self.gone = gone
         self._idle: dict[Address, list[_Connection]] = {}
-        self._waiting: set[_Connection] = set()         # a request sent, its answer not yet in
+        self._waiting: dict[_Connection, Address] = {}  # a request sent, its answer not yet in
         self._watchdog: asyncio.Task | None = None
 
     async def request(self, address: Address, method: str, raw_path: str, headers: dict[str, str],
@@ -129,14 +135,14 @@ class ShardClient:
         connection = await self._acquire(address)
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._fail_overdue())
-        self._waiting.add(connection)
+        self._waiting[connection] = address
         try:
             answer = await connection.exchange(request, self.timeout)
         except BaseException:
             connection.close()
             raise
         finally:
-            self._waiting.discard(connection)
+            self._waiting.pop(connection, None)
         self._release(address, connection)
         return answer
 
@@ -147,8 +153,11 @@ class ShardClient:
         while True:
             await asyncio.sleep(min(1.0, self.timeout / 4))
             now = loop.time()
-            for connection in [c for c in self._waiting if c.deadline < now]:
-                connection.fail(ConnectionLost(f"no answer from the shard within {self.timeout:g} s"))
+            for connection, address in list(self._waiting.items()):
+                if connection.deadline < now:
+                    connection.fail(ConnectionLost(f"no answer from the shard within {self.timeout:g} s"))
+                elif self.gone is not None and self.gone(address):
+                    connection.fail(ConnectionLost("the shard was declared dead while the request waited"))
 
     async def _acquire(self, address: Address) -> _Connection:
         idle = self._idle.get(address)

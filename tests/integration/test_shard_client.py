@@ -125,6 +125,32 @@ async def test_no_answer_within_the_timeout_is_lost():
         await runner.cleanup()
 
 
+async def test_a_request_waiting_on_a_shard_declared_dead_is_lost_at_once():
+    """A dying shard may hold the connection and answer nothing (its raylet gone, its process hanging
+    on the way out): once the router declares it dead its waiting requests fail as lost, so that a
+    read goes to the new owner, instead of waiting out the timeout."""
+    release, dead = asyncio.Event(), set()
+
+    async def hangs(request):
+        await release.wait()
+        return web.Response()
+
+    runner, port, _ = await _serve([web.get("/hangs", hangs)])
+    shard = Address("127.0.0.1", port)
+    client = ShardClient(timeout=30.0, gone=dead.__contains__)
+    try:
+        waiting = asyncio.create_task(client.request(shard, "GET", "/hangs", {}))
+        await asyncio.sleep(1.5)
+        assert not waiting.done()                     # alive: it waits for its answer
+        dead.add(shard)
+        with pytest.raises(ConnectionLost, match="declared dead"):
+            await asyncio.wait_for(waiting, 5.0)      # not the 30 s timeout
+    finally:
+        release.set()
+        client.close()
+        await runner.cleanup()
+
+
 async def test_connections_idle_too_long_or_closed_by_the_shard_are_not_reused(monkeypatch):
     runner, port, peers = await _serve([web.get("/{tail:.*}", _echo)])
     client = ShardClient()
