@@ -29,8 +29,6 @@ class PartialPrivilegeIndex(PrivilegeIndex):
     ids the database was asked about and does not hold (`absent`: a new asset, not committed yet,
     joins as the whole index lets it, under a loaded parent)."""
 
-    partial = True
-
     def __init__(self, root_id: str, root_owner: str | None = None):
         super().__init__(root_id, root_owner)
         self.absent: set[str] = set()
