@@ -102,7 +102,10 @@ async def request_index(shard, caller) -> PrivilegeIndex:
             past_read() is not None or (session.privileges is not None and session.privileges.whole):
         return await privilege_index(shard, metastore_id, caller.min_version)
     mine = session.privileges
-    state = await shard.state(metastore_id, caller.min_version, paths=False)
+    # With the whole index loaded (the common case) privilege_index makes the one state() call needed.
+    state = shard.states.get(metastore_id)
+    if state is None or state.privileges is None:
+        state = await shard.state(metastore_id, caller.min_version, paths=False)
     if state.privileges is not None or not await _loads_aside(shard, state):
         return await privilege_index(shard, metastore_id, caller.min_version)
     if mine is None or mine.index.root_id != metastore_id:

@@ -177,7 +177,7 @@ def test_only_the_task_answering_the_request_decides_with_its_partial_index(monk
 
     async def state_of(metastore_id, min_version=0, *, paths=True):
         return state
-    shard = SimpleNamespace(state=state_of)
+    shard = SimpleNamespace(state=state_of, states={})
 
     async def scenario():
         partial = PartialPrivilegeIndex("ms", "root")
